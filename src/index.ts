@@ -1,0 +1,38 @@
+export { DEFAULT_DRIFT_RATE, safeDeadline } from './clock.js';
+export {
+  BACKEND_PACKAGES,
+  type ConnectionSpec,
+  type ConnectOptions,
+  connect,
+  type HostPort,
+  parseConnectionUrl,
+} from './connect.js';
+export {
+  AbortError,
+  BackendUnavailableError,
+  type ErrorCode,
+  FencekitError,
+  InvalidArgumentError,
+  LockLostError,
+  LockTimeoutError,
+  type LossReason,
+  NotHolderError,
+  NotImplementedError,
+  ProviderClosedError,
+  StaleFencingTokenError,
+} from './errors.js';
+export { FencedStore } from './fencing/fenced-store.js';
+export { keepRenewing, type RenewalOptions } from './lease-renewal.js';
+export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';
+export { MemoryLockServer } from './memory/server.js';
+export { OwnedLock, type OwnedLockInit } from './ownership.js';
+export { BaseLockProvider, type LockRequest, type ProviderDefaults } from './provider-base.js';
+export type { AcquireOptions, BackendName, HolderInfo, Lock, LockInfo, LockProvider } from './types.js';
+export {
+  MAX_KEY_BYTES,
+  MAX_OWNER_BYTES,
+  MAX_TTL_MS,
+  MIN_TTL_MS,
+  validateAcquireOptions,
+  validateKey,
+} from './validate.js';

@@ -1,0 +1,54 @@
+import { monotonicNow, safeDeadline } from './clock.js';
+import type { OwnedLock } from './ownership.js';
+
+export interface RenewalOptions {
+  ttlMs: number;
+  driftRate: number;
+  /** When the request that granted the lease was sent (monotonic ms) and how long its answer took. */
+  grantedSentAt: number;
+  grantedRttMs: number;
+  /**
+   * Extends the lease on the backend if it is still ours: true = extended by ttlMs, false = the
+   * backend says it is no longer ours. Throws when the backend cannot be reached.
+   */
+  renew: () => Promise<boolean>;
+}
+
+/**
+ * The watchdog of backends with per-lock leases (memory, Redis): renews every ttl/3 while the lock
+ * is held, moves the lock's local deadline after each confirmed renewal, and lets the deadline abort
+ * the signal when renewals keep failing. A "no longer yours" answer aborts at once.
+ */
+export function keepRenewing(lock: OwnedLock, opts: RenewalOptions): void {
+  const interval = opts.ttlMs / 3;
+  // After a failed attempt, retry sooner so that a short outage does not cost the lease.
+  const retryInterval = Math.max(opts.ttlMs / 10, 5);
+  let timer: NodeJS.Timeout | undefined;
+
+  lock.confirmUntil(safeDeadline(opts.grantedSentAt, opts.ttlMs, opts.grantedRttMs, opts.driftRate));
+
+  const schedule = (delay: number): void => {
+    if (!lock.held) return;
+    timer = setTimeout(attempt, delay);
+  };
+
+  const attempt = async (): Promise<void> => {
+    const sentAt = monotonicNow();
+    try {
+      const stillOurs = await opts.renew();
+      if (!lock.held) return;
+      if (!stillOurs) {
+        lock.lose('expired');
+        return;
+      }
+      lock.confirmUntil(safeDeadline(sentAt, opts.ttlMs, monotonicNow() - sentAt, opts.driftRate));
+      schedule(interval);
+    } catch {
+      // Unreachable backend: the deadline set by the last confirmation decides; keep trying until then.
+      schedule(retryInterval);
+    }
+  };
+
+  lock.onEnd(() => clearTimeout(timer));
+  schedule(interval);
+}

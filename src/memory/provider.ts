@@ -1,0 +1,108 @@
+import { monotonicNow } from '../clock.js';
+import { keepRenewing } from '../lease-renewal.js';
+import { OwnedLock } from '../ownership.js';
+import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../provider-base.js';
+import type { LockInfo } from '../types.js';
+import { validateKey } from '../validate.js';
+import { type MemoryLease, MemoryLockServer } from './server.js';
+
+const sharedServers = new Map<string, MemoryLockServer>();
+
+/** The process-wide server behind `memory://<name>` (name '' for plain `memory://`). */
+export function memoryServer(name = ''): MemoryLockServer {
+  let server = sharedServers.get(name);
+  if (!server) {
+    server = new MemoryLockServer();
+    sharedServers.set(name, server);
+  }
+  return server;
+}
+
+export interface MemoryProviderOptions extends ProviderDefaults {
+  /** The in-process server to use; default: the one shared by every `memory://` provider. */
+  server?: MemoryLockServer;
+}
+
+/**
+ * The embedded provider: same semantics as the network backends (leases renewed every ttl/3 that
+ * really expire, FIFO, fencing tokens, early loss signal), one process only. Each provider is one
+ * client of a MemoryLockServer; `simulate` injects the faults a network client can suffer.
+ */
+export class MemoryLockProvider extends BaseLockProvider {
+  readonly backend = 'memory' as const;
+  readonly server: MemoryLockServer;
+  readonly #clientId: number;
+
+  constructor(options: MemoryProviderOptions = {}) {
+    super(options);
+    this.server = options.server ?? memoryServer();
+    this.#clientId = this.server.registerClient();
+  }
+
+  /** Fault injection for tests and demos. */
+  readonly simulate = {
+    /** The process died: nothing is renewed or released; leases expire, queued waits vanish. */
+    crash: (): void => {
+      this.server.partitionClient(this.#clientId, true);
+      this.server.crashClient(this.#clientId);
+    },
+    /** Cut (true) or heal (false) this client's link to the server. */
+    partition: (cut: boolean): void => this.server.partitionClient(this.#clientId, cut),
+  };
+
+  async inspect(key: string): Promise<LockInfo | null> {
+    validateKey(key);
+    this.assertOpen();
+    return this.server.inspect(key);
+  }
+
+  protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const sentAt = monotonicNow();
+    const memoryRequest = { clientId: this.#clientId, ...req };
+    if (!req.wait) {
+      const lease = this.server.tryGrant(memoryRequest);
+      return lease && this.#adopt(lease, sentAt);
+    }
+    const { granted, cancel: leaveQueue } = this.server.enqueue(memoryRequest);
+    const lease = await new Promise<MemoryLease>((resolve, reject) => {
+      const onCancel = () => {
+        if (leaveQueue()) {
+          reject(cancel.reason);
+          return;
+        }
+        // Granted while cancelling: give the grant straight back, leave nothing behind.
+        void granted.then((raced) => this.server.release(this.#clientId, raced.key, raced.ownerToken));
+        reject(cancel.reason);
+      };
+      if (cancel.aborted) return onCancel();
+      cancel.addEventListener('abort', onCancel, { once: true });
+      void granted.then((lease) => {
+        cancel.removeEventListener('abort', onCancel);
+        resolve(lease);
+      });
+    });
+    // A waiter's lease began when the server granted it; the wait itself does not shorten it.
+    return this.#adopt(lease, lease.grantedAt);
+  }
+
+  protected async shutdown(): Promise<void> {}
+
+  #adopt(lease: MemoryLease, sentAt: number): OwnedLock {
+    const lock = new OwnedLock({
+      key: lease.key,
+      fencingToken: lease.fencingToken,
+      ownerToken: lease.ownerToken,
+      releaseOnBackend: async () => {
+        this.server.release(this.#clientId, lease.key, lease.ownerToken);
+      },
+    });
+    keepRenewing(lock, {
+      ttlMs: lease.ttlMs,
+      driftRate: this.driftRate,
+      grantedSentAt: sentAt,
+      grantedRttMs: monotonicNow() - sentAt,
+      renew: async () => this.server.renew(this.#clientId, lease.key, lease.ownerToken),
+    });
+    return lock;
+  }
+}

@@ -1,0 +1,192 @@
+import { monotonicNow } from '../clock.js';
+import { BackendUnavailableError } from '../errors.js';
+import type { LockInfo } from '../types.js';
+
+/** One grant as the in-process "server" keeps it. */
+export interface MemoryLease {
+  readonly key: string;
+  readonly clientId: number;
+  readonly ownerToken: string;
+  readonly owner: string | undefined;
+  readonly fencingToken: bigint;
+  readonly ttlMs: number;
+  readonly since: Date;
+  /** Monotonic time of the grant: the lease runs from here. */
+  readonly grantedAt: number;
+  expiresAt: number; // wall clock, for inspect()
+  timer: NodeJS.Timeout;
+}
+
+interface Waiter {
+  readonly clientId: number;
+  readonly ownerToken: string;
+  readonly owner: string | undefined;
+  readonly ttlMs: number;
+  readonly granted: (lease: MemoryLease) => void;
+}
+
+interface KeyState {
+  holder: MemoryLease | null;
+  readonly queue: Waiter[];
+}
+
+export interface MemoryRequest {
+  clientId: number;
+  key: string;
+  ownerToken: string;
+  owner: string | undefined;
+  ttlMs: number;
+}
+
+/**
+ * The in-process stand-in for a lock server: per-key FIFO queues, leases that really expire, one
+ * fencing counter. Clients (MemoryLockProvider) talk to it only through these methods, the way a
+ * network client would, so faults can be injected per client: a crashed client stops renewing, a
+ * partitioned client's calls fail.
+ */
+export class MemoryLockServer {
+  #lastToken = 0n;
+  #nextClientId = 1;
+  readonly #keys = new Map<string, KeyState>();
+  readonly #partitioned = new Set<number>();
+  /** Waiters notified of a grant, counted so tests can show that a release wakes exactly one. */
+  wakeups = 0;
+
+  registerClient(): number {
+    return this.#nextClientId++;
+  }
+
+  /** Grants at once when the key is free and nobody queues; otherwise null. */
+  tryGrant(req: MemoryRequest): MemoryLease | null {
+    this.#reachable(req.clientId);
+    const state = this.#state(req.key);
+    if (state.holder !== null || state.queue.length > 0) return null;
+    return this.#grant(req.key, state, req);
+  }
+
+  /** Joins the queue (or is granted at once). `cancel` leaves the queue; false if already granted. */
+  enqueue(req: MemoryRequest): { granted: Promise<MemoryLease>; cancel: () => boolean } {
+    const immediate = this.tryGrant(req);
+    if (immediate) return { granted: Promise.resolve(immediate), cancel: () => false };
+    const state = this.#state(req.key);
+    let waiter!: Waiter;
+    const granted = new Promise<MemoryLease>((resolve) => {
+      waiter = { ...req, granted: resolve };
+    });
+    state.queue.push(waiter);
+    const cancel = () => {
+      const index = state.queue.indexOf(waiter);
+      if (index < 0) return false;
+      state.queue.splice(index, 1);
+      this.#forgetIfIdle(req.key, state);
+      return true;
+    };
+    return { granted, cancel };
+  }
+
+  /** Extends the lease if it is still this grant's. */
+  renew(clientId: number, key: string, ownerToken: string): boolean {
+    this.#reachable(clientId);
+    const holder = this.#keys.get(key)?.holder;
+    if (!holder || holder.ownerToken !== ownerToken) return false;
+    clearTimeout(holder.timer);
+    holder.timer = this.#expiryTimer(holder);
+    holder.expiresAt = Date.now() + holder.ttlMs;
+    return true;
+  }
+
+  /** Compare-and-delete: removes the grant only if it is still this one. */
+  release(clientId: number, key: string, ownerToken: string): boolean {
+    this.#reachable(clientId);
+    const state = this.#keys.get(key);
+    if (!state?.holder || state.holder.ownerToken !== ownerToken) return false;
+    this.#endLease(key, state);
+    return true;
+  }
+
+  inspect(key: string): LockInfo | null {
+    const state = this.#keys.get(key);
+    if (!state) return null;
+    const holder = state.holder && {
+      owner: state.holder.owner,
+      fencingToken: state.holder.fencingToken,
+      since: state.holder.since,
+      expiresAt: new Date(state.holder.expiresAt),
+    };
+    return { key, holder, waiters: state.queue.length };
+  }
+
+  /** Fault injection: the client's process died. Its waiters leave; its leases run out unrenewed. */
+  crashClient(clientId: number): void {
+    for (const [key, state] of this.#keys) {
+      const kept = state.queue.filter((w) => w.clientId !== clientId);
+      state.queue.splice(0, state.queue.length, ...kept);
+      this.#forgetIfIdle(key, state);
+    }
+  }
+
+  /** Fault injection: the client's calls fail as if the network were cut (or heal it). */
+  partitionClient(clientId: number, cut: boolean): void {
+    if (cut) this.#partitioned.add(clientId);
+    else this.#partitioned.delete(clientId);
+  }
+
+  #reachable(clientId: number): void {
+    if (this.#partitioned.has(clientId)) {
+      throw new BackendUnavailableError('memory backend unreachable (simulated partition)');
+    }
+  }
+
+  #state(key: string): KeyState {
+    let state = this.#keys.get(key);
+    if (!state) {
+      state = { holder: null, queue: [] };
+      this.#keys.set(key, state);
+    }
+    return state;
+  }
+
+  #grant(key: string, state: KeyState, req: Omit<MemoryRequest, 'key'>): MemoryLease {
+    this.#lastToken += 1n;
+    const lease: MemoryLease = {
+      key,
+      clientId: req.clientId,
+      ownerToken: req.ownerToken,
+      owner: req.owner,
+      fencingToken: this.#lastToken,
+      ttlMs: req.ttlMs,
+      since: new Date(),
+      grantedAt: monotonicNow(),
+      expiresAt: Date.now() + req.ttlMs,
+      timer: undefined as unknown as NodeJS.Timeout,
+    };
+    lease.timer = this.#expiryTimer(lease);
+    state.holder = lease;
+    return lease;
+  }
+
+  #expiryTimer(lease: MemoryLease): NodeJS.Timeout {
+    const timer = setTimeout(() => {
+      const state = this.#keys.get(lease.key);
+      if (state?.holder === lease) this.#endLease(lease.key, state);
+    }, lease.ttlMs);
+    return timer;
+  }
+
+  /** Ends the current lease and hands the key to the first waiter only: no herd. */
+  #endLease(key: string, state: KeyState): void {
+    if (state.holder) clearTimeout(state.holder.timer);
+    state.holder = null;
+    const next = state.queue.shift();
+    if (next) {
+      const lease = this.#grant(key, state, next);
+      this.wakeups += 1;
+      next.granted(lease);
+    }
+    this.#forgetIfIdle(key, state);
+  }
+
+  #forgetIfIdle(key: string, state: KeyState): void {
+    if (state.holder === null && state.queue.length === 0) this.#keys.delete(key);
+  }
+}

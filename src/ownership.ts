@@ -1,0 +1,95 @@
+import { monotonicNow } from './clock.js';
+import { LockLostError, type LossReason } from './errors.js';
+import type { Lock } from './types.js';
+
+export interface OwnedLockInit {
+  key: string;
+  fencingToken: bigint;
+  ownerToken: string;
+  /** Deletes the grant on the backend, guarded by ownerToken/fencingToken. Called at most once. */
+  releaseOnBackend: () => Promise<void>;
+}
+
+/**
+ * The Lock handle every backend returns. It owns the `signal`: the backend reports what it learns
+ * (confirmed until a deadline, lost), and the handle turns that into one abort with a LockLostError
+ * reason, before ownership can have passed to anybody else.
+ */
+export class OwnedLock implements Lock {
+  readonly key: string;
+  readonly fencingToken: bigint;
+  readonly ownerToken: string;
+  readonly #controller = new AbortController();
+  readonly #releaseOnBackend: () => Promise<void>;
+  readonly #endListeners: Array<() => void> = [];
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #released: Promise<void> | undefined;
+
+  constructor(init: OwnedLockInit) {
+    this.key = init.key;
+    this.fencingToken = init.fencingToken;
+    this.ownerToken = init.ownerToken;
+    this.#releaseOnBackend = init.releaseOnBackend;
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  get held(): boolean {
+    return !this.#controller.signal.aborted;
+  }
+
+  /**
+   * The backend confirmed ownership until `deadline` (monotonic ms, see safeDeadline). If no later
+   * confirmation arrives by then, the signal aborts with reason "unconfirmed".
+   */
+  confirmUntil(deadline: number): void {
+    if (!this.held) return;
+    clearTimeout(this.#deadlineTimer);
+    const remaining = deadline - monotonicNow();
+    if (remaining <= 0) {
+      this.lose('unconfirmed');
+      return;
+    }
+    this.#deadlineTimer = setTimeout(() => this.lose('unconfirmed'), remaining);
+    // The deadline must not keep the process alive on its own; the renewal loop decides that.
+    this.#deadlineTimer.unref();
+  }
+
+  /** Ownership is gone (or can no longer be trusted): abort the signal once. */
+  lose(reason: LossReason, cause?: unknown): void {
+    if (!this.held) return;
+    clearTimeout(this.#deadlineTimer);
+    this.#controller.abort(new LockLostError(this.key, this.fencingToken, reason, { cause }));
+    for (const listener of this.#endListeners.splice(0)) listener();
+  }
+
+  /** Runs once when the handle stops being held (lost or released). */
+  onEnd(listener: () => void): void {
+    if (this.held) this.#endListeners.push(listener);
+    else listener();
+  }
+
+  /**
+   * Aborts the signal first (the work must stop before anyone else can be granted), then deletes the
+   * grant on the backend. The backend delete is guarded and runs once, even if ownership was already
+   * lost: a lock that could not be confirmed may still be ours there, and deleting it frees waiters
+   * sooner than its expiry would.
+   */
+  release(): Promise<void> {
+    this.#released ??= (async () => {
+      this.lose('released');
+      await this.#releaseOnBackend();
+    })();
+    return this.#released;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release();
+  }
+
+  toJSON(): Record<string, unknown> {
+    return { key: this.key, fencingToken: this.fencingToken.toString(), held: this.held };
+  }
+}

@@ -1,0 +1,142 @@
+import { DEFAULT_DRIFT_RATE } from './clock.js';
+import { AbortError, LockTimeoutError, ProviderClosedError } from './errors.js';
+import type { OwnedLock } from './ownership.js';
+import type { AcquireOptions, BackendName, Lock, LockInfo, LockProvider } from './types.js';
+import { validateAcquireOptions, validateKey, validateTtlMs, validateWaitMs } from './validate.js';
+
+/** What an adapter is asked for: one grant of `key`, waiting in the backend's queue if `wait`. */
+export interface LockRequest {
+  key: string;
+  ttlMs: number;
+  owner: string | undefined;
+  ownerToken: string;
+  wait: boolean;
+}
+
+export interface ProviderDefaults {
+  /** Lease length for acquires that give no ttlMs (per-lock-lease backends). Default 15 000 ms. */
+  ttlMs?: number;
+  /** How long acquire waits when it gives no waitMs. Default: without limit. */
+  waitMs?: number;
+  /** Clock-rate drift the loss signal allows for (0..0.5). Default 0.01 (1 %). */
+  driftRate?: number;
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+/**
+ * What every provider shares: validation, waitMs and AbortSignal handling, tracking what it holds so
+ * close() releases it, and withLock. An adapter implements `request` and `inspect` only.
+ *
+ * `request` contract: resolve with the grant, or with null when `wait` is false and the key is busy.
+ * When `cancel` aborts, remove the queue entry (and release a grant that raced in), then reject.
+ */
+export abstract class BaseLockProvider implements LockProvider {
+  abstract readonly backend: BackendName;
+  protected readonly ttlMs: number;
+  protected readonly waitMs: number;
+  protected readonly driftRate: number;
+  readonly #held = new Set<OwnedLock>();
+  readonly #pending = new Set<AbortController>();
+  #closing: Promise<void> | undefined;
+
+  constructor(defaults: ProviderDefaults = {}) {
+    this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
+    this.waitMs = defaults.waitMs === undefined ? Number.POSITIVE_INFINITY : validateWaitMs(defaults.waitMs);
+    this.driftRate = defaults.driftRate ?? DEFAULT_DRIFT_RATE;
+    if (!(this.driftRate >= 0 && this.driftRate <= 0.5)) {
+      throw new RangeError(`driftRate must be within 0..0.5, got ${defaults.driftRate}`);
+    }
+  }
+
+  protected abstract request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
+  protected abstract shutdown(): Promise<void>;
+  abstract inspect(key: string): Promise<LockInfo | null>;
+
+  get closed(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  async acquire(key: string, opts?: AcquireOptions): Promise<Lock> {
+    const lock = await this.#obtain(key, opts, true);
+    if (lock === null) throw new LockTimeoutError(key, 0);
+    return lock;
+  }
+
+  tryAcquire(key: string, opts?: Omit<AcquireOptions, 'waitMs'>): Promise<Lock | null> {
+    return this.#obtain(key, opts, false);
+  }
+
+  async withLock<T>(key: string, fn: (lock: Lock) => Promise<T>, opts?: AcquireOptions): Promise<T> {
+    const lock = await this.acquire(key, opts);
+    try {
+      return await fn(lock);
+    } finally {
+      // A failed release leaves a grant that its lease (or session) ends; fn's outcome matters more.
+      await lock.release().catch(() => undefined);
+    }
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      const closed = new ProviderClosedError(this.backend);
+      for (const pending of this.#pending) pending.abort(closed);
+      await Promise.allSettled([...this.#held].map((lock) => lock.release()));
+      await this.shutdown();
+    })();
+    return this.#closing;
+  }
+
+  protected assertOpen(): void {
+    if (this.closed) throw new ProviderClosedError(this.backend);
+  }
+
+  async #obtain(key: string, opts: AcquireOptions | undefined, wait: boolean): Promise<OwnedLock | null> {
+    validateKey(key);
+    const options = validateAcquireOptions(opts, { ttlMs: this.ttlMs, waitMs: this.waitMs });
+    this.assertOpen();
+    const shouldWait = wait && options.waitMs > 0;
+    const userSignal = options.signal;
+    if (userSignal?.aborted) throw new AbortError(`acquire("${key}")`, userSignal.reason);
+
+    const cancel = new AbortController();
+    const onUserAbort = () => cancel.abort(userSignal?.reason);
+    userSignal?.addEventListener('abort', onUserAbort, { once: true });
+    const timer =
+      shouldWait && Number.isFinite(options.waitMs)
+        ? setTimeout(() => cancel.abort(TIMED_OUT), options.waitMs)
+        : undefined;
+    this.#pending.add(cancel);
+    let lock: OwnedLock | null;
+    try {
+      lock = await this.request(
+        {
+          key,
+          ttlMs: options.ttlMs,
+          owner: options.owner,
+          ownerToken: crypto.randomUUID(),
+          wait: shouldWait,
+        },
+        cancel.signal,
+      );
+    } catch (error) {
+      if (!cancel.signal.aborted) throw error;
+      const reason: unknown = cancel.signal.reason;
+      if (reason === TIMED_OUT) throw new LockTimeoutError(key, options.waitMs);
+      if (reason instanceof ProviderClosedError) throw reason;
+      throw new AbortError(`acquire("${key}")`, reason);
+    } finally {
+      clearTimeout(timer);
+      userSignal?.removeEventListener('abort', onUserAbort);
+      this.#pending.delete(cancel);
+    }
+    if (lock === null) return null;
+    if (this.closed) {
+      await lock.release().catch(() => undefined);
+      throw new ProviderClosedError(this.backend);
+    }
+    this.#held.add(lock);
+    lock.onEnd(() => this.#held.delete(lock));
+    return lock;
+  }
+}

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Lock, LockProvider } from '../types.js';
+
+export { sleep };
+
+/** A key no other test (or earlier run against the same server) uses. */
+export function uniqueKey(label: string): string {
+  return `fencekit-conformance/${label}/${crypto.randomUUID()}`;
+}
+
+/** Polls until check() is true, failing with `what` after timeoutMs. */
+export async function eventually(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+    await sleep(10);
+  }
+}
+
+/** Waits until inspect() reports `count` waiters on key. */
+export function waitersReach(provider: LockProvider, key: string, count: number): Promise<void> {
+  return eventually(
+    `${count} waiters on ${key}`,
+    async () => ((await provider.inspect(key))?.waiters ?? 0) === count,
+  );
+}
+
+/** Asserts that `promise` rejects with a FencekitError of the given code (or name). */
+export async function rejectsWith(promise: Promise<unknown>, code: string): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    const e = error as Error & { code?: string };
+    assert.ok(e.code === code || e.name === code, `expected ${code}, got ${e.name} ${e.code}: ${e.message}`);
+    return e;
+  }
+  assert.fail(`expected a rejection with ${code}, but it resolved`);
+}
+
+/**
+ * Watches critical sections: throws if a grant enters while another grant whose signal is not
+ * aborted is inside, and checks that tokens rise strictly in grant order.
+ */
+export class ExclusionMonitor {
+  readonly #inside = new Set<Lock>();
+  #lastToken = -1n;
+  entries = 0;
+
+  enter(lock: Lock): void {
+    for (const other of this.#inside) {
+      assert.ok(
+        other.signal.aborted,
+        `overlap: token ${lock.fencingToken} granted while token ${other.fencingToken} was still held`,
+      );
+    }
+    assert.ok(lock.fencingToken > this.#lastToken, `token ${lock.fencingToken} after ${this.#lastToken}`);
+    this.#lastToken = lock.fencingToken;
+    this.#inside.add(lock);
+    this.entries += 1;
+  }
+
+  exit(lock: Lock): void {
+    this.#inside.delete(lock);
+  }
+}

@@ -1,0 +1,31 @@
+import type { LockProvider } from '../types.js';
+
+/** What a backend tells the conformance suite about itself. */
+export interface ConformanceTarget {
+  /** Shown in test names, e.g. "memory", "etcd 3-member cluster". */
+  name: string;
+  /** A new client of the same backend, as another process would open. The suite closes it. */
+  createProvider(): Promise<LockProvider>;
+  /** Lease given to acquires in tests (keep it short: 200–2000 ms). */
+  ttlMs: number;
+  /** How long after a holder dies its key must be free: TTL or session timeout, plus slack. */
+  holderDeathBoundMs: number;
+  /** Waiters are granted in request order. */
+  fifo: boolean;
+  /** Total number of waiters the backend has woken so far (for "a release wakes exactly one"). */
+  wakeups?: () => number;
+  /** Fault injection; the tests that need a fault are skipped without it. */
+  faults?: {
+    /** The client's process dies: it neither renews nor releases anything again. */
+    crash(provider: LockProvider): Promise<void>;
+    /** Cut (true) or heal (false) the client's connection, without closing it. */
+    partition?(provider: LockProvider, cut: boolean): Promise<void>;
+  };
+}
+
+/** The slice of a test framework the suite needs: vitest, jest and mocha fit as they are. */
+export interface TestApi {
+  describe(name: string, body: () => void): void;
+  it(name: string, body: () => Promise<void>): void;
+  afterEach?(body: () => Promise<void>): void;
+}

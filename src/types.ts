@@ -1,0 +1,58 @@
+/** The public contract every backend implements (DESIGN §3). */
+
+export type BackendName = 'memory' | 'etcd' | 'zookeeper' | 'redis' | 'redlock' | 'postgres';
+
+export interface AcquireOptions {
+  /** Lease length where the backend has per-lock leases (memory, Redis). Others use their session. */
+  ttlMs?: number;
+  /** Give up after this long with LockTimeoutError; 0 = try once. Default: wait without limit. */
+  waitMs?: number;
+  /** Cancels waiting with AbortError; the queue entry is removed from the backend. */
+  signal?: AbortSignal;
+  /** Free text stored with the grant (host/pid), shown by inspect(). */
+  owner?: string;
+}
+
+export interface Lock extends AsyncDisposable {
+  readonly key: string;
+  /** Strictly greater than every earlier holder's token for this key. */
+  readonly fencingToken: bigint;
+  /** Unique id of this grant. */
+  readonly ownerToken: string;
+  /** Aborted when ownership is lost, cannot be confirmed, or released; reason is a LockLostError. */
+  readonly signal: AbortSignal;
+  readonly held: boolean;
+  /** Idempotent; never removes another holder's grant. */
+  release(): Promise<void>;
+}
+
+export interface HolderInfo {
+  owner: string | undefined;
+  fencingToken: bigint;
+  /** When the grant was made (wall clock of the process that answers). */
+  since: Date;
+  /** When the lease runs out unless renewed, where the backend has per-lock leases. */
+  expiresAt?: Date;
+}
+
+export interface LockInfo {
+  key: string;
+  /** null while the key is between holders. */
+  holder: HolderInfo | null;
+  /** Requests queued for this key (not counting the holder). */
+  waiters: number;
+}
+
+export interface LockProvider {
+  readonly backend: BackendName;
+  /** Waits (up to waitMs) until granted. */
+  acquire(key: string, opts?: AcquireOptions): Promise<Lock>;
+  /** Never waits: the lock, or null when someone else holds it. */
+  tryAcquire(key: string, opts?: Omit<AcquireOptions, 'waitMs'>): Promise<Lock | null>;
+  /** Acquires, runs fn with the lock (watch lock.signal), releases in finally. */
+  withLock<T>(key: string, fn: (lock: Lock) => Promise<T>, opts?: AcquireOptions): Promise<T>;
+  /** The holder and the number of waiters, or null when nobody holds or waits. */
+  inspect(key: string): Promise<LockInfo | null>;
+  /** Releases everything it holds and fails its waiters with ProviderClosedError. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,106 @@
+import { InvalidArgumentError } from './errors.js';
+import type { AcquireOptions } from './types.js';
+
+/** Longest key in UTF-8 bytes: leaves room under etcd/ZooKeeper/Redis path limits for prefixes. */
+export const MAX_KEY_BYTES = 512;
+/** Longest `owner` text in UTF-8 bytes. */
+export const MAX_OWNER_BYTES = 1024;
+/** Shortest lease: below this, one slow round trip eats the whole lease. */
+export const MIN_TTL_MS = 50;
+/** Longest lease: 24 h. A longer TTL only delays recovery from a dead holder. */
+export const MAX_TTL_MS = 86_400_000;
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
+const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
+
+/**
+ * Keys are '/'-separated names. Every backend maps them to paths or key prefixes, so the rules are the
+ * strictest common ones: no control characters, no empty, '.' or '..' segments (path tricks), no
+ * leading or trailing '/', at most MAX_KEY_BYTES.
+ */
+export function validateKey(key: unknown, argument = 'key'): string {
+  if (typeof key !== 'string')
+    throw new InvalidArgumentError(argument, `expected a string, got ${typeof key}`);
+  if (key.length === 0) throw new InvalidArgumentError(argument, 'must not be empty');
+  const bytes = Buffer.byteLength(key, 'utf8');
+  if (bytes > MAX_KEY_BYTES) {
+    throw new InvalidArgumentError(argument, `is ${bytes} bytes long; the limit is ${MAX_KEY_BYTES}`);
+  }
+  if (CONTROL_CHARS.test(key)) throw new InvalidArgumentError(argument, 'contains a control character');
+  if (key !== key.trim()) throw new InvalidArgumentError(argument, 'starts or ends with white space');
+  for (const segment of key.split('/')) {
+    if (segment === '') throw new InvalidArgumentError(argument, `"${key}" has an empty path segment`);
+    if (segment === '.' || segment === '..') {
+      throw new InvalidArgumentError(argument, `"${key}" has a "${segment}" path segment`);
+    }
+  }
+  return key;
+}
+
+export function validateTtlMs(ttlMs: unknown, argument = 'ttlMs'): number {
+  if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs)) {
+    throw new InvalidArgumentError(
+      argument,
+      `expected a finite number of milliseconds, got ${String(ttlMs)}`,
+    );
+  }
+  if (ttlMs < MIN_TTL_MS || ttlMs > MAX_TTL_MS) {
+    throw new InvalidArgumentError(argument, `${ttlMs} is outside ${MIN_TTL_MS}..${MAX_TTL_MS} ms`);
+  }
+  return Math.round(ttlMs);
+}
+
+export function validateWaitMs(waitMs: unknown): number {
+  if (waitMs === Number.POSITIVE_INFINITY) return waitMs;
+  if (typeof waitMs !== 'number' || Number.isNaN(waitMs) || waitMs < 0) {
+    throw new InvalidArgumentError(
+      'waitMs',
+      `expected 0, a positive number or Infinity, got ${String(waitMs)}`,
+    );
+  }
+  return waitMs;
+}
+
+export function validateOwner(owner: unknown): string | undefined {
+  if (owner === undefined) return undefined;
+  if (typeof owner !== 'string')
+    throw new InvalidArgumentError('owner', `expected a string, got ${typeof owner}`);
+  if (Buffer.byteLength(owner, 'utf8') > MAX_OWNER_BYTES) {
+    throw new InvalidArgumentError('owner', `longer than ${MAX_OWNER_BYTES} bytes`);
+  }
+  return owner;
+}
+
+export function validateSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  if (!(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'expected an AbortSignal');
+  return signal;
+}
+
+export interface ValidAcquireOptions {
+  ttlMs: number;
+  waitMs: number;
+  signal: AbortSignal | undefined;
+  owner: string | undefined;
+}
+
+const KNOWN_OPTIONS = new Set(['ttlMs', 'waitMs', 'signal', 'owner']);
+
+/** Checks options once for every backend; unknown names are refused so a typo is not silently ignored. */
+export function validateAcquireOptions(
+  opts: AcquireOptions | undefined,
+  defaults: { ttlMs: number; waitMs: number },
+): ValidAcquireOptions {
+  if (opts === undefined) return { ...defaults, signal: undefined, owner: undefined };
+  if (typeof opts !== 'object' || opts === null)
+    throw new InvalidArgumentError('options', 'expected an object');
+  for (const name of Object.keys(opts)) {
+    if (!KNOWN_OPTIONS.has(name)) throw new InvalidArgumentError('options', `unknown option "${name}"`);
+  }
+  return {
+    ttlMs: opts.ttlMs === undefined ? defaults.ttlMs : validateTtlMs(opts.ttlMs),
+    waitMs: opts.waitMs === undefined ? defaults.waitMs : validateWaitMs(opts.waitMs),
+    signal: validateSignal(opts.signal),
+    owner: validateOwner(opts.owner),
+  };
+}

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Lock, LockProvider } from '../types.js';
 
-export { sleep };
+export const sleep = (ms: number): Promise<void> => delay(ms);
 
 /** A key no other test (or earlier run against the same server) uses. */
 export function uniqueKey(label: string): string {

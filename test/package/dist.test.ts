@@ -1,0 +1,108 @@
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+// Runs against the built package (npm test builds before vitest), the way users load it.
+const run = promisify(execFile);
+const root = resolve(import.meta.dirname, '../..');
+
+const esmProgram = `
+import { connect, LockTimeoutError } from 'fencekit';
+import { describeConformance } from 'fencekit/testing';
+const p = await connect('memory://');
+const lock = await p.acquire('k', { ttlMs: 500 });
+const err = await p.acquire('k', { waitMs: 0 }).catch((e) => e);
+console.log(JSON.stringify({ token: String(lock.fencingToken), timeout: err instanceof LockTimeoutError, code: err.code, suite: typeof describeConformance }));
+await p.close();
+`;
+const cjsProgram = `
+const { connect, LockTimeoutError } = require('fencekit');
+const { describeConformance } = require('fencekit/testing');
+(async () => {
+  const p = await connect('memory://');
+  const lock = await p.acquire('k', { ttlMs: 500 });
+  const err = await p.acquire('k', { waitMs: 0 }).catch((e) => e);
+  console.log(JSON.stringify({ token: String(lock.fencingToken), timeout: err instanceof LockTimeoutError, code: err.code, suite: typeof describeConformance }));
+  await p.close();
+})();
+`;
+
+describe('built package', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'fencekit-dist-'));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+  it.each([
+    ['ESM', 'check.mjs', esmProgram],
+    ['CJS', 'check.cjs', cjsProgram],
+  ])('%s entry point works through the exports map', async (_kind, file, program) => {
+    // Inside the repository, so `fencekit` resolves to this package by self-reference.
+    const path = join(root, 'dist', `.${file}`);
+    writeFileSync(path, program);
+    try {
+      const { stdout } = await run(process.execPath, [path]);
+      expect(JSON.parse(stdout)).toEqual({
+        token: '1',
+        timeout: true,
+        code: 'LOCK_TIMEOUT',
+        suite: 'function',
+      });
+    } finally {
+      rmSync(path);
+    }
+  });
+
+  it('names the package to install when a backend client is missing', async () => {
+    // A copy of the package with its runtime dependencies but none of the optional backend clients.
+    const app = join(scratch, 'app');
+    const pkg = join(app, 'node_modules', 'fencekit');
+    mkdirSync(pkg, { recursive: true });
+    cpSync(join(root, 'dist'), join(pkg, 'dist'), { recursive: true });
+    cpSync(join(root, 'package.json'), join(pkg, 'package.json'));
+    for (const dep of ['cockatiel', 'commander']) {
+      symlinkSync(join(root, 'node_modules', dep), join(app, 'node_modules', dep));
+    }
+    const program = join(app, 'check.mjs');
+    writeFileSync(
+      program,
+      `import { connect } from 'fencekit';
+       for (const url of ['etcd://127.0.0.1:1', 'zk://127.0.0.1:1', 'redis://127.0.0.1:1', 'postgres://u@127.0.0.1:1/db']) {
+         const e = await connect(url).catch((e) => e);
+         console.log(e.code + ' ' + e.message);
+       }`,
+    );
+    const { stdout } = await run(process.execPath, [program], { cwd: app });
+    const lines = stdout.trim().split('\n');
+    expect(lines).toHaveLength(4);
+    for (const [index, name] of ['etcd3', 'node-zookeeper-client', 'ioredis', 'pg'].entries()) {
+      expect(lines[index]).toMatch(new RegExp(`^BACKEND_UNAVAILABLE .*npm install ${name}$`));
+    }
+  });
+
+  it('the fencekit binary runs the demo', async () => {
+    const { stdout } = await run(process.execPath, [join(root, 'dist/cli.js'), 'demo', '--ttl', '200']);
+    expect(stdout).toMatch(/=> 2 charges/);
+    expect(stdout).toMatch(/=> 1 charge, 1 stale write rejected/);
+  });
+
+  it('the payment-worker example runs', async () => {
+    const { stdout } = await run(process.execPath, [join(root, 'examples/payment-worker.mjs')]);
+    expect(stdout).toMatch(/charged order 42: \{ amountCents: 4200 \} token 1n/);
+  });
+
+  it('the fencekit binary explains bad input', async () => {
+    const error = await run(process.execPath, [
+      join(root, 'dist/cli.js'),
+      'inspect',
+      'a/../b',
+      '--url',
+      'memory://',
+    ]).catch((e: { code: number; stderr: string }) => e);
+    expect(error).toMatchObject({ code: 2 });
+    expect((error as { stderr: string }).stderr).toMatch(
+      /invalid key: "a\/\.\.\/b" has a "\.\." path segment/,
+    );
+  });
+});

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# usage: leftovers.sh  — fails if a server or state directory started by docker/native is still
+# there (run after the tests: every test file must stop what it started).
+set -uo pipefail
+base=${FENCEKIT_SERVERS_ROOT:-${TMPDIR:-/tmp}}
+dirs=$(ls -d "$base"/fencekit-{etcd,zookeeper,redis,postgres}.* 2>/dev/null)
+procs=$(pgrep -af "$base/fencekit-(etcd|zookeeper|redis|postgres)\." | grep -v pgrep)
+# redis-server rewrites its process title to "redis-server 127.0.0.1:PORT"; 6379 is the system's own.
+redis=$(pgrep -a redis-server | grep -v ':6379' || true)
+procs="$procs${redis:+$'\n'$redis}"
+if [ -n "$dirs$procs" ]; then
+  echo "leftovers: test servers were not stopped:" >&2
+  [ -n "$dirs" ] && echo "$dirs" >&2
+  [ -n "$procs" ] && echo "$procs" >&2
+  exit 1
+fi
+echo "leftovers: no test server, state directory or data left behind"
+

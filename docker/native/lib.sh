@@ -1,0 +1,66 @@
+# Shared by the server scripts: state directories, free ports, waiting, pid files.
+# Every server records "<state dir>/<name>.pid"; stop.sh kills exactly those PIDs.
+
+set -euo pipefail
+
+# A fresh state directory for one group of servers (its data, logs and pid files).
+new_state_dir() {
+  local kind=$1
+  local base=${FENCEKIT_SERVERS_ROOT:-${TMPDIR:-/tmp}}
+  mkdir -p "$base"
+  mktemp -d "$base/fencekit-$kind.XXXXXX"
+}
+
+# N free TCP ports on 127.0.0.1, space-separated (asked from the kernel, all held until all are known).
+free_ports() {
+  node -e '
+    const net = require("node:net");
+    const n = Number(process.argv[1]);
+    const servers = [];
+    const next = () => {
+      if (servers.length === n) {
+        console.log(servers.map((s) => s.address().port).join(" "));
+        servers.forEach((s) => s.close());
+        return;
+      }
+      const s = net.createServer();
+      s.listen(0, "127.0.0.1", () => { servers.push(s); next(); });
+    };
+    next();
+  ' "$1"
+}
+
+# Starts a server in the background with its output in a log file, records its PID.
+# usage: start_bg STATE_DIR NAME command args...
+start_bg() {
+  local dir=$1 name=$2
+  shift 2
+  # setsid: its own process group, so a Ctrl-C in the terminal reaches the test runner, not the server.
+  setsid "$@" >"$dir/$name.log" 2>&1 </dev/null &
+  echo $! >"$dir/$name.pid"
+}
+
+# Retries "$@" until it succeeds or SECONDS_LIMIT (default 30) pass; then prints the log and fails.
+wait_until() {
+  local what=$1 log=$2
+  shift 2
+  local limit=${SECONDS_LIMIT:-30}
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      echo "$what did not come up within ${limit}s; last lines of $log:" >&2
+      tail -n 30 "$log" >&2 || true
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
+# Sends a four-letter word to a ZooKeeper port and prints the answer (bash's /dev/tcp, no netcat needed).
+zk_4lw() {
+  local port=$1 word=$2
+  exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+  printf '%s' "$word" >&3
+  timeout 2 cat <&3
+  exec 3<&-
+}

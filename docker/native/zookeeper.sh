@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# usage: zookeeper.sh [NODES] [TICK_MS]   (1 = standalone, 3 = ensemble; tickTime default 200)
+# Starts a throwaway ZooKeeper from the Debian package on free 127.0.0.1 ports and prints its
+# connect string as KEY=value lines. Stop it with: stop.sh "$STATE_DIR".
+# The server clamps session timeouts to 2..20 x tickTime: 200 ms allows 400 ms..4 s sessions.
+source "$(dirname "$0")/lib.sh"
+nodes=${1:-1}
+tick=${2:-200}
+jar=/usr/share/java/zookeeper.jar
+[ -e "$jar" ] || { echo "zookeeper.sh: ZooKeeper not installed (apt-get install zookeeper)" >&2; exit 1; }
+classpath="$jar:/usr/share/java/slf4j-simple.jar"
+dir=$(new_state_dir zookeeper)
+read -r -a ports <<<"$(free_ports $((nodes * 3)))"
+connect=()
+for ((i = 1; i <= nodes; i++)); do connect+=("127.0.0.1:${ports[$(((i - 1) * 3))]}"); done
+for ((i = 1; i <= nodes; i++)); do
+  data="$dir/n$i.data"
+  mkdir -p "$data"
+  client_port=${ports[$(((i - 1) * 3))]}
+  {
+    echo "tickTime=$tick"
+    echo "initLimit=20"
+    echo "syncLimit=10"
+    echo "dataDir=$data"
+    echo "clientPort=$client_port"
+    echo "clientPortAddress=127.0.0.1"
+    echo "admin.enableServer=false"
+    echo "4lw.commands.whitelist=srvr,ruok,mntr"
+    echo "maxSessionTimeout=$((tick * 20))"
+    if ((nodes > 1)); then
+      for ((j = 1; j <= nodes; j++)); do
+        echo "server.$j=127.0.0.1:${ports[$(((j - 1) * 3 + 1))]}:${ports[$(((j - 1) * 3 + 2))]}"
+      done
+    fi
+  } >"$dir/n$i.cfg"
+  ((nodes > 1)) && echo "$i" >"$data/myid"
+  start_bg "$dir" "n$i" java -Xmx256m -XX:+UseSerialGC -Dzookeeper.jmx.log4j.disable=true \
+    -cp "$classpath" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/n$i.cfg"
+done
+serving() { zk_4lw "$1" srvr | grep -Eq '^Mode: (standalone|leader|follower)'; }
+for ((i = 1; i <= nodes; i++)); do
+  wait_until "ZooKeeper node n$i" "$dir/n$i.log" serving "${ports[$(((i - 1) * 3))]}"
+done
+echo "STATE_DIR=$dir"
+echo "ZK_CONNECT=$(IFS=,; echo "${connect[*]}")"
+for ((i = 1; i <= nodes; i++)); do
+  echo "NODE_$((i - 1))=n$i ${connect[$((i - 1))]} $(cat "$dir/n$i.pid")"
+done

@@ -1,0 +1,117 @@
+import net from 'node:net';
+
+export type ProxyMode =
+  | { kind: 'pass' }
+  /** Every chunk, each way, is delivered ms later (order kept). */
+  | { kind: 'latency'; ms: number }
+  /** Connections stay open but nothing gets through, either way: a silent network drop. */
+  | { kind: 'blackhole' };
+
+interface Link {
+  client: net.Socket;
+  upstream: net.Socket;
+}
+
+/**
+ * A loopback TCP proxy for fault tests: clients connect to 127.0.0.1:port and reach the target
+ * through it, while the test adds latency, blackholes traffic, or cuts every connection with a reset.
+ * It only ever connects to the target it was given (a loopback server of the test's own).
+ */
+export class FaultProxy {
+  readonly #server: net.Server;
+  readonly #links = new Set<Link>();
+  #mode: ProxyMode = { kind: 'pass' };
+  /** Connections accepted since start, for tests that count reconnects. */
+  accepted = 0;
+
+  private constructor(
+    server: net.Server,
+    readonly target: { host: string; port: number },
+  ) {
+    this.#server = server;
+  }
+
+  static async start(target: { host: string; port: number }): Promise<FaultProxy> {
+    if (!/^127\.|^localhost$|^::1$/.test(target.host)) {
+      throw new Error(`the fault proxy only forwards to loopback, not ${target.host}`);
+    }
+    const server = net.createServer();
+    const proxy = new FaultProxy(server, target);
+    server.on('connection', (client) => proxy.#accept(client));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    return proxy;
+  }
+
+  get port(): number {
+    return (this.#server.address() as net.AddressInfo).port;
+  }
+
+  /** host:port for clients. */
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  get openConnections(): number {
+    return this.#links.size;
+  }
+
+  /** Applies to open connections and new ones. */
+  setMode(mode: ProxyMode): void {
+    this.#mode = mode;
+  }
+
+  /** Resets every open connection, both sides (TCP RST), as a crashed middlebox or server would. */
+  cutAll(): void {
+    for (const link of this.#links) {
+      link.client.resetAndDestroy();
+      link.upstream.resetAndDestroy();
+    }
+    this.#links.clear();
+  }
+
+  async close(): Promise<void> {
+    this.cutAll();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #accept(client: net.Socket): void {
+    this.accepted += 1;
+    const upstream = net.connect(this.target.port, this.target.host);
+    const link = { client, upstream };
+    this.#links.add(link);
+    const end = () => {
+      if (!this.#links.delete(link)) return;
+      client.destroy();
+      upstream.destroy();
+    };
+    for (const socket of [client, upstream]) {
+      socket.setNoDelay(true);
+      socket.on('error', end);
+      socket.on('close', end);
+    }
+    this.#forward(client, upstream);
+    this.#forward(upstream, client);
+  }
+
+  #forward(from: net.Socket, to: net.Socket): void {
+    let lastDue = 0;
+    from.on('data', (chunk: Buffer) => {
+      const mode = this.#mode;
+      if (mode.kind === 'blackhole') return;
+      if (mode.kind === 'pass' && lastDue <= performance.now()) {
+        to.write(chunk);
+        return;
+      }
+      // Latency (or draining what latency queued): deliver in order, each chunk no earlier than due.
+      const now = performance.now();
+      const due = Math.max(now + (mode.kind === 'latency' ? mode.ms : 0), lastDue);
+      lastDue = due;
+      setTimeout(() => {
+        if (!to.destroyed) to.write(chunk);
+      }, due - now);
+    });
+  }
+}

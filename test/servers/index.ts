@@ -1,0 +1,64 @@
+import { dockerAvailable, startContainer } from './containers.js';
+import { startNative } from './native.js';
+import type { ServerGroup, ServerKind } from './types.js';
+
+export { FaultProxy, type ProxyMode } from './fault-proxy.js';
+export type { ServerGroup, ServerKind, ServerMember } from './types.js';
+
+export interface ServerRequest {
+  /** 1 = single server; 3 = etcd cluster / ZooKeeper ensemble / independent Redis instances. */
+  size?: 1 | 3 | 5;
+  /**
+   * The test will kill, pause or partition servers: always start private ones (never the env's),
+   * and natively, so that every member is a local process it can signal.
+   */
+  faults?: boolean;
+  /** ZooKeeper tickTime in ms (session timeouts are clamped to 2..20 ticks). Default 200. */
+  tickMs?: number;
+}
+
+/** The env variables that name servers the caller already runs, per kind and size. */
+const ENV: Record<ServerKind, { single: string; cluster: string; varName: string }> = {
+  etcd: {
+    single: 'FENCEKIT_ETCD_ENDPOINTS',
+    cluster: 'FENCEKIT_ETCD_CLUSTER_ENDPOINTS',
+    varName: 'ETCD_ENDPOINTS',
+  },
+  zookeeper: {
+    single: 'FENCEKIT_ZK_CONNECT',
+    cluster: 'FENCEKIT_ZK_ENSEMBLE_CONNECT',
+    varName: 'ZK_CONNECT',
+  },
+  redis: { single: 'FENCEKIT_REDIS_URL', cluster: 'FENCEKIT_REDLOCK_HOSTS', varName: 'REDIS_URL' },
+  postgres: { single: 'FENCEKIT_PG_URL', cluster: 'FENCEKIT_PG_URL', varName: 'PG_URL' },
+};
+
+/**
+ * Servers for one test file: the caller's (env variables) first; else a container when a Docker
+ * engine answers; else real servers from Debian packages started by docker/native. Call stop() in
+ * afterAll: it ends only what this call started.
+ */
+export async function startServers(kind: ServerKind, request: ServerRequest = {}): Promise<ServerGroup> {
+  const size = request.size ?? 1;
+  const fromEnv = process.env[size === 1 ? ENV[kind].single : ENV[kind].cluster];
+  if (fromEnv && !request.faults) {
+    const vars = new Map([[ENV[kind].varName, fromEnv]]);
+    if (kind === 'redis') vars.set('REDIS_HOSTS', fromEnv.replace(/^redis:\/\//, ''));
+    return { kind, origin: 'env', vars, members: [], startMs: 0, stop: async () => {} };
+  }
+  if (size === 1 && !request.faults && (await dockerAvailable())) return startContainer(kind);
+  const args =
+    kind === 'zookeeper'
+      ? [String(size), String(request.tickMs ?? 200)]
+      : kind === 'postgres'
+        ? []
+        : [String(size)];
+  return startNative(kind, args);
+}
+
+/** The value a start script printed, or a clear failure naming what is missing. */
+export function endpoint(group: ServerGroup, name: string): string {
+  const value = group.vars.get(name);
+  if (!value) throw new Error(`${group.kind} servers (${group.origin}) did not provide ${name}`);
+  return value;
+}

@@ -29,8 +29,8 @@ export interface Lock extends AsyncDisposable {
 export interface HolderInfo {
   owner: string | undefined;
   fencingToken: bigint;
-  /** When the grant was made (wall clock of the process that answers). */
-  since: Date;
+  /** When the grant was made (wall clock of the granting process); undefined when another tool made it. */
+  since: Date | undefined;
   /** When the lease runs out unless renewed, where the backend has per-lock leases. */
   expiresAt?: Date;
 }

@@ -1,0 +1,221 @@
+import {
+  CompareResult,
+  CompareTarget,
+  type Etcd3,
+  type IKeyValue,
+  type ITxnResponse,
+  SortOrder,
+  SortTarget,
+} from 'etcd3';
+import { BackendUnavailableError } from '../../src/errors.js';
+import { encodeHolder, prefixEnd } from './keys.js';
+import type { EtcdSession } from './session.js';
+
+/**
+ * The queue of one name, as Go's concurrency.Mutex: every contender puts `<prefix><lease hex>` with
+ * its session lease; the smallest create revision holds; each waiter watches only the newest key
+ * created before its own, so a release wakes exactly one waiter.
+ */
+export interface MutexCall {
+  client: Etcd3;
+  session: EtcdSession;
+  prefix: string;
+  owner: string | undefined;
+  callTimeoutMs: number;
+  /** Counts predecessor deletions this process was woken by (the herd check). */
+  onWake: () => void;
+}
+
+export interface Queued {
+  key: Buffer;
+  /** Our key's create revision: the fencing token. */
+  revision: bigint;
+  /** True when no key with a smaller create revision exists. */
+  owner: boolean;
+}
+
+const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
+
+export function unavailable(what: string, error: unknown): BackendUnavailableError {
+  return new BackendUnavailableError(`etcd: ${what}: ${(error as Error).message}`, { cause: error });
+}
+
+/**
+ * One Txn: create our key if it does not exist, and read the first key of the queue in the same
+ * revision. Lock calls are never replayed by the client, so a key of ours that already exists is
+ * left from an earlier grant whose release did not reach etcd: delete it and queue anew, so that
+ * every grant gets a new create revision (token).
+ */
+export async function enqueue(call: MutexCall): Promise<Queued> {
+  const key = Buffer.from(call.prefix + call.session.leaseHex);
+  const prefix = Buffer.from(call.prefix);
+  const first = {
+    request_range: {
+      key: prefix,
+      range_end: prefixEnd(prefix),
+      sort_order: SortOrder.Ascend,
+      sort_target: SortTarget.Create,
+      limit: 1,
+    },
+  };
+  for (let attempt = 0; ; attempt++) {
+    let res: ITxnResponse;
+    try {
+      res = await call.client.kv.txn(
+        {
+          compare: [{ key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 }],
+          success: [
+            {
+              request_put: {
+                key,
+                value: Buffer.from(encodeHolder(call.owner, new Date())),
+                lease: call.session.leaseId,
+              },
+            },
+            first,
+          ],
+          failure: [{ request_range: { key } }],
+        },
+        callOptions(call.callTimeoutMs),
+      );
+    } catch (error) {
+      // The put may have happened with its reply lost: remove it so it cannot block the queue.
+      await deleteIfOurs(call, key);
+      throw unavailable('acquire txn failed', error);
+    }
+    if (res.succeeded) {
+      const revision = BigInt(res.header.revision);
+      const head = res.responses[1]?.response_range.kvs[0];
+      return { key, revision, owner: head !== undefined && BigInt(head.create_revision) === revision };
+    }
+    const stale = res.responses[0]?.response_range.kvs[0];
+    if (attempt > 0 || !stale) throw new BackendUnavailableError('etcd: could not create the lock key');
+    await guardedDelete(call.client, key, BigInt(stale.create_revision), call.callTimeoutMs);
+  }
+}
+
+async function deleteIfOurs(call: MutexCall, key: Buffer): Promise<void> {
+  await call.client.kv
+    .txn(
+      {
+        compare: [
+          { key, target: CompareTarget.Lease, result: CompareResult.Equal, lease: call.session.leaseId },
+        ],
+        success: [{ request_delete_range: { key } }],
+        failure: [],
+      },
+      callOptions(call.callTimeoutMs),
+    )
+    .catch(() => undefined); // still unreachable: the session's end removes it
+}
+
+/** Deletes our key only if it is still the one created at `revision` (never a newer grant). */
+export async function guardedDelete(client: Etcd3, key: Buffer, revision: bigint, timeoutMs: number) {
+  try {
+    await client.kv.txn(
+      {
+        compare: [
+          {
+            key,
+            target: CompareTarget.Create,
+            result: CompareResult.Equal,
+            create_revision: revision.toString(),
+          },
+        ],
+        success: [{ request_delete_range: { key } }],
+        failure: [],
+      },
+      callOptions(timeoutMs),
+    );
+  } catch (error) {
+    throw unavailable('release txn failed', error);
+  }
+}
+
+/**
+ * Waits until every key created before ours under the prefix is gone, watching only the newest of
+ * them at a time; then checks that our own key still exists (a waiter whose session expired while
+ * it waited must not win).
+ */
+export async function waitForTurn(call: MutexCall, queued: Queued, cancel: AbortSignal): Promise<void> {
+  const prefix = Buffer.from(call.prefix);
+  for (;;) {
+    cancel.throwIfAborted();
+    let predecessor: IKeyValue | undefined;
+    let revision: string;
+    try {
+      const res = await call.client.kv.range(
+        {
+          key: prefix,
+          range_end: prefixEnd(prefix),
+          max_create_revision: (queued.revision - 1n).toString(),
+          sort_order: SortOrder.Descend,
+          sort_target: SortTarget.Create,
+          limit: 1,
+        },
+        callOptions(call.callTimeoutMs),
+      );
+      predecessor = res.kvs[0];
+      revision = res.header.revision;
+    } catch (error) {
+      throw unavailable('reading the queue failed', error);
+    }
+    if (!predecessor) break;
+    await deletion(call, predecessor.key, BigInt(revision) + 1n, cancel);
+  }
+  let mine: IKeyValue | undefined;
+  try {
+    mine = (await call.client.kv.range({ key: queued.key }, callOptions(call.callTimeoutMs))).kvs[0];
+  } catch (error) {
+    throw unavailable('re-reading our key failed', error);
+  }
+  if (!mine || BigInt(mine.create_revision) !== queued.revision) {
+    throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
+  }
+}
+
+/** Resolves when key is deleted at or after fromRevision; rejects when cancel or the session aborts. */
+async function deletion(
+  call: MutexCall,
+  key: Buffer,
+  fromRevision: bigint,
+  cancel: AbortSignal,
+): Promise<void> {
+  const watcher = await call.client
+    .watch()
+    .key(key)
+    .only('delete')
+    .startRevision(fromRevision.toString())
+    .create()
+    .catch((error: unknown) => {
+      throw unavailable('watch failed', error);
+    });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const stop = (reason: unknown) => reject(reason);
+      const onCancel = () => stop(cancel.reason);
+      const onSessionLost = () =>
+        stop(new BackendUnavailableError('etcd: the session was lost while waiting for the lock'));
+      if (cancel.aborted) return onCancel();
+      if (call.session.signal.aborted) return onSessionLost();
+      cancel.addEventListener('abort', onCancel, { once: true });
+      call.session.signal.addEventListener('abort', onSessionLost, { once: true });
+      const done = () => {
+        cancel.removeEventListener('abort', onCancel);
+        call.session.signal.removeEventListener('abort', onSessionLost);
+      };
+      watcher.on('delete', () => {
+        done();
+        call.onWake();
+        resolve();
+      });
+      // A compacted start revision cancels the watch: re-read the queue instead of waiting forever.
+      watcher.on('error', () => {
+        done();
+        resolve();
+      });
+    });
+  } finally {
+    await watcher.cancel().catch(() => undefined);
+  }
+}

@@ -1,0 +1,233 @@
+import { noop as noopPolicy } from 'cockatiel';
+import { Etcd3, type IOperation, type IOptions, type IRequestOp, SortOrder, SortTarget } from 'etcd3';
+import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import { InvalidArgumentError, type LossReason, NotHolderError } from '../../src/errors.js';
+import { KeyedFifo } from '../../src/keyed-fifo.js';
+import { OwnedLock } from '../../src/ownership.js';
+import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { Lock, LockInfo } from '../../src/types.js';
+import { validateKey, validateTtlMs } from '../../src/validate.js';
+import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
+import { decodeHolder, namePrefix, prefixEnd } from './keys.js';
+import { enqueue, guardedDelete, type MutexCall, unavailable, waitForTurn } from './mutex.js';
+import { EtcdSession } from './session.js';
+
+export interface EtcdProviderOptions extends ProviderDefaults {
+  /** Endpoints, e.g. ['http://10.0.0.1:2379', 'http://10.0.0.2:2379']. */
+  endpoints: string[];
+  /** Prepended to every key, e.g. 'myapp/locks/'. Default '' (the layout `etcdctl lock` uses). */
+  namespace?: string;
+  /**
+   * Session lease TTL, shared by all locks of this provider: how long after this process dies its
+   * locks stay held. Rounded up to whole seconds (etcd leases count seconds). Default 10 000 ms.
+   */
+  sessionTtlMs?: number;
+  /** Deadline of each call to etcd. Default 5 000 ms. */
+  callTimeoutMs?: number;
+  auth?: { username: string; password: string };
+  /** TLS for https:// endpoints, passed to the etcd3 client as `credentials`. */
+  credentials?: IOptions['credentials'];
+  /** Anything else for the etcd3 client (grpcOptions …). fencekit sets its own faultHandling. */
+  clientOptions?: Partial<IOptions>;
+}
+
+/**
+ * Locks over etcd: one session lease per provider, the lock key's create revision as the fencing
+ * token, FIFO by create revision with each waiter watching only its predecessor. Interoperates with
+ * `etcdctl lock` (empty namespace, names without '/' or '%').
+ */
+export class EtcdLockProvider extends BaseLockProvider {
+  readonly backend = 'etcd' as const;
+  readonly client: Etcd3;
+  readonly namespace: string;
+  readonly #sessionTtlMs: number;
+  readonly #callTimeoutMs: number;
+  readonly #local = new KeyedFifo();
+  readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint }>();
+  #session: Promise<EtcdSession> | undefined;
+  /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
+  wakeups = 0;
+
+  constructor(options: EtcdProviderOptions) {
+    super(options);
+    if (!Array.isArray(options.endpoints) || options.endpoints.length === 0) {
+      throw new InvalidArgumentError('endpoints', 'give at least one etcd endpoint');
+    }
+    this.namespace = options.namespace ?? '';
+    this.#sessionTtlMs = validateTtlMs(options.sessionTtlMs ?? 10_000, 'sessionTtlMs');
+    if (this.#sessionTtlMs < 1000)
+      throw new InvalidArgumentError('sessionTtlMs', 'etcd leases last at least 1 s');
+    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
+    this.client = new Etcd3({
+      ...options.clientOptions,
+      hosts: options.endpoints,
+      ...(options.auth ? { auth: options.auth } : {}),
+      ...(options.credentials ? { credentials: options.credentials } : {}),
+      // Each call has its own deadline and every lock call is safe to replay (create-if-absent,
+      // compare-and-delete), so one retry on another endpoint is enough; the package's default host
+      // circuit breaker would refuse a healed endpoint for 5 s.
+      faultHandling: { host: () => noopPolicy, global: noopPolicy },
+    });
+  }
+
+  /** Session TTL in ms as etcd grants it (whole seconds). */
+  get sessionTtlMs(): number {
+    return Math.ceil(this.#sessionTtlMs / 1000) * 1000;
+  }
+
+  async inspect(key: string): Promise<LockInfo | null> {
+    validateKey(key);
+    this.assertOpen();
+    const prefix = Buffer.from(namePrefix(this.namespace, key));
+    let kvs: Array<{ value: Buffer; create_revision: string }>;
+    try {
+      ({ kvs } = await this.client.kv.range(
+        {
+          key: prefix,
+          range_end: prefixEnd(prefix),
+          sort_order: SortOrder.Ascend,
+          sort_target: SortTarget.Create,
+        },
+        { deadline: new Date(Date.now() + this.#callTimeoutMs) },
+      ));
+    } catch (error) {
+      throw unavailable('inspect failed', error);
+    }
+    const [head, ...waiters] = kvs;
+    if (!head) return null;
+    const stored = decodeHolder(head.value);
+    return {
+      key,
+      holder: { owner: stored.owner, since: stored.since, fencingToken: BigInt(head.create_revision) },
+      waiters: waiters.length,
+    };
+  }
+
+  protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    // One etcd key per session and name: acquires of one name in this provider take turns here.
+    const leave = await this.#local.enter(req.key, cancel);
+    try {
+      const lock = await this.#acquire(req, cancel, leave);
+      if (!lock) leave();
+      return lock;
+    } catch (error) {
+      leave();
+      throw error;
+    }
+  }
+
+  async #acquire(req: LockRequest, cancel: AbortSignal, leave: () => void): Promise<OwnedLock | null> {
+    const session = await this.#currentSession();
+    const call: MutexCall = {
+      client: this.client,
+      session,
+      prefix: namePrefix(this.namespace, req.key),
+      owner: req.owner,
+      callTimeoutMs: this.#callTimeoutMs,
+      onWake: () => {
+        this.wakeups += 1;
+      },
+    };
+    const queued = await enqueue(call);
+    if (!queued.owner) {
+      const leaveQueue = () => guardedDelete(this.client, queued.key, queued.revision, this.#callTimeoutMs);
+      if (!req.wait) {
+        await leaveQueue();
+        return null;
+      }
+      try {
+        await waitForTurn(call, queued, cancel);
+      } catch (error) {
+        // Timed out, aborted or cut off: take our queue entry back (best effort: the session ends it otherwise).
+        await leaveQueue().catch(() => undefined);
+        throw error;
+      }
+    }
+    const lock = new OwnedLock({
+      key: req.key,
+      fencingToken: queued.revision,
+      ownerToken: req.ownerToken,
+      // The next local acquire may go only once our key is deleted: it would find and adopt it.
+      releaseOnBackend: () =>
+        guardedDelete(this.client, queued.key, queued.revision, this.#callTimeoutMs).finally(leave),
+    });
+    this.#keys.set(lock, { key: queued.key, revision: queued.revision });
+    const onSessionLost = () => {
+      lock.lose(session.signal.reason as LossReason);
+      leave(); // the next acquire uses a new session, hence another key
+    };
+    if (!session.alive) onSessionLost();
+    session.signal.addEventListener('abort', onSessionLost, { once: true });
+    lock.onEnd(() => session.signal.removeEventListener('abort', onSessionLost));
+    return lock;
+  }
+
+  /**
+   * Runs etcd operations (`provider.client.put(…)`, raw request ops) in one Txn that commits only
+   * while `lock` is still held on the server (its key's create revision is unchanged). Resolves with
+   * committed=false when it is not; throws NotHolderError for a lock this provider did not grant.
+   */
+  async guardedTxn(lock: Lock, ...ops: Array<IRequestOp | IOperation>): Promise<GuardedTxnResult> {
+    const grant = this.#keys.get(lock);
+    if (!grant) throw new NotHolderError(lock.key, 'this lock was not granted by this etcd provider');
+    try {
+      return await guardedTxn(this.client, grant.key, grant.revision, ops, this.#callTimeoutMs);
+    } catch (error) {
+      throw unavailable('guarded txn failed', error);
+    }
+  }
+
+  /** The live session, or a new one when the last was lost. Concurrent callers share one grant. */
+  #currentSession(): Promise<EtcdSession> {
+    const current = this.#session;
+    const fresh = () => {
+      const opening = EtcdSession.open(this.client, {
+        ttlMs: this.#sessionTtlMs,
+        driftRate: this.driftRate,
+        callTimeoutMs: this.#callTimeoutMs,
+      });
+      this.#session = opening;
+      opening.catch(() => {
+        if (this.#session === opening) this.#session = undefined;
+      });
+      return opening;
+    };
+    if (!current) return fresh();
+    return current.then((session) => (session.alive ? session : fresh()));
+  }
+
+  protected async shutdown(): Promise<void> {
+    const session = await this.#session?.catch(() => undefined);
+    await session?.close(true);
+    this.client.close();
+  }
+
+  /**
+   * For tests of holder death: stops keepalives and drops the connection without revoking the
+   * lease, as a killed process would. Its keys stay until the session TTL runs out.
+   */
+  async abandon(): Promise<void> {
+    const session = await this.#session?.catch(() => undefined);
+    await session?.close(false);
+    this.client.close();
+  }
+}
+
+export async function createProvider(
+  spec: ConnectionSpec,
+  options: ConnectOptions,
+): Promise<EtcdLockProvider> {
+  const tls = spec.params.get('tls') === 'true' || spec.params.get('tls') === '1';
+  const sessionTtl = spec.params.get('sessionTtlMs');
+  return new EtcdLockProvider({
+    ...(options as Partial<EtcdProviderOptions>),
+    endpoints: spec.hosts.map(
+      (h) => `${tls ? 'https' : 'http'}://${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`,
+    ),
+    namespace: spec.params.get('namespace') ?? (options.namespace as string | undefined) ?? '',
+    ...(sessionTtl ? { sessionTtlMs: Number(sessionTtl) } : {}),
+    ...(spec.username !== undefined
+      ? { auth: { username: spec.username, password: spec.password ?? '' } }
+      : {}),
+  });
+}

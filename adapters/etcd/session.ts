@@ -1,0 +1,140 @@
+import type { Etcd3 } from 'etcd3';
+import { monotonicNow, safeDeadline } from '../../src/clock.js';
+import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
+import { leaseHex } from './keys.js';
+
+export interface SessionOptions {
+  ttlMs: number;
+  driftRate: number;
+  /** Deadline of each call to etcd. */
+  callTimeoutMs: number;
+}
+
+/**
+ * One etcd lease shared by every lock of a provider, as Go's concurrency.Session: granted once, kept
+ * alive every ttl/3, and trusted only until `sent + ttl·(1−drift) − rtt` after the last keepalive
+ * answer. When that passes, or etcd answers TTL 0 / lease not found, the session is lost and
+ * `signal` aborts (reason: a LossReason); the provider then grants a new one for later acquires.
+ */
+export class EtcdSession {
+  readonly leaseId: string;
+  readonly leaseHex: string;
+  readonly #client: Etcd3;
+  readonly #options: SessionOptions;
+  readonly #lost = new AbortController();
+  #keepaliveTimer: NodeJS.Timeout | undefined;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+
+  private constructor(client: Etcd3, leaseId: string, options: SessionOptions) {
+    this.#client = client;
+    this.leaseId = leaseId;
+    this.leaseHex = leaseHex(leaseId);
+    this.#options = options;
+  }
+
+  static async open(client: Etcd3, options: SessionOptions): Promise<EtcdSession> {
+    const sentAt = monotonicNow();
+    const ttlSeconds = Math.max(1, Math.ceil(options.ttlMs / 1000));
+    let granted: { ID: string; TTL: string };
+    try {
+      granted = await client.leaseClient.leaseGrant(
+        { TTL: ttlSeconds },
+        { deadline: new Date(Date.now() + options.callTimeoutMs) },
+      );
+    } catch (error) {
+      throw new BackendUnavailableError(
+        `etcd: could not grant a session lease: ${(error as Error).message}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    const session = new EtcdSession(client, granted.ID, options);
+    session.#confirmed(sentAt, Number(granted.TTL));
+    session.#scheduleKeepalive(session.#interval);
+    return session;
+  }
+
+  /** Aborts when the session is lost; reason is the LossReason. */
+  get signal(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  get alive(): boolean {
+    return !this.#lost.signal.aborted;
+  }
+
+  get #interval(): number {
+    return this.#options.ttlMs / 3;
+  }
+
+  /** Ends the session. revoke=true deletes its keys at once; false lets them expire (a crash). */
+  async close(revoke: boolean): Promise<void> {
+    this.#lose('closed');
+    if (!revoke) return;
+    await this.#client.leaseClient
+      .leaseRevoke({ ID: this.leaseId }, { deadline: new Date(Date.now() + this.#options.callTimeoutMs) })
+      .catch(() => undefined); // unreachable: the lease expires by itself within its TTL
+  }
+
+  #confirmed(sentAt: number, ttlSeconds: number): void {
+    const now = monotonicNow();
+    const deadline = safeDeadline(sentAt, ttlSeconds * 1000, now - sentAt, this.#options.driftRate);
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = setTimeout(() => this.#lose('unconfirmed'), Math.max(0, deadline - now));
+    this.#deadlineTimer.unref();
+  }
+
+  #scheduleKeepalive(delay: number): void {
+    if (!this.alive) return;
+    this.#keepaliveTimer = setTimeout(() => void this.#keepalive(), delay);
+  }
+
+  async #keepalive(): Promise<void> {
+    const sentAt = monotonicNow();
+    try {
+      const ttl = await this.#keepaliveOnce();
+      if (!this.alive) return;
+      if (ttl <= 0) {
+        this.#lose('session-lost'); // etcd says the lease is gone
+        return;
+      }
+      this.#confirmed(sentAt, ttl);
+      this.#scheduleKeepalive(this.#interval);
+    } catch {
+      // No answer in time: the deadline set by the last answer decides; retry sooner meanwhile.
+      this.#scheduleKeepalive(Math.max(this.#options.ttlMs / 10, 50));
+    }
+  }
+
+  /** One keepalive on its own short stream, bounded by callTimeoutMs; resolves with the new TTL. */
+  async #keepaliveOnce(): Promise<number> {
+    const timeout = Math.min(this.#options.callTimeoutMs, this.#interval);
+    const stream = await this.#client.leaseClient.leaseKeepAlive({
+      deadline: new Date(Date.now() + timeout),
+    });
+    try {
+      return await new Promise<number>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('keepalive timed out')), timeout);
+        stream.on('data', (res: { TTL: string }) => {
+          clearTimeout(timer);
+          resolve(Number(res.TTL));
+        });
+        stream.on('error', (error: Error) => {
+          clearTimeout(timer);
+          reject(error);
+        });
+        stream.write({ ID: this.leaseId });
+      });
+    } finally {
+      stream.end();
+    }
+  }
+
+  #lose(reason: LossReason): void {
+    if (!this.alive) return;
+    clearTimeout(this.#keepaliveTimer);
+    clearTimeout(this.#deadlineTimer);
+    this.#lost.abort(reason);
+  }
+}

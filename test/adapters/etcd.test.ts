@@ -1,0 +1,243 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EtcdLockProvider, namePrefix } from '../../adapters/etcd/index.js';
+import { connect, type Lock, type LockLostError } from '../../src/index.js';
+import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+
+const root = resolve(import.meta.dirname, '../..');
+
+/** Runs etcdctl against the test server; resolves with its output lines as they come. */
+function etcdctl(endpoints: string, args: string[]): { child: ChildProcess; lines: string[] } {
+  const child = spawn('etcdctl', ['--endpoints', endpoints, ...args], {
+    env: { ...process.env, ETCDCTL_API: '3' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  child.stdout?.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean)));
+  return { child, lines };
+}
+
+async function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGINT'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill(signal);
+  await exited;
+}
+
+describe('etcd adapter on a real etcd', () => {
+  let etcd: ServerGroup;
+  let endpoints: string;
+  const providers: EtcdLockProvider[] = [];
+  const open = (options: Partial<ConstructorParameters<typeof EtcdLockProvider>[0]> = {}) => {
+    const provider = new EtcdLockProvider({
+      endpoints: endpoints.split(','),
+      sessionTtlMs: 2_000,
+      ...options,
+    });
+    providers.push(provider);
+    return provider;
+  };
+  beforeAll(async () => {
+    etcd = await startServers('etcd');
+    endpoints = endpoint(etcd, 'ETCD_ENDPOINTS');
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    await etcd?.stop();
+  });
+
+  it('connect("etcd://…") opens an etcd provider with the URL’s namespace', async () => {
+    const url = `etcd://${endpoints.replace(/http:\/\//g, '')}?namespace=app1/`;
+    const provider = await connect(url);
+    try {
+      expect(provider.backend).toBe('etcd');
+      const lock = await provider.acquire('jobs/nightly');
+      const raw = await (provider as EtcdLockProvider).client.getAll().prefix('app1/jobs%2Fnightly/').keys();
+      expect(raw).toHaveLength(1);
+      expect(raw[0]).toMatch(/^app1\/jobs%2Fnightly\/[0-9a-f]+$/);
+      await lock.release();
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('excludes `etcdctl lock` and is excluded by it, in both directions', async () => {
+    const name = `interop-${crypto.randomUUID()}`;
+    const provider = open();
+    // etcdctl holds → we cannot; it releases → we can.
+    const held = etcdctl(endpoints, ['lock', name]);
+    await eventually('etcdctl holds the lock', async () => held.lines.some((l) => l.startsWith(`${name}/`)));
+    expect(await provider.tryAcquire(name)).toBeNull();
+    const info = await provider.inspect(name);
+    expect(info?.holder?.owner).toBeUndefined(); // etcdctl stores an empty value
+    const waiting = provider.acquire(name, { waitMs: 10_000 });
+    await stop(held.child);
+    const lock = await waiting;
+    expect(lock.held).toBe(true);
+    // We hold → etcdctl waits; we release → etcdctl gets it.
+    const second = etcdctl(endpoints, ['lock', name, 'echo', 'etcdctl-ran']);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(second.lines).not.toContain('etcdctl-ran');
+    await lock.release();
+    await once(second.child, 'exit');
+    expect(second.lines).toContain('etcdctl-ran');
+  });
+
+  it('guardedTxn commits only while the lock is held: a stale holder’s write is rejected', async () => {
+    const [host, port] = endpoints.replace('http://', '').split(':');
+    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
+    try {
+      const stale = open({ endpoints: [`http://${proxy.address}`], callTimeoutMs: 500 });
+      const fresh = open();
+      const key = uniqueKey('guarded-txn');
+      const a = await stale.acquire(key);
+      expect((await stale.guardedTxn(a, stale.client.put('balance').value('A1'))).committed).toBe(true);
+      proxy.setMode({ kind: 'blackhole' });
+      const b = await fresh.acquire(key, { waitMs: 10_000 }); // after A's session expired on the server
+      expect(a.signal.aborted).toBe(true);
+      expect((await fresh.guardedTxn(b, fresh.client.put('balance').value('B1'))).committed).toBe(true);
+      proxy.setMode({ kind: 'pass' });
+      proxy.cutAll();
+      let result: { committed: boolean } | undefined;
+      await eventually('A reaches etcd again', async () => {
+        result = await stale.guardedTxn(a, stale.client.put('balance').value('A2')).catch(() => undefined);
+        return result !== undefined;
+      });
+      expect(result?.committed).toBe(false);
+      expect(await fresh.client.get('balance').string()).toBe('B1');
+      await b.release();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a revoked session aborts its locks at the next keepalive (session-lost); later acquires get a new one', async () => {
+    const provider = open({ sessionTtlMs: 5_000 });
+    const key = uniqueKey('revoked');
+    const lock = await provider.acquire(key);
+    // Revoke our session's lease behind the provider's back, as an operator (or etcdctl) could.
+    const [kv] = (await provider.client.getAll().prefix(namePrefix('', key)).exec()).kvs;
+    await provider.client.leaseClient.leaseRevoke({ ID: kv?.lease as string });
+    const revokedAt = performance.now();
+    await eventually('signal aborted', async () => lock.signal.aborted, 5_000);
+    expect(performance.now() - revokedAt).toBeLessThan(5_000 / 3 + 500); // one keepalive interval
+    expect((lock.signal.reason as LockLostError).reason).toBe('session-lost');
+    const again = await provider.acquire(key, { waitMs: 2_000 });
+    expect(again.fencingToken).toBeGreaterThan(lock.fencingToken);
+    await again.release();
+  });
+
+  it('100 waiters: each release wakes exactly one of them', async () => {
+    const key = uniqueKey('herd-100');
+    const holder = open();
+    const waiters = Array.from({ length: 100 }, () => open());
+    const first = await holder.acquire(key);
+    const granted: Lock[] = [];
+    const pending = waiters.map((w) => w.acquire(key, { waitMs: 60_000 }).then((l) => granted.push(l)));
+    await eventually('100 waiters queued', async () => (await holder.inspect(key))?.waiters === 100, 20_000);
+    const wakeups = () => waiters.reduce((sum, w) => sum + w.wakeups, 0);
+    const before = wakeups();
+    await first.release();
+    for (let i = 1; i <= 100; i++) {
+      await eventually(`grant ${i}`, async () => granted.length === i, 10_000);
+      expect(wakeups() - before, `after ${i} releases`).toBe(i);
+      if (i < 100) await (granted[i - 1] as Lock).release();
+    }
+    await (granted[99] as Lock).release();
+    await Promise.all(pending);
+  }, 120_000);
+
+  it('a SIGKILLed holder process: the next waiter is granted within the session TTL + 1 s', async () => {
+    const key = uniqueKey('sigkill');
+    const child = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { EtcdLockProvider } from '${root}/dist/etcd.js';
+         const p = new EtcdLockProvider({ endpoints: ${JSON.stringify(endpoints.split(','))}, sessionTtlMs: 2000 });
+         const lock = await p.acquire(${JSON.stringify(key)});
+         console.log('held ' + lock.fencingToken);
+         setInterval(() => {}, 1000);`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      const [line] = (await once(child.stdout as NodeJS.ReadableStream, 'data')) as [Buffer];
+      expect(line.toString()).toMatch(/^held \d+/);
+      const waiter = open();
+      const waiting = waiter.acquire(key, { waitMs: 10_000 });
+      await eventually('queued', async () => (await waiter.inspect(key))?.waiters === 1);
+      const killedAt = performance.now();
+      await stop(child, 'SIGKILL');
+      const lock = await waiting;
+      const elapsed = performance.now() - killedAt;
+      expect(elapsed).toBeLessThan(2_000 + 1_000);
+      await lock.release();
+    } finally {
+      await stop(child, 'SIGKILL');
+    }
+  });
+});
+
+describe('etcd adapter on a 3-member cluster with faults', () => {
+  let cluster: ServerGroup;
+  beforeAll(async () => {
+    cluster = await startServers('etcd', { size: 3, faults: true });
+  });
+  afterAll(() => cluster?.stop());
+
+  it('killing the leader during contention: no overlapping grants, tokens still rise', async () => {
+    const endpoints = endpoint(cluster, 'ETCD_ENDPOINTS').split(',');
+    const clients = Array.from(
+      { length: 4 },
+      () => new EtcdLockProvider({ endpoints, sessionTtlMs: 2_000, callTimeoutMs: 1_000 }),
+    );
+    const monitor = new ExclusionMonitor();
+    const key = uniqueKey('leader-kill');
+    const deadline = performance.now() + 8_000;
+    let failures = 0;
+    const contend = async (client: EtcdLockProvider) => {
+      while (performance.now() < deadline) {
+        try {
+          await client.withLock(
+            key,
+            async (lock) => {
+              monitor.enter(lock);
+              await new Promise((r) => setTimeout(r, 5));
+              monitor.exit(lock);
+            },
+            { waitMs: 3_000 },
+          );
+        } catch {
+          failures += 1; // unavailable or timed out while the cluster elects: try again
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    };
+    const running = clients.map(contend);
+    await new Promise((r) => setTimeout(r, 1_500));
+    const leader = await findLeader(endpoints);
+    await cluster.members[leader]?.kill();
+    await Promise.all(running);
+    await Promise.allSettled(clients.map((c) => c.close()));
+    expect(monitor.entries).toBeGreaterThan(20);
+    expect(failures).toBeLessThan(monitor.entries);
+  }, 60_000);
+});
+
+async function findLeader(endpoints: string[]): Promise<number> {
+  for (const [index, url] of endpoints.entries()) {
+    const probe = new EtcdLockProvider({ endpoints: [url] });
+    try {
+      const status = await probe.client.maintenance.status();
+      if (status.leader === status.header.member_id) return index;
+    } finally {
+      await probe.close();
+    }
+  }
+  throw new Error('no leader');
+}

@@ -7,6 +7,7 @@ export {
   type HostPort,
   parseConnectionUrl,
 } from './connect.js';
+export type { CampaignOptions, Election, LeaderInfo, Leadership } from './election/types.js';
 export {
   AbortError,
   BackendUnavailableError,
@@ -22,6 +23,7 @@ export {
   StaleFencingTokenError,
 } from './errors.js';
 export { FencedStore } from './fencing/fenced-store.js';
+export { KeyedFifo } from './keyed-fifo.js';
 export { keepRenewing, type RenewalOptions } from './lease-renewal.js';
 export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';
 export { MemoryLockServer } from './memory/server.js';

@@ -11,6 +11,8 @@ export interface LockRequest {
   owner: string | undefined;
   ownerToken: string;
   wait: boolean;
+  /** Backend-specific value to store with the grant instead of the owner record (election proposals). */
+  payload?: string;
 }
 
 export interface ProviderDefaults {
@@ -63,6 +65,17 @@ export abstract class BaseLockProvider implements LockProvider {
     return lock;
   }
 
+  /** acquire() that stores `payload` with the grant: how native elections campaign with a value. */
+  protected async acquireWithPayload(
+    key: string,
+    payload: string,
+    opts?: AcquireOptions,
+  ): Promise<OwnedLock> {
+    const lock = await this.#obtain(key, opts, true, payload);
+    if (lock === null) throw new LockTimeoutError(key, 0);
+    return lock;
+  }
+
   tryAcquire(key: string, opts?: Omit<AcquireOptions, 'waitMs'>): Promise<Lock | null> {
     return this.#obtain(key, opts, false);
   }
@@ -91,7 +104,12 @@ export abstract class BaseLockProvider implements LockProvider {
     if (this.closed) throw new ProviderClosedError(this.backend);
   }
 
-  async #obtain(key: string, opts: AcquireOptions | undefined, wait: boolean): Promise<OwnedLock | null> {
+  async #obtain(
+    key: string,
+    opts: AcquireOptions | undefined,
+    wait: boolean,
+    payload?: string,
+  ): Promise<OwnedLock | null> {
     validateKey(key);
     const options = validateAcquireOptions(opts, { ttlMs: this.ttlMs, waitMs: this.waitMs });
     this.assertOpen();
@@ -116,6 +134,7 @@ export abstract class BaseLockProvider implements LockProvider {
           owner: options.owner,
           ownerToken: crypto.randomUUID(),
           wait: shouldWait,
+          ...(payload === undefined ? {} : { payload }),
         },
         cancel.signal,
       );

@@ -8,7 +8,7 @@ import {
   SortTarget,
 } from 'etcd3';
 import { BackendUnavailableError } from '../../src/errors.js';
-import { encodeHolder, prefixEnd } from './keys.js';
+import { prefixEnd } from './keys.js';
 import type { EtcdSession } from './session.js';
 
 /**
@@ -20,7 +20,8 @@ export interface MutexCall {
   client: Etcd3;
   session: EtcdSession;
   prefix: string;
-  owner: string | undefined;
+  /** Stored as the key's value: the owner record for locks, the proposal for elections. */
+  value: string;
   callTimeoutMs: number;
   /** Counts predecessor deletions this process was woken by (the herd check). */
   onWake: () => void;
@@ -68,7 +69,7 @@ export async function enqueue(call: MutexCall): Promise<Queued> {
             {
               request_put: {
                 key,
-                value: Buffer.from(encodeHolder(call.owner, new Date())),
+                value: Buffer.from(call.value),
                 lease: call.session.leaseId,
               },
             },

@@ -7,8 +7,9 @@ import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
+import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
-import { decodeHolder, namePrefix, prefixEnd } from './keys.js';
+import { decodeHolder, encodeHolder, namePrefix, prefixEnd } from './keys.js';
 import { enqueue, guardedDelete, type MutexCall, unavailable, waitForTurn } from './mutex.js';
 import { EtcdSession } from './session.js';
 
@@ -122,7 +123,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       client: this.client,
       session,
       prefix: namePrefix(this.namespace, req.key),
-      owner: req.owner,
+      value: req.payload ?? encodeHolder(req.owner, new Date()),
       callTimeoutMs: this.#callTimeoutMs,
       onWake: () => {
         this.wakeups += 1;
@@ -175,6 +176,23 @@ export class EtcdLockProvider extends BaseLockProvider {
     } catch (error) {
       throw unavailable('guarded txn failed', error);
     }
+  }
+
+  /** Leader election with `etcdctl elect`'s layout; campaigns share this provider's session. */
+  election(name: string): EtcdElection {
+    const host: ElectionHost = {
+      client: this.client,
+      namespace: this.namespace,
+      callTimeoutMs: this.#callTimeoutMs,
+      campaignLock: (key, value, opts) => this.acquireWithPayload(key, value, opts),
+      putIfHeld: async (lock, value) => {
+        const grant = this.#keys.get(lock);
+        if (!grant) return false;
+        const put = { request_put: { key: grant.key, value: Buffer.from(value), ignore_lease: true } };
+        return (await this.guardedTxn(lock, put)).committed;
+      },
+    };
+    return new EtcdElection(host, name);
   }
 
   /** The live session, or a new one when the last was lost. Concurrent callers share one grant. */

@@ -1,0 +1,37 @@
+/** Leader election over a provider (DESIGN §5). Native on etcd and ZooKeeper. */
+
+export interface LeaderInfo {
+  /** The leader's proposal (identity or endpoint it advertises). */
+  value: string;
+  /** The leader's fencing token: rises strictly with every new term. */
+  term: bigint;
+}
+
+export interface CampaignOptions {
+  /** Give up after this long with LockTimeoutError. Default: without limit. */
+  waitMs?: number;
+  /** Cancels the campaign with AbortError; the candidacy is withdrawn. */
+  signal?: AbortSignal;
+}
+
+/** One term as leader. */
+export interface Leadership extends AsyncDisposable {
+  readonly name: string;
+  readonly term: bigint;
+  /** Aborted when the term ends: lost, resigned, or leadership can no longer be confirmed. */
+  readonly signal: AbortSignal;
+  /** Changes the advertised value, only while still leader (NotHolderError otherwise). */
+  proclaim(value: string): Promise<void>;
+  /** Ends the term at once so the next candidate takes over; idempotent and guarded. */
+  resign(): Promise<void>;
+}
+
+export interface Election {
+  readonly name: string;
+  /** Waits until this candidate leads. */
+  campaign(value: string, opts?: CampaignOptions): Promise<Leadership>;
+  /** The current leader, or null when there is none. */
+  leader(): Promise<LeaderInfo | null>;
+  /** The leader now, then every change (null = no leader), until signal aborts. */
+  observe(opts?: { signal?: AbortSignal }): AsyncIterable<LeaderInfo | null>;
+}

@@ -1,4 +1,9 @@
-// npm run bench: every benchmark whose backend is available, one table each.
+// npm run bench [name…]: each benchmark prints its table(s); with no names, all of them.
+import { benchEtcd } from './etcd.mjs';
 import { benchMemory } from './memory.mjs';
 
-await benchMemory();
+const all = { memory: benchMemory, etcd: benchEtcd };
+const chosen = process.argv.slice(2);
+for (const [name, run] of Object.entries(all)) {
+  if (chosen.length === 0 || chosen.includes(name)) await run();
+}

@@ -5,41 +5,52 @@
  * them take turns before they reach the backend.
  */
 export class KeyedFifo {
-  readonly #queues = new Map<string, Array<() => void>>();
+  /** Per key: the current holder's marker first, then the waiters' turn callbacks. */
+  readonly #lines = new Map<string, Array<() => void>>();
 
   /** Resolves with a leave() function when it is this caller's turn; rejects if cancel aborts first. */
   enter(key: string, cancel: AbortSignal): Promise<() => void> {
-    let queue = this.#queues.get(key);
-    if (!queue) {
-      queue = [];
-      this.#queues.set(key, queue);
+    let line = this.#lines.get(key);
+    if (!line) {
+      line = [];
+      this.#lines.set(key, line);
     }
-    const line = queue;
+    if (line.length === 0) {
+      line.push(HOLDER);
+      return Promise.resolve(this.#leaver(key, line));
+    }
+    const queue = line;
     return new Promise((resolve, reject) => {
-      let left = false;
-      const leave = () => {
-        if (left) return;
-        left = true;
-        line.shift();
-        if (line.length > 0) (line[0] as () => void)();
-        else this.#queues.delete(key);
+      const onAbort = () => {
+        const index = queue.indexOf(turn);
+        if (index > 0) queue.splice(index, 1);
+        reject(cancel.reason);
       };
       const turn = () => {
         cancel.removeEventListener('abort', onAbort);
-        resolve(leave);
+        queue[0] = HOLDER; // keep nothing of the request (its signal) while the turn lasts
+        resolve(this.#leaver(key, queue));
       };
-      const onAbort = () => {
-        const index = line.indexOf(turn);
-        if (index > 0) line.splice(index, 1);
+      if (cancel.aborted) {
         reject(cancel.reason);
-      };
-      line.push(turn);
-      if (line.length === 1) {
-        turn();
         return;
       }
-      if (cancel.aborted) return onAbort();
+      queue.push(turn);
       cancel.addEventListener('abort', onAbort, { once: true });
     });
   }
+
+  #leaver(key: string, line: Array<() => void>): () => void {
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      line.shift();
+      const next = line[0];
+      if (next) next();
+      else this.#lines.delete(key);
+    };
+  }
 }
+
+const HOLDER = (): void => undefined;

@@ -154,8 +154,14 @@ export abstract class BaseLockProvider implements LockProvider {
       await lock.release().catch(() => undefined);
       throw new ProviderClosedError(this.backend);
     }
+    this.#track(lock);
+    return lock;
+  }
+
+  // Its own method so the listener's closure keeps only the lock, not the request's state (signals,
+  // options): a provider may hold many thousands of locks.
+  #track(lock: OwnedLock): void {
     this.#held.add(lock);
     lock.onEnd(() => this.#held.delete(lock));
-    return lock;
   }
 }

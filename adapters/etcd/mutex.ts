@@ -1,12 +1,4 @@
-import {
-  CompareResult,
-  CompareTarget,
-  type Etcd3,
-  type IKeyValue,
-  type ITxnResponse,
-  SortOrder,
-  SortTarget,
-} from 'etcd3';
+import { CompareResult, CompareTarget, type Etcd3, type ITxnResponse, SortOrder, SortTarget } from 'etcd3';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { prefixEnd } from './keys.js';
 import type { EtcdSession } from './session.js';
@@ -135,43 +127,45 @@ export async function guardedDelete(client: Etcd3, key: Buffer, revision: bigint
 
 /**
  * Waits until every key created before ours under the prefix is gone, watching only the newest of
- * them at a time; then checks that our own key still exists (a waiter whose session expired while
- * it waited must not win).
+ * them at a time. Each round is one read Txn: the newest predecessor and our own key, so a waiter
+ * whose session expired while it waited finds its key gone and does not win.
  */
 export async function waitForTurn(call: MutexCall, queued: Queued, cancel: AbortSignal): Promise<void> {
   const prefix = Buffer.from(call.prefix);
   for (;;) {
     cancel.throwIfAborted();
-    let predecessor: IKeyValue | undefined;
-    let revision: string;
+    let res: ITxnResponse;
     try {
-      const res = await call.client.kv.range(
+      res = await call.client.kv.txn(
         {
-          key: prefix,
-          range_end: prefixEnd(prefix),
-          max_create_revision: (queued.revision - 1n).toString(),
-          sort_order: SortOrder.Descend,
-          sort_target: SortTarget.Create,
-          limit: 1,
+          compare: [],
+          success: [
+            {
+              request_range: {
+                key: prefix,
+                range_end: prefixEnd(prefix),
+                max_create_revision: (queued.revision - 1n).toString(),
+                sort_order: SortOrder.Descend,
+                sort_target: SortTarget.Create,
+                limit: 1,
+              },
+            },
+            { request_range: { key: queued.key } },
+          ],
+          failure: [],
         },
         callOptions(call.callTimeoutMs),
       );
-      predecessor = res.kvs[0];
-      revision = res.header.revision;
     } catch (error) {
       throw unavailable('reading the queue failed', error);
     }
-    if (!predecessor) break;
-    await deletion(call, predecessor.key, BigInt(revision) + 1n, cancel);
-  }
-  let mine: IKeyValue | undefined;
-  try {
-    mine = (await call.client.kv.range({ key: queued.key }, callOptions(call.callTimeoutMs))).kvs[0];
-  } catch (error) {
-    throw unavailable('re-reading our key failed', error);
-  }
-  if (!mine || BigInt(mine.create_revision) !== queued.revision) {
-    throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
+    const mine = res.responses[1]?.response_range.kvs[0];
+    if (!mine || BigInt(mine.create_revision) !== queued.revision) {
+      throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
+    }
+    const predecessor = res.responses[0]?.response_range.kvs[0];
+    if (!predecessor) return;
+    await deletion(call, predecessor.key, BigInt(res.header.revision) + 1n, cancel);
   }
 }
 
@@ -217,6 +211,7 @@ async function deletion(
       });
     });
   } finally {
-    await watcher.cancel().catch(() => undefined);
+    // Not awaited: the cancel's round trip must not delay the grant it just made possible.
+    void watcher.cancel().catch(() => undefined);
   }
 }

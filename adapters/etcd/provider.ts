@@ -1,7 +1,15 @@
-import { noop as noopPolicy } from 'cockatiel';
-import { Etcd3, type IOperation, type IOptions, type IRequestOp, SortOrder, SortTarget } from 'etcd3';
+import { ConsecutiveBreaker, circuitBreaker, handleWhen, retry } from 'cockatiel';
+import {
+  Etcd3,
+  type IOperation,
+  type IOptions,
+  type IRequestOp,
+  isRecoverableError,
+  SortOrder,
+  SortTarget,
+} from 'etcd3';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { InvalidArgumentError, type LossReason, NotHolderError } from '../../src/errors.js';
+import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
@@ -10,7 +18,7 @@ import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { decodeHolder, encodeHolder, namePrefix, prefixEnd } from './keys.js';
-import { enqueue, guardedDelete, type MutexCall, unavailable, waitForTurn } from './mutex.js';
+import { enqueue, guardedDelete, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
 import { EtcdSession } from './session.js';
 
 export interface EtcdProviderOptions extends ProviderDefaults {
@@ -64,10 +72,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       hosts: options.endpoints,
       ...(options.auth ? { auth: options.auth } : {}),
       ...(options.credentials ? { credentials: options.credentials } : {}),
-      // Each call has its own deadline and every lock call is safe to replay (create-if-absent,
-      // compare-and-delete), so one retry on another endpoint is enough; the package's default host
-      // circuit breaker would refuse a healed endpoint for 5 s.
-      faultHandling: { host: () => noopPolicy, global: noopPolicy },
+      faultHandling: faultHandling(options.endpoints.length),
     });
   }
 
@@ -144,22 +149,25 @@ export class EtcdLockProvider extends BaseLockProvider {
         throw error;
       }
     }
+    return this.#grant(req, session, queued, leave);
+  }
+
+  /** The handle of a granted key (a method of its own so its closures keep only what they need). */
+  #grant(req: LockRequest, session: EtcdSession, queued: Queued, leave: () => void): OwnedLock {
+    const { key, revision } = queued;
     const lock = new OwnedLock({
       key: req.key,
-      fencingToken: queued.revision,
+      fencingToken: revision,
       ownerToken: req.ownerToken,
       // The next local acquire may go only once our key is deleted: it would find and adopt it.
-      releaseOnBackend: () =>
-        guardedDelete(this.client, queued.key, queued.revision, this.#callTimeoutMs).finally(leave),
+      releaseOnBackend: () => guardedDelete(this.client, key, revision, this.#callTimeoutMs).finally(leave),
     });
-    this.#keys.set(lock, { key: queued.key, revision: queued.revision });
-    const onSessionLost = () => {
-      lock.lose(session.signal.reason as LossReason);
+    this.#keys.set(lock, { key, revision });
+    const unsubscribe = session.whenLost((reason) => {
+      lock.lose(reason);
       leave(); // the next acquire uses a new session, hence another key
-    };
-    if (!session.alive) onSessionLost();
-    session.signal.addEventListener('abort', onSessionLost, { once: true });
-    lock.onEnd(() => session.signal.removeEventListener('abort', onSessionLost));
+    });
+    lock.onEnd(unsubscribe);
     return lock;
   }
 
@@ -229,6 +237,20 @@ export class EtcdLockProvider extends BaseLockProvider {
     await session?.close(false);
     this.client.close();
   }
+}
+
+/**
+ * A failed call moves on to another endpoint at once (a dead member must not fail a third of all
+ * calls), each endpoint's breaker skips it for 1 s after 3 failures (the package's default, 5 s,
+ * would keep refusing a healed single endpoint). Every call carries an absolute deadline, so a retry
+ * never outlives it; lock calls are safe to replay (create-if-absent, compare-and-delete).
+ */
+function faultHandling(endpointCount: number): IOptions['faultHandling'] {
+  const recoverable = handleWhen(isRecoverableError);
+  return {
+    host: () => circuitBreaker(recoverable, { halfOpenAfter: 1_000, breaker: new ConsecutiveBreaker(3) }),
+    global: retry(recoverable, { maxAttempts: Math.max(1, endpointCount - 1) }),
+  };
 }
 
 export async function createProvider(

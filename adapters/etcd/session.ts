@@ -22,6 +22,8 @@ export class EtcdSession {
   readonly #client: Etcd3;
   readonly #options: SessionOptions;
   readonly #lost = new AbortController();
+  /** Callbacks of the locks this session holds (a Set: thousands of locks, no EventTarget listeners). */
+  readonly #holders = new Set<(reason: LossReason) => void>();
   #keepaliveTimer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
 
@@ -58,6 +60,16 @@ export class EtcdSession {
   /** Aborts when the session is lost; reason is the LossReason. */
   get signal(): AbortSignal {
     return this.#lost.signal;
+  }
+
+  /** Calls onLost once if the session is lost; returns the function that unsubscribes. */
+  whenLost(onLost: (reason: LossReason) => void): () => void {
+    if (!this.alive) {
+      onLost(this.#lost.signal.reason as LossReason);
+      return () => undefined;
+    }
+    this.#holders.add(onLost);
+    return () => this.#holders.delete(onLost);
   }
 
   get alive(): boolean {
@@ -136,5 +148,7 @@ export class EtcdSession {
     clearTimeout(this.#keepaliveTimer);
     clearTimeout(this.#deadlineTimer);
     this.#lost.abort(reason);
+    for (const onLost of this.#holders) onLost(reason);
+    this.#holders.clear();
   }
 }

@@ -199,7 +199,7 @@ describe('etcd adapter on a 3-member cluster with faults', () => {
     const monitor = new ExclusionMonitor();
     const key = uniqueKey('leader-kill');
     const deadline = performance.now() + 8_000;
-    let failures = 0;
+    const failuresAt: number[] = [];
     const contend = async (client: EtcdLockProvider) => {
       while (performance.now() < deadline) {
         try {
@@ -213,7 +213,7 @@ describe('etcd adapter on a 3-member cluster with faults', () => {
             { waitMs: 3_000 },
           );
         } catch {
-          failures += 1; // unavailable or timed out while the cluster elects: try again
+          failuresAt.push(performance.now()); // unavailable or timed out while the cluster elects: again
           await new Promise((r) => setTimeout(r, 50));
         }
       }
@@ -222,10 +222,13 @@ describe('etcd adapter on a 3-member cluster with faults', () => {
     await new Promise((r) => setTimeout(r, 1_500));
     const leader = await findLeader(endpoints);
     await cluster.members[leader]?.kill();
+    const killedAt = performance.now();
     await Promise.all(running);
     await Promise.allSettled(clients.map((c) => c.close()));
     expect(monitor.entries).toBeGreaterThan(20);
-    expect(failures).toBeLessThan(monitor.entries);
+    // Sessions on the dead member may be lost; once the survivors have a leader, calls go through.
+    const lateFailures = failuresAt.filter((t) => t > killedAt + 3_000);
+    expect(lateFailures, `${failuresAt.length} failures in all`).toEqual([]);
   }, 60_000);
 });
 

@@ -1,8 +1,9 @@
 // npm run bench [name…]: each benchmark prints its table(s); with no names, all of them.
 import { benchEtcd } from './etcd.mjs';
 import { benchMemory } from './memory.mjs';
+import { benchPostgres } from './postgres.mjs';
 
-const all = { memory: benchMemory, etcd: benchEtcd };
+const all = { memory: benchMemory, etcd: benchEtcd, postgres: benchPostgres };
 const chosen = process.argv.slice(2);
 for (const [name, run] of Object.entries(all)) {
   if (chosen.length === 0 || chosen.includes(name)) await run();

@@ -1,8 +1,4 @@
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { NotImplementedError } from '../../src/errors.js';
-import type { LockProvider } from '../../src/types.js';
-
-/** Placeholder until the postgres adapter lands: fails clearly instead of pretending to lock. */
-export async function createProvider(_spec: ConnectionSpec, _options: ConnectOptions): Promise<LockProvider> {
-  throw new NotImplementedError('the postgres adapter (fencekit/postgres)');
-}
+export { type FencedUpdate, fencedUpdate } from './fenced-update.js';
+export { advisoryKey } from './keyspace.js';
+export { createProvider, PostgresLockProvider, type PostgresProviderOptions } from './provider.js';
+export { withXactLock, type XactGrant, type XactLockOptions, xactLock } from './xact.js';

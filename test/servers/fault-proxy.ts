@@ -58,9 +58,17 @@ export class FaultProxy {
     return this.#links.size;
   }
 
-  /** Applies to open connections and new ones. */
+  /** Applies to open connections and new ones. Leaving blackhole closes what closed meanwhile. */
   setMode(mode: ProxyMode): void {
     this.#mode = mode;
+    if (mode.kind === 'blackhole') return;
+    for (const link of this.#links) {
+      if (link.client.destroyed || link.upstream.destroyed) {
+        this.#links.delete(link);
+        link.client.destroy();
+        link.upstream.destroy();
+      }
+    }
   }
 
   /** Resets every open connection, both sides (TCP RST), as a crashed middlebox or server would. */
@@ -82,15 +90,21 @@ export class FaultProxy {
     const upstream = net.connect(this.target.port, this.target.host);
     const link = { client, upstream };
     this.#links.add(link);
-    const end = () => {
+    const end = (closed: net.Socket) => {
+      // Blackholed: a close does not get through either; the other side stays open, as across a
+      // real partition, until the mode changes back or cutAll().
+      if (this.#mode.kind === 'blackhole') {
+        closed.destroy();
+        return;
+      }
       if (!this.#links.delete(link)) return;
       client.destroy();
       upstream.destroy();
     };
     for (const socket of [client, upstream]) {
       socket.setNoDelay(true);
-      socket.on('error', end);
-      socket.on('close', end);
+      socket.on('error', () => end(socket));
+      socket.on('close', () => end(socket));
     }
     this.#forward(client, upstream);
     this.#forward(upstream, client);

@@ -1,8 +1,3 @@
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { NotImplementedError } from '../../src/errors.js';
-import type { LockProvider } from '../../src/types.js';
-
-/** Placeholder until the zookeeper adapter lands: fails clearly instead of pretending to lock. */
-export async function createProvider(_spec: ConnectionSpec, _options: ConnectOptions): Promise<LockProvider> {
-  throw new NotImplementedError('the zookeeper adapter (fencekit/zookeeper)');
-}
+export { ZkElection } from './election.js';
+export { queueOrder } from './mutex.js';
+export { createProvider, ZooKeeperLockProvider, type ZooKeeperProviderOptions } from './provider.js';

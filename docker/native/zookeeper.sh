@@ -27,6 +27,8 @@ for ((i = 1; i <= nodes; i++)); do
     echo "admin.enableServer=false"
     echo "4lw.commands.whitelist=srvr,ruok,mntr"
     echo "maxSessionTimeout=$((tick * 20))"
+    # Tests open many sessions from 127.0.0.1; the default allows 60 per address.
+    echo "maxClientCnxns=0"
     if ((nodes > 1)); then
       for ((j = 1; j <= nodes; j++)); do
         echo "server.$j=127.0.0.1:${ports[$(((j - 1) * 3 + 1))]}:${ports[$(((j - 1) * 3 + 2))]}"

@@ -21,6 +21,9 @@ export class FaultProxy {
   readonly #server: net.Server;
   readonly #links = new Set<Link>();
   #mode: ProxyMode = { kind: 'pass' };
+  /** When set: the client chunk it matches passes, the server's next answer is dropped and every connection reset. */
+  #cutAfter: ((chunk: Buffer) => boolean) | undefined;
+  #cutArmed = false;
   /** Connections accepted since start, for tests that count reconnects. */
   accepted = 0;
 
@@ -71,6 +74,15 @@ export class FaultProxy {
     }
   }
 
+  /**
+   * Lost-reply fault: the first client chunk that `matches` reaches the server, but the server's
+   * answer never comes back: it is dropped and every connection is reset.
+   */
+  cutAfterRequest(matches: (chunk: Buffer) => boolean): void {
+    this.#cutAfter = matches;
+    this.#cutArmed = false;
+  }
+
   /** Resets every open connection, both sides (TCP RST), as a crashed middlebox or server would. */
   cutAll(): void {
     for (const link of this.#links) {
@@ -106,13 +118,21 @@ export class FaultProxy {
       socket.on('error', () => end(socket));
       socket.on('close', () => end(socket));
     }
-    this.#forward(client, upstream);
-    this.#forward(upstream, client);
+    this.#forward(client, upstream, true);
+    this.#forward(upstream, client, false);
   }
 
-  #forward(from: net.Socket, to: net.Socket): void {
+  #forward(from: net.Socket, to: net.Socket, towardsServer: boolean): void {
     let lastDue = 0;
     from.on('data', (chunk: Buffer) => {
+      if (towardsServer && this.#cutAfter?.(chunk)) {
+        this.#cutAfter = undefined;
+        this.#cutArmed = true;
+      } else if (!towardsServer && this.#cutArmed) {
+        this.#cutArmed = false;
+        this.cutAll();
+        return;
+      }
       const mode = this.#mode;
       if (mode.kind === 'blackhole') return;
       if (mode.kind === 'pass' && lastDue <= performance.now()) {

@@ -1,0 +1,180 @@
+import zookeeper from 'node-zookeeper-client';
+import { monotonicNow, safeDeadline } from '../../src/clock.js';
+import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
+
+const { Exception } = zookeeper;
+
+/** A ZooKeeper error code name ('NO_NODE', 'NODE_EXISTS', 'CONNECTION_LOSS' …). */
+export function zkCode(error: unknown): string | undefined {
+  return error instanceof Exception ? error.getName() : undefined;
+}
+
+export interface ZkSessionOptions {
+  connectString: string;
+  sessionTimeoutMs: number;
+  driftRate: number;
+  /** Deadline of each call. */
+  callTimeoutMs: number;
+  connectTimeoutMs: number;
+  /** 'user:password' for digest auth, added before any call. */
+  digest?: string;
+}
+
+type Callback<T> = (error: Error | zookeeper.Exception | null, value: T) => void;
+
+/**
+ * The one promise wrapper over node-zookeeper-client, and the session it holds. The client library
+ * reconnects by itself within a session; this class decides when the session can no longer be
+ * trusted: a heartbeat (exists('/')) every timeout/3, and ownership is confirmed until
+ * `sent + timeout × (1 − drift) − rtt` after the last answered one, the earliest the server could
+ * expire the session. Expiry reported by the server ends it at once. A lost session is never
+ * revived: the provider opens a new one for later calls.
+ */
+export class ZkSession {
+  readonly client: zookeeper.Client;
+  readonly #options: ZkSessionOptions;
+  readonly #lost = new AbortController();
+  readonly #holders = new Set<(reason: LossReason) => void>();
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #timeoutMs: number;
+
+  private constructor(client: zookeeper.Client, options: ZkSessionOptions) {
+    this.client = client;
+    this.#options = options;
+    this.#timeoutMs = options.sessionTimeoutMs;
+  }
+
+  static async open(options: ZkSessionOptions): Promise<ZkSession> {
+    const client = zookeeper.createClient(options.connectString, {
+      sessionTimeout: options.sessionTimeoutMs,
+      spinDelay: 100,
+      retries: 0, // never replay a call: a replayed sequential create would leave an orphan node
+    });
+    const session = new ZkSession(client, options);
+    const sentAt = monotonicNow();
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        client.close();
+        reject(
+          new BackendUnavailableError(
+            `zookeeper: no session from ${options.connectString} within ${options.connectTimeoutMs} ms`,
+          ),
+        );
+      }, options.connectTimeoutMs);
+      client.once('connected', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      client.connect();
+    });
+    if (options.digest) client.addAuthInfo('digest', Buffer.from(options.digest));
+    // The server may have negotiated another timeout (clamped to 2..20 ticks).
+    session.#timeoutMs = client.getSessionTimeout() || options.sessionTimeoutMs;
+    client.on('expired', () => session.#lose('session-lost'));
+    session.#confirmed(sentAt);
+    session.#scheduleHeartbeat(session.#interval);
+    return session;
+  }
+
+  get sessionTimeoutMs(): number {
+    return this.#timeoutMs;
+  }
+
+  get alive(): boolean {
+    return !this.#lost.signal.aborted;
+  }
+
+  get signal(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  /** The session id as the server shows it in a node's ephemeralOwner. */
+  get sessionId(): Buffer {
+    return this.client.getSessionId();
+  }
+
+  /** Calls onLost once if the session is lost; returns the function that unsubscribes. */
+  whenLost(onLost: (reason: LossReason) => void): () => void {
+    if (!this.alive) {
+      onLost(this.#lost.signal.reason as LossReason);
+      return () => undefined;
+    }
+    this.#holders.add(onLost);
+    return () => this.#holders.delete(onLost);
+  }
+
+  /** Closes the session (its ephemeral nodes go at once). */
+  close(): void {
+    this.#lose('closed');
+    this.client.close();
+  }
+
+  /** For tests of holder death: drop the connection without closing; the server expires the session. */
+  abandon(): void {
+    this.#lose('closed');
+    const manager = (this.client as unknown as { connectionManager: { socket?: import('node:net').Socket } })
+      .connectionManager;
+    // Detach the library from its socket first, so that it neither reconnects nor says goodbye.
+    manager.socket?.removeAllListeners();
+    manager.socket?.on('error', () => undefined);
+    manager.socket?.destroy();
+    this.client.removeAllListeners();
+  }
+
+  get #interval(): number {
+    return this.#timeoutMs / 3;
+  }
+
+  #confirmed(sentAt: number): void {
+    const now = monotonicNow();
+    const deadline = safeDeadline(sentAt, this.#timeoutMs, now - sentAt, this.#options.driftRate);
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = setTimeout(() => this.#lose('unconfirmed'), Math.max(0, deadline - now));
+    this.#deadlineTimer.unref();
+  }
+
+  #scheduleHeartbeat(delay: number): void {
+    if (!this.alive) return;
+    this.#heartbeatTimer = setTimeout(() => void this.#heartbeat(), delay);
+  }
+
+  async #heartbeat(): Promise<void> {
+    const sentAt = monotonicNow();
+    try {
+      await this.call<zookeeper.Stat>(
+        (cb) => this.client.exists('/', cb),
+        Math.min(this.#interval, this.#options.callTimeoutMs),
+      );
+      if (!this.alive) return;
+      this.#confirmed(sentAt);
+      this.#scheduleHeartbeat(this.#interval);
+    } catch {
+      this.#scheduleHeartbeat(Math.max(this.#timeoutMs / 10, 50));
+    }
+  }
+
+  #lose(reason: LossReason): void {
+    if (!this.alive) return;
+    clearTimeout(this.#heartbeatTimer);
+    clearTimeout(this.#deadlineTimer);
+    this.#lost.abort(reason);
+    for (const onLost of this.#holders) onLost(reason);
+    this.#holders.clear();
+  }
+
+  /** Runs one callback-style call with a deadline; ZooKeeper errors keep their code (zkCode). */
+  call<T>(start: (cb: Callback<T>) => void, timeoutMs = this.#options.callTimeoutMs): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new BackendUnavailableError(`zookeeper: call timed out after ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      start((error, value) => {
+        clearTimeout(timer);
+        if (error) reject(error);
+        else resolve(value);
+      });
+    });
+  }
+}

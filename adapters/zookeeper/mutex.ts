@@ -1,0 +1,255 @@
+import zookeeper from 'node-zookeeper-client';
+import { BackendUnavailableError } from '../../src/errors.js';
+import { type ZkSession, zkCode } from './client.js';
+
+const { CreateMode, Event } = zookeeper;
+
+/** Curator's protected names: `_c_<uuid>-lock-<seq>` for locks, `_c_<uuid>-latch-<seq>` for latches. */
+export type NodeKind = 'lock-' | 'latch-';
+const NODE_NAME = /^_c_([0-9a-f-]{36})-(lock-|latch-)(-?\d+)$/;
+
+export interface ZkQueueCall {
+  session: ZkSession;
+  /** The name's folder, e.g. /fencekit/locks/orders%2F42. */
+  parent: string;
+  kind: NodeKind;
+  data: Buffer;
+  acl: zookeeper.ACL[];
+  onWake: () => void;
+}
+
+export interface ZkQueued {
+  path: string;
+  name: string;
+}
+
+export interface ZkNode {
+  name: string;
+  seq: number;
+}
+
+/**
+ * The queue order of a folder's nodes of one kind, by sequence suffix. The suffix is a signed
+ * 32-bit counter that wraps to negative: when both very high and negative numbers are present, the
+ * negative ones came after the wrap and sort last.
+ */
+export function queueOrder(children: string[], kind: NodeKind): ZkNode[] {
+  const nodes: ZkNode[] = [];
+  for (const name of children) {
+    const m = NODE_NAME.exec(name);
+    if (m && m[2] === kind) nodes.push({ name, seq: Number(m[3]) });
+  }
+  const wrapped = nodes.some((n) => n.seq > 2 ** 30) && nodes.some((n) => n.seq < 0);
+  const key = (n: ZkNode) => (wrapped && n.seq < 0 ? n.seq + 2 ** 32 : n.seq);
+  return nodes.sort((a, b) => key(a) - key(b));
+}
+
+/** The 8-byte big-endian zxid of a Stat field as a bigint. */
+export const zxid = (bytes: Buffer): bigint => bytes.readBigInt64BE(0);
+
+/**
+ * Creates our EPHEMERAL_SEQUENTIAL node once. The client never replays a call, and when the answer
+ * is lost (connection loss, timeout) we look for our `_c_<uuid>-` node in the folder and adopt it
+ * if it exists and belongs to our session, instead of creating a second one (Curator's protection).
+ */
+export async function protectedCreate(call: ZkQueueCall): Promise<ZkQueued> {
+  const uuid = crypto.randomUUID();
+  const base = `_c_${uuid}-${call.kind}`;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const path = await call.session.call<string>((cb) =>
+        call.session.client.create(
+          `${call.parent}/${base}`,
+          call.data,
+          call.acl,
+          CreateMode.EPHEMERAL_SEQUENTIAL,
+          cb,
+        ),
+      );
+      return { path, name: path.slice(call.parent.length + 1) };
+    } catch (error) {
+      const code = zkCode(error);
+      if (code === 'NO_NODE') {
+        await ensureFolder(call);
+        continue; // the folder did not exist, or was removed as empty just now
+      }
+      if (code === 'CONNECTION_LOSS') {
+        // ZooKeeper answers a session's calls in order: once a listing on the reconnected session
+        // answers, the lost create has either made our node or never will. Adopt it, or create again.
+        const adopted = await findOursAfterReconnect(call, `_c_${uuid}-`);
+        if (adopted === 'unknown') throw unavailable('creating the lock node failed', error);
+        if (adopted) return adopted;
+        continue;
+      }
+      // Timed out with the connection up: the create may still be applied later. Do not wait for it
+      // here, but do not leave it behind either.
+      removeLater(call, `_c_${uuid}-`);
+      throw unavailable('creating the lock node failed', error);
+    }
+  }
+  throw new BackendUnavailableError(`zookeeper: could not create a node under ${call.parent}`);
+}
+
+/**
+ * After a lost answer: our node, null when it certainly does not exist, or 'unknown' when the
+ * session did not come back within its timeout.
+ */
+async function findOursAfterReconnect(
+  call: ZkQueueCall,
+  prefix: string,
+): Promise<ZkQueued | null | 'unknown'> {
+  const deadline = performance.now() + call.session.sessionTimeoutMs;
+  while (call.session.alive && performance.now() < deadline) {
+    try {
+      return (await findOurs(call, prefix)) ?? null;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100)); // still disconnected
+    }
+  }
+  return 'unknown';
+}
+
+/**
+ * Creates the name's folder: its ancestors open to all, the folder itself with the lock nodes' ACL
+ * (deleting a node needs DELETE on its parent, so a creator-only folder protects the nodes in it).
+ */
+async function ensureFolder(call: ZkQueueCall): Promise<void> {
+  const ancestors = call.parent.slice(0, call.parent.lastIndexOf('/'));
+  const tolerateExists = (what: string) => (error: unknown) => {
+    if (zkCode(error) !== 'NODE_EXISTS') throw unavailable(what, error);
+  };
+  if (ancestors !== '') {
+    await call.session
+      .call<string>((cb) => call.session.client.mkdirp(ancestors, cb))
+      .catch(tolerateExists('creating the lock folders failed'));
+  }
+  await call.session
+    .call<string>((cb) => call.session.client.create(call.parent, call.acl, CreateMode.PERSISTENT, cb))
+    .catch(tolerateExists('creating the lock folder failed'));
+}
+
+async function findOurs(call: ZkQueueCall, prefix: string): Promise<ZkQueued | undefined> {
+  const children = await list(call);
+  const name = children.find((c) => c.startsWith(prefix));
+  if (!name) return undefined;
+  const stat = await call.session.call<zookeeper.Stat>((cb) =>
+    call.session.client.exists(`${call.parent}/${name}`, cb),
+  );
+  if (!stat?.ephemeralOwner.equals(call.session.sessionId)) return undefined;
+  return { path: `${call.parent}/${name}`, name };
+}
+
+/** Tries a few times, over a few seconds, to delete a node whose create had an unknown outcome. */
+function removeLater(call: ZkQueueCall, prefix: string): void {
+  void (async () => {
+    for (let i = 0; i < 5 && call.session.alive; i++) {
+      await new Promise((r) => setTimeout(r, 500 * (i + 1)).unref());
+      try {
+        const found = await findOurs(call, prefix);
+        if (found) await removeNode(call.session, found.path);
+        return;
+      } catch {
+        // still unreachable: try again
+      }
+    }
+  })();
+}
+
+async function list(call: ZkQueueCall): Promise<string[]> {
+  try {
+    return await call.session.call<string[]>((cb) => call.session.client.getChildren(call.parent, cb));
+  } catch (error) {
+    if (zkCode(error) === 'NO_NODE') return [];
+    throw unavailable('listing the queue failed', error);
+  }
+}
+
+export async function removeNode(session: ZkSession, path: string): Promise<void> {
+  try {
+    await session.call<void>((cb) => session.client.remove(path, -1, cb));
+  } catch (error) {
+    if (zkCode(error) !== 'NO_NODE') throw unavailable('deleting the lock node failed', error);
+  }
+}
+
+/** Deletes the folder if it is empty (NOT_EMPTY and NO_NODE are fine: someone else is using it). */
+export function removeFolderIfEmpty(session: ZkSession, parent: string): Promise<void> {
+  return session.call<void>((cb) => session.client.remove(parent, -1, cb)).catch(() => undefined);
+}
+
+/**
+ * Position check, as Curator's mutex: list the folder; first in order holds (after checking the
+ * node belongs to our session); otherwise watch only the node just before ours and look again when
+ * it goes. Returns the Stat of our node (its czxid is the fencing token), or null when `wait` is
+ * false and someone is ahead.
+ */
+export async function waitForTurn(
+  call: ZkQueueCall,
+  queued: ZkQueued,
+  wait: boolean,
+  cancel: AbortSignal,
+): Promise<zookeeper.Stat | null> {
+  const ours = `${call.parent}/${queued.name}`;
+  // Our own stat is read in parallel with the first listing: ZooKeeper answers one session's calls in order.
+  const ownStat = call.session.call<zookeeper.Stat>((cb) => call.session.client.exists(ours, cb));
+  ownStat.catch(() => undefined);
+  for (;;) {
+    cancel.throwIfAborted();
+    const order = queueOrder(await list(call), call.kind);
+    const index = order.findIndex((n) => n.name === queued.name);
+    if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
+    if (index === 0) {
+      const stat = await ownStat.catch((error: unknown) => {
+        throw unavailable('reading our node failed', error);
+      });
+      if (!stat?.ephemeralOwner.equals(call.session.sessionId)) {
+        throw new BackendUnavailableError('zookeeper: our queue node belongs to another session');
+      }
+      return stat;
+    }
+    if (!wait) return null;
+    const predecessor = `${call.parent}/${(order[index - 1] as ZkNode).name}`;
+    await deletion(call, predecessor, cancel);
+  }
+}
+
+/** Resolves when path is gone (at once if it already is); rejects on cancel or session loss. */
+function deletion(call: ZkQueueCall, path: string, cancel: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let settled = false;
+    const finish = (error?: unknown) => {
+      if (settled) return;
+      settled = true;
+      cancel.removeEventListener('abort', onCancel);
+      unsubscribe?.();
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const onCancel = () => finish(cancel.reason);
+    let unsubscribe = (): void => undefined;
+    unsubscribe = call.session.whenLost(() =>
+      finish(new BackendUnavailableError('zookeeper: the session was lost while waiting for the lock')),
+    );
+    if (cancel.aborted) return onCancel();
+    cancel.addEventListener('abort', onCancel, { once: true });
+    call.session.client.exists(
+      path,
+      (event) => {
+        // A watch cannot be removed: one that fires after a cancel wakes nobody.
+        if (!settled && event.getType() === Event.NODE_DELETED) call.onWake();
+        finish(); // deleted, or another change: look again
+      },
+      (error, stat) => {
+        if (error) finish(unavailable('watching the node ahead failed', error));
+        else if (!stat) finish(); // already gone
+      },
+    );
+  });
+}
+
+export function unavailable(what: string, error: unknown): BackendUnavailableError {
+  if (error instanceof BackendUnavailableError) return error;
+  return new BackendUnavailableError(`zookeeper: ${what}: ${String((error as Error)?.message ?? error)}`, {
+    cause: error,
+  });
+}

@@ -1,0 +1,261 @@
+import zookeeper from 'node-zookeeper-client';
+import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
+import { OwnedLock } from '../../src/ownership.js';
+import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { Lock, LockInfo } from '../../src/types.js';
+import { validateKey } from '../../src/validate.js';
+import { ZkSession, zkCode } from './client.js';
+import { type ElectionHost, ZkElection } from './election.js';
+import {
+  protectedCreate,
+  queueOrder,
+  removeFolderIfEmpty,
+  removeNode,
+  unavailable,
+  waitForTurn,
+  type ZkQueueCall,
+  type ZkQueued,
+  zxid,
+} from './mutex.js';
+
+export interface ZooKeeperProviderOptions extends ProviderDefaults {
+  /** host:port,host:port[/chroot] */
+  connectString: string;
+  /** Folder that holds every lock name. Default '/fencekit/locks'; '' puts names at the root (Curator paths). */
+  root?: string;
+  /** Requested session timeout; the server clamps it to 2..20 × its tickTime. Default 10 000 ms. */
+  sessionTimeoutMs?: number;
+  /** Deadline of each call. Default 5 000 ms. */
+  callTimeoutMs?: number;
+  /** Digest credentials 'user:password', added to every session. */
+  digest?: string;
+  /** With digest: create lock nodes with CREATOR_ALL_ACL so no other identity can delete them. */
+  creatorOnlyAcl?: boolean;
+}
+
+/**
+ * Locks over ZooKeeper as Curator's InterProcessMutex: an EPHEMERAL_SEQUENTIAL node
+ * `<root>/<name>/_c_<uuid>-lock-<seq>` per request, the lowest sequence holds, each waiter watches
+ * only its predecessor; the node's czxid is the fencing token.
+ */
+export class ZooKeeperLockProvider extends BaseLockProvider {
+  readonly backend = 'zookeeper' as const;
+  readonly root: string;
+  readonly #options: ZooKeeperProviderOptions;
+  readonly #sessionTimeoutMs: number;
+  readonly #callTimeoutMs: number;
+  readonly #acl: zookeeper.ACL[];
+  readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
+  #session: Promise<ZkSession> | undefined;
+  /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
+  wakeups = 0;
+
+  constructor(options: ZooKeeperProviderOptions) {
+    super(options);
+    if (typeof options.connectString !== 'string' || options.connectString === '') {
+      throw new InvalidArgumentError('connectString', 'give host:port[,host:port][/chroot]');
+    }
+    const root = options.root ?? '/fencekit/locks';
+    if (root !== '' && !/^(\/[^/]+)+$/.test(root)) {
+      throw new InvalidArgumentError(
+        'root',
+        `"${root}" is not an absolute ZooKeeper path without a trailing /`,
+      );
+    }
+    if (options.creatorOnlyAcl && !options.digest) {
+      throw new InvalidArgumentError('creatorOnlyAcl', 'needs digest credentials to name the creator');
+    }
+    this.root = root;
+    this.#options = options;
+    this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
+    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
+    // The library has these two lists; its type definitions do not declare them.
+    const lists = zookeeper.ACL as unknown as Record<'CREATOR_ALL_ACL' | 'OPEN_ACL_UNSAFE', zookeeper.ACL[]>;
+    this.#acl = options.creatorOnlyAcl ? lists.CREATOR_ALL_ACL : lists.OPEN_ACL_UNSAFE;
+  }
+
+  /** The session timeout the server granted (after clamping), once a session exists. */
+  async sessionTimeoutMs(): Promise<number> {
+    return (await this.#currentSession()).sessionTimeoutMs;
+  }
+
+  /** The folder of a lock name: '/' in the name nests folders (ZooKeeper paths), which is safe: lock nodes are told apart by their names. */
+  folder(name: string): string {
+    return `${this.root}/${name}`;
+  }
+
+  async inspect(key: string): Promise<LockInfo | null> {
+    validateKey(key);
+    this.assertOpen();
+    const session = await this.#currentSession();
+    const parent = this.folder(key);
+    let children: string[];
+    try {
+      children = await session.call<string[]>((cb) => session.client.getChildren(parent, cb));
+    } catch (error) {
+      if (zkCode(error) === 'NO_NODE') return null;
+      throw unavailable('inspect failed', error);
+    }
+    const [head, ...waiters] = queueOrder(children, 'lock-');
+    if (!head) return null;
+    try {
+      const [data, stat] = await session.call<[Buffer, zookeeper.Stat]>((cb) =>
+        session.client.getData(`${parent}/${head.name}`, (error, value, st) => cb(error, [value, st])),
+      );
+      const stored = decodeHolder(data);
+      return { key, holder: { ...stored, fencingToken: zxid(stat.czxid) }, waiters: waiters.length };
+    } catch (error) {
+      if (zkCode(error) === 'NO_NODE') return { key, holder: null, waiters: waiters.length };
+      throw unavailable('inspect failed', error);
+    }
+  }
+
+  protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const session = await this.#currentSession();
+    const call: ZkQueueCall = {
+      session,
+      parent: this.folder(req.key),
+      // A payload is an election proposal: campaigns queue as Curator's LeaderLatch nodes.
+      kind: req.payload === undefined ? 'lock-' : 'latch-',
+      data: Buffer.from(req.payload ?? encodeHolder(req.owner)),
+      acl: this.#acl,
+      onWake: () => {
+        this.wakeups += 1;
+      },
+    };
+    const queued = await protectedCreate(call);
+    let stat: zookeeper.Stat | null;
+    try {
+      stat = await waitForTurn(call, queued, req.wait, cancel);
+    } catch (error) {
+      // Timed out, aborted or cut off: take the node back (the session's end removes it otherwise).
+      await removeNode(session, queued.path).catch(() => undefined);
+      throw error;
+    }
+    if (!stat) {
+      await removeNode(session, queued.path);
+      void removeFolderIfEmpty(session, call.parent);
+      return null;
+    }
+    return this.#grant(req, session, call.parent, queued, zxid(stat.czxid));
+  }
+
+  #grant(req: LockRequest, session: ZkSession, parent: string, queued: ZkQueued, token: bigint): OwnedLock {
+    const { path } = queued;
+    const lock = new OwnedLock({
+      key: req.key,
+      fencingToken: token,
+      ownerToken: req.ownerToken,
+      releaseOnBackend: async () => {
+        if (!session.alive) return; // the session's end removed the node
+        // Pipelined, in this order: the folder goes only if our node was its last child.
+        const node = removeNode(session, path);
+        const folder = removeFolderIfEmpty(session, parent);
+        await node;
+        await folder;
+      },
+    });
+    this.#nodes.set(lock, { session, path });
+    lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+    return lock;
+  }
+
+  /**
+   * Runs a ZooKeeper multi that begins with check(lock node): it commits only while the lock is
+   * held. Resolves true when it committed, false when the lock is gone.
+   */
+  async guardedMulti(
+    lock: Lock,
+    build: (tx: zookeeper.Transaction) => zookeeper.Transaction,
+  ): Promise<boolean> {
+    const node = this.#nodes.get(lock);
+    if (!node) throw new NotHolderError(lock.key, 'this lock was not granted by this ZooKeeper provider');
+    // check() with no version: the node's path is unique to this grant, so its existence is the
+    // guard (node-zookeeper-client would also turn a version 0 into "any version").
+    const tx = build(node.session.client.transaction().check(node.path));
+    try {
+      await node.session.call((cb) => tx.commit(cb));
+      return true;
+    } catch (error) {
+      const code = zkCode(error);
+      if (code === 'NO_NODE' || code === 'SESSION_EXPIRED') return false;
+      throw unavailable('guarded multi failed', error);
+    }
+  }
+
+  election(name: string): ZkElection {
+    const host: ElectionHost = {
+      session: () => this.#currentSession(),
+      folder: (key) => this.folder(key),
+      acl: this.#acl,
+      campaignLock: (key, value, opts) => this.acquireWithPayload(key, value, opts),
+      nodeOf: (lock) => this.#nodes.get(lock),
+    };
+    return new ZkElection(host, name);
+  }
+
+  #currentSession(): Promise<ZkSession> {
+    const current = this.#session;
+    const fresh = () => {
+      const opening = ZkSession.open({
+        connectString: this.#options.connectString,
+        sessionTimeoutMs: this.#sessionTimeoutMs,
+        driftRate: this.driftRate,
+        callTimeoutMs: this.#callTimeoutMs,
+        connectTimeoutMs: Math.max(this.#callTimeoutMs, 2 * this.#sessionTimeoutMs),
+        ...(this.#options.digest ? { digest: this.#options.digest } : {}),
+      });
+      this.#session = opening;
+      opening.catch(() => {
+        if (this.#session === opening) this.#session = undefined;
+      });
+      return opening;
+    };
+    if (!current) return fresh();
+    return current.then((session) => {
+      if (session.alive) return session;
+      session.close(); // a lost session's client would otherwise keep reconnecting
+      return fresh();
+    });
+  }
+
+  protected async shutdown(): Promise<void> {
+    (await this.#session?.catch(() => undefined))?.close();
+  }
+
+  /** For tests of holder death: drops the connection without closing the session, as a killed process would. */
+  async abandon(): Promise<void> {
+    (await this.#session?.catch(() => undefined))?.abandon();
+  }
+}
+
+/** Node data: `{"fencekit":1,"owner":…,"since":…}`; Curator writes the client's IP address. */
+export function encodeHolder(owner: string | undefined): string {
+  return JSON.stringify({ fencekit: 1, owner, since: new Date().toISOString() });
+}
+
+function decodeHolder(data: Buffer | undefined): { owner: string | undefined; since: Date | undefined } {
+  const text = data?.toString('utf8') ?? '';
+  if (text.startsWith('{"fencekit":1')) {
+    try {
+      const parsed = JSON.parse(text) as { owner?: string; since?: string };
+      return { owner: parsed.owner, since: parsed.since ? new Date(parsed.since) : undefined };
+    } catch {
+      // not ours after all
+    }
+  }
+  return { owner: text === '' ? undefined : text, since: undefined };
+}
+
+export async function createProvider(
+  spec: ConnectionSpec,
+  options: ConnectOptions,
+): Promise<ZooKeeperLockProvider> {
+  const hosts = spec.hosts.map((h) => `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`).join(',');
+  return new ZooKeeperLockProvider({
+    ...(options as Partial<ZooKeeperProviderOptions>),
+    connectString: spec.path ? `${hosts}/${spec.path}` : hosts,
+    ...(spec.username !== undefined ? { digest: `${spec.username}:${spec.password ?? ''}` } : {}),
+  });
+}

@@ -1,0 +1,336 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import zookeeper from 'node-zookeeper-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { connect, type LeaderInfo, type Lock } from '../../src/index.js';
+import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+
+const root = resolve(import.meta.dirname, '../..');
+const CREATE_OP = 1; // ZooKeeper request type of create
+
+/** A raw client for checks behind the provider's back. */
+async function rawClient(connect: string, digest?: string): Promise<zookeeper.Client> {
+  const client = zookeeper.createClient(connect, { sessionTimeout: 4_000, retries: 0 });
+  await new Promise<void>((ok, fail) => {
+    const timer = setTimeout(() => fail(new Error('no session')), 10_000);
+    client.once('connected', () => {
+      clearTimeout(timer);
+      ok();
+    });
+    client.connect();
+  });
+  if (digest) client.addAuthInfo('digest', Buffer.from(digest));
+  return client;
+}
+const children = (client: zookeeper.Client, path: string) =>
+  new Promise<string[]>((ok, fail) =>
+    client.getChildren(path, (e, c) => {
+      if (!e) ok(c);
+      else if ((e as zookeeper.Exception).getName?.() === 'NO_NODE') ok([]);
+      else fail(e);
+    }),
+  );
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGKILL');
+  await exited;
+}
+
+describe('ZooKeeper adapter on a real server', () => {
+  let zk: ServerGroup;
+  let connectString: string;
+  let raw: zookeeper.Client;
+  const providers: ZooKeeperLockProvider[] = [];
+  const open = (options: Partial<ConstructorParameters<typeof ZooKeeperLockProvider>[0]> = {}) => {
+    const provider = new ZooKeeperLockProvider({ connectString, sessionTimeoutMs: 2_000, ...options });
+    providers.push(provider);
+    return provider;
+  };
+  beforeAll(async () => {
+    zk = await startServers('zookeeper');
+    connectString = endpoint(zk, 'ZK_CONNECT');
+    raw = await rawClient(connectString);
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    raw?.close();
+    await zk?.stop();
+  });
+
+  it('uses Curator’s node names and the czxid as token, which rises even when sequences restart', async () => {
+    const provider = open({ root: '' });
+    const name = `curator-${crypto.randomUUID()}`;
+    const first = await provider.acquire(name);
+    const [node] = await children(raw, `/${name}`);
+    expect(node).toMatch(/^_c_[0-9a-f-]{36}-lock-0000000000$/);
+    await first.release();
+    expect(await children(raw, '/')).not.toContain(name); // the empty folder was removed
+    const second = await provider.acquire(name);
+    const [again] = await children(raw, `/${name}`);
+    expect(again).toMatch(/-lock-0000000000$/); // the sequence restarted with the new folder
+    expect(second.fencingToken).toBeGreaterThan(first.fencingToken); // the token did not
+    await second.release();
+  });
+
+  it('connect("zk://…/chroot") opens a provider under the chroot', async () => {
+    await new Promise<void>((ok) => raw.mkdirp('/tenant-a', () => ok()));
+    const provider = await connect(`zk://${connectString}/tenant-a`);
+    try {
+      expect(provider.backend).toBe('zookeeper');
+      const lock = await provider.acquire('jobs/nightly');
+      expect((await children(raw, '/tenant-a/fencekit/locks/jobs/nightly')).length).toBe(1);
+      await lock.release();
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('protection: a create whose reply is lost leaves exactly one node, adopted by the lock', async () => {
+    const [host = '', port = ''] = connectString.split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const provider = open({ connectString: proxy.address, callTimeoutMs: 3_000 });
+      const holder = open();
+      const key = uniqueKey('protection');
+      const held = await holder.acquire(key); // the folder exists: our create will succeed
+      await provider.inspect(key); // our session exists before the fault
+      proxy.cutAfterRequest((chunk) => chunk.length >= 12 && chunk.readInt32BE(8) === CREATE_OP);
+      const waiting = provider.acquire(key, { waitMs: 10_000 });
+      await eventually(
+        'the create reached the server and its answer was lost',
+        async () => proxy.accepted > 1,
+      );
+      await eventually(
+        'exactly one node of ours queued',
+        async () => (await holder.inspect(key))?.waiters === 1,
+      );
+      await held.release();
+      const lock = await waiting;
+      expect(await children(raw, provider.folder(key))).toHaveLength(1);
+      const other = open();
+      expect(await other.tryAcquire(key)).toBeNull();
+      await lock.release();
+      expect(await children(raw, provider.folder(key))).toEqual([]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('creator-only ACL: another identity cannot delete a held lock node', async () => {
+    const provider = open({ digest: 'alice:secret', creatorOnlyAcl: true });
+    const key = uniqueKey('acl');
+    const lock = await provider.acquire(key);
+    const alice = await rawClient(connectString, 'alice:secret');
+    const [node] = await children(alice, provider.folder(key));
+    alice.close();
+    expect(node).toMatch(/-lock-/);
+    await expect(children(raw, provider.folder(key))).rejects.toMatchObject({ name: 'NO_AUTH' });
+    const mallory = await rawClient(connectString, 'mallory:guess');
+    try {
+      const error = await new Promise<zookeeper.Exception | null>((ok) =>
+        mallory.remove(`${provider.folder(key)}/${node}`, -1, (e) => ok(e as zookeeper.Exception | null)),
+      );
+      expect(error?.getName()).toBe('NO_AUTH');
+      expect(lock.held).toBe(true);
+    } finally {
+      mallory.close();
+    }
+    await lock.release();
+  });
+
+  it('guardedMulti commits only while the lock is held', async () => {
+    const [host = '', port = ''] = connectString.split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const stale = open({ connectString: proxy.address, callTimeoutMs: 500 });
+      const fresh = open();
+      const key = uniqueKey('multi');
+      await new Promise<void>((ok) => raw.mkdirp('/balances/acct-1', () => ok()));
+      const a = await stale.acquire(key);
+      expect(await stale.guardedMulti(a, (tx) => tx.setData('/balances/acct-1', Buffer.from('A1')))).toBe(
+        true,
+      );
+      proxy.setMode({ kind: 'blackhole' });
+      const b = await fresh.acquire(key, { waitMs: 10_000 }); // A's session expired on the server
+      expect(a.signal.aborted).toBe(true);
+      expect(await fresh.guardedMulti(b, (tx) => tx.setData('/balances/acct-1', Buffer.from('B1')))).toBe(
+        true,
+      );
+      proxy.setMode({ kind: 'pass' });
+      proxy.cutAll();
+      // A's session is gone: its guarded write cannot commit (it fails or reports false).
+      const late = await stale
+        .guardedMulti(a, (tx) => tx.setData('/balances/acct-1', Buffer.from('A2')))
+        .catch(() => false);
+      expect(late).toBe(false);
+      const value = await new Promise<string>((ok) =>
+        raw.getData('/balances/acct-1', (_e, d) => ok(String(d))),
+      );
+      expect(value).toBe('B1');
+      await b.release();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('100 waiters: each release triggers exactly one watch wake-up; no node is left', async () => {
+    const key = uniqueKey('herd-100');
+    const holder = open();
+    const waiters = Array.from({ length: 100 }, () => open());
+    const first = await holder.acquire(key);
+    const granted: Lock[] = [];
+    const pending = waiters.map((w) => w.acquire(key, { waitMs: 60_000 }).then((l) => granted.push(l)));
+    await eventually('100 waiters queued', async () => (await holder.inspect(key))?.waiters === 100, 20_000);
+    const wakeups = () => waiters.reduce((sum, w) => sum + w.wakeups, 0);
+    const before = wakeups();
+    await first.release();
+    for (let i = 1; i <= 100; i++) {
+      await eventually(`grant ${i}`, async () => granted.length === i, 10_000);
+      expect(wakeups() - before, `after ${i} releases`).toBe(i);
+      if (i < 100) await (granted[i - 1] as Lock).release();
+    }
+    await (granted[99] as Lock).release();
+    await Promise.all(pending);
+    expect(await children(raw, holder.folder(key))).toEqual([]);
+    await Promise.all(waiters.map((w) => w.close()));
+  }, 120_000);
+
+  it('1,000 acquire/release cycles leave no node behind', async () => {
+    const provider = open();
+    const key = uniqueKey('cycles');
+    for (let i = 0; i < 1_000; i++) await (await provider.acquire(key)).release();
+    const parent = provider.folder(key).split('/').slice(0, -1).join('/');
+    expect(await children(raw, parent)).not.toContain(key.split('/').at(-1));
+  }, 60_000);
+
+  it('a SIGKILLed holder process: the next waiter is granted within the session timeout + 1 s', async () => {
+    const key = uniqueKey('sigkill');
+    const child = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { ZooKeeperLockProvider } from '${root}/dist/zookeeper.js';
+         const p = new ZooKeeperLockProvider({ connectString: ${JSON.stringify(connectString)}, sessionTimeoutMs: 2000 });
+         const lock = await p.acquire(${JSON.stringify(key)});
+         console.log('held ' + lock.fencingToken);
+         setInterval(() => {}, 1000);`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      const [line] = (await Promise.race([
+        once(child.stdout as NodeJS.ReadableStream, 'data'),
+        once(child, 'exit').then(() => {
+          throw new Error('the holder process exited before holding the lock');
+        }),
+      ])) as [Buffer];
+      expect(line.toString()).toMatch(/^held \d+/);
+      const waiter = open();
+      const timeout = await waiter.sessionTimeoutMs();
+      const waiting = waiter.acquire(key, { waitMs: 10_000 });
+      await eventually('queued', async () => (await waiter.inspect(key))?.waiters === 1);
+      const killedAt = performance.now();
+      await stop(child);
+      const lock = await waiting;
+      expect(performance.now() - killedAt).toBeLessThan(timeout + 1_000);
+      await lock.release();
+    } finally {
+      await stop(child);
+    }
+  });
+
+  it('election: campaign, proclaim, observe (with "no leader"), resign; terms rise', async () => {
+    const name = uniqueKey('election');
+    const [a, b] = [open().election(name), open().election(name)];
+    const seen: Array<LeaderInfo | null> = [];
+    const controller = new AbortController();
+    const watching = (async () => {
+      for await (const leader of b.observe({ signal: controller.signal })) seen.push(leader);
+    })();
+    const observed = (value: string | null) =>
+      eventually(`observe() reports ${value}`, async () => (seen.at(-1)?.value ?? null) === value);
+    await observed(null);
+    const termA = await a.campaign('node-a');
+    await observed('node-a');
+    const bCampaign = b.campaign('node-b', { waitMs: 10_000 });
+    await termA.proclaim('node-a:8080');
+    await observed('node-a:8080');
+    expect((await b.leader())?.term).toBe(termA.term);
+    await termA.resign();
+    await expect(termA.proclaim('late')).rejects.toMatchObject({ code: 'NOT_HOLDER' });
+    const termB = await bCampaign;
+    expect(termB.term).toBeGreaterThan(termA.term);
+    await observed('node-b');
+    await termB.resign();
+    await observed(null);
+    controller.abort();
+    await watching;
+  });
+});
+
+describe('ZooKeeper adapter on a 3-node ensemble with faults', () => {
+  let ensemble: ServerGroup;
+  beforeAll(async () => {
+    ensemble = await startServers('zookeeper', { size: 3, faults: true });
+  });
+  afterAll(() => ensemble?.stop());
+
+  it('killing the leader during contention: no overlapping grants, tokens still rise', async () => {
+    const connectString = endpoint(ensemble, 'ZK_CONNECT');
+    const clients = Array.from(
+      { length: 4 },
+      () => new ZooKeeperLockProvider({ connectString, sessionTimeoutMs: 4_000, callTimeoutMs: 1_000 }),
+    );
+    const monitor = new ExclusionMonitor();
+    const key = uniqueKey('leader-kill');
+    const deadline = performance.now() + 8_000;
+    const contend = async (client: ZooKeeperLockProvider) => {
+      while (performance.now() < deadline) {
+        try {
+          await client.withLock(
+            key,
+            async (lock) => {
+              monitor.enter(lock);
+              await new Promise((r) => setTimeout(r, 5));
+              monitor.exit(lock);
+            },
+            { waitMs: 3_000 },
+          );
+        } catch {
+          await new Promise((r) => setTimeout(r, 50)); // unavailable while the ensemble elects
+        }
+      }
+    };
+    const running = clients.map(contend);
+    await new Promise((r) => setTimeout(r, 1_500));
+    const leader = await findLeader(ensemble);
+    await ensemble.members[leader]?.kill();
+    await Promise.all(running);
+    await Promise.allSettled(clients.map((c) => c.close()));
+    expect(monitor.entries).toBeGreaterThan(20);
+  }, 60_000);
+});
+
+async function findLeader(group: ServerGroup): Promise<number> {
+  const net = await import('node:net');
+  for (const [index, member] of group.members.entries()) {
+    const [host = '', port = ''] = member.address.split(':');
+    const answer = await new Promise<string>((ok) => {
+      let text = '';
+      const socket = net.connect(Number(port), host, () => socket.end('srvr'));
+      socket.on('data', (d) => {
+        text += d;
+      });
+      socket.on('close', () => ok(text));
+      socket.on('error', () => ok(''));
+    });
+    if (/Mode: leader/.test(answer)) return index;
+  }
+  throw new Error('no leader');
+}

@@ -69,7 +69,10 @@ describe('ZooKeeper adapter on a real server', () => {
     const [node] = await children(raw, `/${name}`);
     expect(node).toMatch(/^_c_[0-9a-f-]{36}-lock-0000000000$/);
     await first.release();
-    expect(await children(raw, '/')).not.toContain(name); // the empty folder was removed
+    await eventually(
+      'the empty folder is removed after its linger time',
+      async () => !(await children(raw, '/')).includes(name),
+    );
     const second = await provider.acquire(name);
     const [again] = await children(raw, `/${name}`);
     expect(again).toMatch(/-lock-0000000000$/); // the sequence restarted with the new folder
@@ -180,8 +183,9 @@ describe('ZooKeeper adapter on a real server', () => {
 
   it('100 waiters: each release triggers exactly one watch wake-up; no node is left', async () => {
     const key = uniqueKey('herd-100');
-    const holder = open();
-    const waiters = Array.from({ length: 100 }, () => open());
+    // 101 sessions in one test process: a longer timeout keeps their heartbeats from racing the deadline.
+    const holder = open({ sessionTimeoutMs: 4_000 });
+    const waiters = Array.from({ length: 100 }, () => open({ sessionTimeoutMs: 4_000 }));
     const first = await holder.acquire(key);
     const granted: Lock[] = [];
     const pending = waiters.map((w) => w.acquire(key, { waitMs: 60_000 }).then((l) => granted.push(l)));
@@ -204,6 +208,8 @@ describe('ZooKeeper adapter on a real server', () => {
     const provider = open();
     const key = uniqueKey('cycles');
     for (let i = 0; i < 1_000; i++) await (await provider.acquire(key)).release();
+    expect(await children(raw, provider.folder(key))).toEqual([]); // no lock node left
+    await provider.close(); // deletes lingering empty folders at once
     const parent = provider.folder(key).split('/').slice(0, -1).join('/');
     expect(await children(raw, parent)).not.toContain(key.split('/').at(-1));
   }, 60_000);

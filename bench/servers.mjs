@@ -1,10 +1,28 @@
 // Starts a throwaway server for a benchmark with docker/native (or uses the FENCEKIT_* env endpoints).
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 const scripts = resolve(import.meta.dirname, '../docker/native');
+const started = new Set();
+
+// The servers run in their own process groups: stop them even when the benchmark is interrupted
+// (Ctrl-C, or a closed pipe when its output goes to `head`).
+const stopAllNow = () => {
+  for (const dir of started) execFileSync('bash', [resolve(scripts, 'stop.sh'), dir], { stdio: 'ignore' });
+  started.clear();
+};
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGPIPE', 'SIGHUP']) {
+  process.on(signal, () => {
+    stopAllNow();
+    process.exit(130);
+  });
+}
+process.stdout.on('error', () => {
+  stopAllNow();
+  process.exit(0);
+});
 
 export async function startServer(script, args = [], envName) {
   if (envName && process.env[envName])
@@ -16,5 +34,13 @@ export async function startServer(script, args = [], envName) {
       .filter((l) => l.includes('='))
       .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
   );
-  return { vars, stop: () => run('bash', [resolve(scripts, 'stop.sh'), vars.get('STATE_DIR')]) };
+  const dir = vars.get('STATE_DIR');
+  started.add(dir);
+  return {
+    vars,
+    stop: async () => {
+      started.delete(dir);
+      await run('bash', [resolve(scripts, 'stop.sh'), dir]);
+    },
+  };
 }

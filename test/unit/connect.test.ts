@@ -74,6 +74,6 @@ describe('connect', () => {
   });
 
   it('an adapter that has not landed fails clearly instead of pretending', async () => {
-    await expect(connect('zk://127.0.0.1:1')).rejects.toMatchObject({ code: 'NOT_IMPLEMENTED' });
+    await expect(connect('redis://127.0.0.1:1')).rejects.toMatchObject({ code: 'NOT_IMPLEMENTED' });
   });
 });

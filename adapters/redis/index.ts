@@ -1,8 +1,1 @@
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { NotImplementedError } from '../../src/errors.js';
-import type { LockProvider } from '../../src/types.js';
-
-/** Placeholder until the redis adapter lands: fails clearly instead of pretending to lock. */
-export async function createProvider(_spec: ConnectionSpec, _options: ConnectOptions): Promise<LockProvider> {
-  throw new NotImplementedError('the redis adapter (fencekit/redis)');
-}
+export { createProvider, RedisLockProvider, type RedisProviderOptions } from './provider.js';

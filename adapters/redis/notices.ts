@@ -1,0 +1,44 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * Release notices over pub/sub: one subscriber connection per provider, one subscription per
+ * channel however many waiters listen on it. A lost notice only costs a waiter its next poll.
+ */
+export class ReleaseNotices {
+  readonly #subscriber: Redis;
+  readonly #listeners = new Map<string, Set<(message: string) => void>>();
+
+  constructor(redis: Redis) {
+    this.#subscriber = redis.duplicate({ lazyConnect: true });
+    this.#subscriber.on('error', () => undefined);
+    this.#subscriber.on('message', (channel: string, message: string) => {
+      for (const listener of this.#listeners.get(channel) ?? []) listener(message);
+    });
+  }
+
+  /** Calls onMessage for each notice on channel until the returned function is called. */
+  async listen(channel: string, onMessage: (message: string) => void): Promise<() => void> {
+    let listeners = this.#listeners.get(channel);
+    if (!listeners) {
+      listeners = new Set();
+      this.#listeners.set(channel, listeners);
+      if (this.#subscriber.status === 'wait') await this.#subscriber.connect().catch(() => undefined);
+      // Best effort: without the subscription the waiter still polls.
+      await this.#subscriber.subscribe(channel).catch(() => undefined);
+    }
+    const set = listeners;
+    set.add(onMessage);
+    return () => {
+      set.delete(onMessage);
+      if (set.size === 0 && this.#listeners.get(channel) === set) {
+        this.#listeners.delete(channel);
+        void this.#subscriber.unsubscribe(channel).catch(() => undefined);
+      }
+    };
+  }
+
+  close(): void {
+    this.#listeners.clear();
+    this.#subscriber.disconnect();
+  }
+}

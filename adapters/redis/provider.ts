@@ -1,0 +1,241 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
+import { monotonicNow } from '../../src/clock.js';
+import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { keepRenewing } from '../../src/lease-renewal.js';
+import { OwnedLock } from '../../src/ownership.js';
+import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { LockInfo } from '../../src/types.js';
+import { validateKey } from '../../src/validate.js';
+import { ReleaseNotices } from './notices.js';
+import { ACQUIRE, INSPECT, KEY_COUNT, LEAVE, RELEASE, RENEW } from './scripts.js';
+
+export interface RedisProviderOptions extends ProviderDefaults {
+  /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
+  url?: string;
+  redis?: RedisOptions;
+  /** Prefix of every key. Default 'fencekit:'. */
+  prefix?: string;
+  /**
+   * Fair (default): waiters are granted in arrival order through a queue the scripts keep, and a
+   * release wakes only the next one. false: whoever retries first wins (less work per acquire, but
+   * a client that just released can win again while others wait).
+   */
+  fair?: boolean;
+  /** Longest sleep between two attempts of a waiter that was not woken. Default 500 ms. */
+  maxPollMs?: number;
+  /** Deadline of each command. Default 2 000 ms. */
+  callTimeoutMs?: number;
+}
+
+/** Consecutive failed attempts (unreachable Redis) after which a waiting acquire gives up. */
+const MAX_FAILED_ATTEMPTS = 5;
+
+type Scripted = Redis & {
+  fkAcquire(...args: Array<string | number>): Promise<string | null>;
+  fkRelease(...args: Array<string | number>): Promise<number>;
+  fkRenew(...args: Array<string | number>): Promise<number>;
+  fkLeave(...args: Array<string | number>): Promise<number>;
+  fkInspect(
+    ...args: Array<string | number>
+  ): Promise<[number, string | null, string | null, string | null, number]>;
+};
+
+/**
+ * Locks on one Redis: `SET NX PX` and the fencing counter's INCR in one script, compare-and-delete
+ * release that announces the next waiter on a pub/sub channel, a watchdog that renews every ttl/3
+ * and aborts the signal before the key can expire. Safe only while Redis loses no acknowledged
+ * write: see the README.
+ */
+export class RedisLockProvider extends BaseLockProvider {
+  readonly backend: 'redis' | 'redlock' = 'redis';
+  readonly redis: Redis;
+  readonly prefix: string;
+  readonly fair: boolean;
+  readonly #scripts: Scripted;
+  readonly #notices: ReleaseNotices;
+  readonly #maxPollMs: number;
+  readonly #waiterTtlMs: number;
+  readonly #renewing = new Set<OwnedLock>();
+  /** Release notices that woke a waiter of this provider (one per handoff in fair mode). */
+  wakeups = 0;
+
+  constructor(options: RedisProviderOptions) {
+    super(options);
+    this.prefix = options.prefix ?? 'fencekit:';
+    this.fair = options.fair ?? true;
+    this.#maxPollMs = options.maxPollMs ?? 500;
+    if (!(this.#maxPollMs >= 10)) throw new InvalidArgumentError('maxPollMs', 'must be at least 10 ms');
+    // A live waiter refreshes its place at least every maxPollMs; five missed refreshes mean it is gone.
+    this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);
+    const redisOptions: RedisOptions = {
+      commandTimeout: options.callTimeoutMs ?? 2_000,
+      maxRetriesPerRequest: 1, // scripts are safe to replay (keyed by ownerToken), but not forever
+      retryStrategy: (times) => Math.min(times * 50, 1_000),
+      ...options.redis,
+    };
+    this.redis = options.url ? new Redis(options.url, redisOptions) : new Redis(redisOptions);
+    this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
+    this.#scripts = this.redis as Scripted;
+    this.#scripts.defineCommand('fkAcquire', { numberOfKeys: KEY_COUNT, lua: ACQUIRE });
+    this.#scripts.defineCommand('fkRelease', { numberOfKeys: KEY_COUNT, lua: RELEASE });
+    this.#scripts.defineCommand('fkRenew', { numberOfKeys: KEY_COUNT, lua: RENEW });
+    this.#scripts.defineCommand('fkLeave', { numberOfKeys: KEY_COUNT, lua: LEAVE });
+    this.#scripts.defineCommand('fkInspect', { numberOfKeys: KEY_COUNT, lua: INSPECT });
+    this.#notices = new ReleaseNotices(this.redis);
+  }
+
+  /** The six keys of a name, all on the hash tag {name}. */
+  keys(name: string): string[] {
+    const tag = `${this.prefix}{${name}}`;
+    return [
+      `${tag}:lock`,
+      `${tag}:fence`,
+      `${tag}:info`,
+      `${tag}:queue`,
+      `${tag}:waiters`,
+      `${tag}:released`,
+    ];
+  }
+
+  async inspect(key: string): Promise<LockInfo | null> {
+    validateKey(key);
+    this.assertOpen();
+    const [pttl, token, owner, since, waiters] = await this.#call('inspect', () =>
+      this.#scripts.fkInspect(...this.keys(key)),
+    );
+    const held = pttl > 0 && token !== null;
+    if (!held && waiters === 0) return null;
+    const holder = held
+      ? {
+          owner: owner === '' || owner === null ? undefined : owner,
+          fencingToken: BigInt(token),
+          since: since ? new Date(Number(since)) : undefined,
+          expiresAt: new Date(Date.now() + pttl),
+        }
+      : null;
+    return { key, holder, waiters };
+  }
+
+  protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const keys = this.keys(req.key);
+    const channel = keys[5] as string;
+    const run = () =>
+      this.#scripts.fkAcquire(
+        ...keys,
+        req.ownerToken,
+        req.ttlMs,
+        req.owner ?? '',
+        req.wait ? '1' : '0',
+        this.fair ? '1' : '0',
+        this.#waiterTtlMs,
+      );
+    if (!req.wait) {
+      // One retry: when the first answer was lost the script may have granted already, and the
+      // second call then returns that grant instead of leaving an orphan until its TTL.
+      for (let attempt = 0; ; attempt++) {
+        const sentAt = monotonicNow();
+        try {
+          const token = await this.#call('acquire', run);
+          return token === null ? null : this.#grant(req, keys, BigInt(token), sentAt);
+        } catch (error) {
+          if (attempt >= 1 || cancel.aborted) throw error;
+        }
+      }
+    }
+    // Subscribe before the first attempt, so that a release between the two is not missed.
+    let wake: () => void = () => undefined;
+    const unsubscribe = await this.#notices.listen(channel, (next) => {
+      if (!this.fair || next === '' || next === req.ownerToken) {
+        this.wakeups += 1;
+        wake();
+      }
+    });
+    try {
+      const delays = jitteredDelays({ initialMs: 5, maxMs: this.#maxPollMs });
+      let failures = 0;
+      for (;;) {
+        const sentAt = monotonicNow();
+        let token: string | null = null;
+        try {
+          token = await this.#call('acquire', run);
+          failures = 0;
+        } catch (error) {
+          // A lost answer is retried (the script adopts a grant it already made), a dead server not forever.
+          if (cancel.aborted) throw cancel.reason;
+          if (++failures >= MAX_FAILED_ATTEMPTS) throw error;
+        }
+        if (token !== null) return this.#grant(req, keys, BigInt(token), sentAt);
+        const sleep = sleepUnlessWoken(delays.next().value, cancel);
+        wake = sleep.wake;
+        await sleep.done;
+      }
+    } catch (error) {
+      // Timed out, aborted or failed: leave the queue (and wake the next waiter if the key is free).
+      await this.#scripts.fkLeave(...keys, req.ownerToken).catch(() => undefined);
+      throw error;
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  #grant(req: LockRequest, keys: string[], token: bigint, sentAt: number): OwnedLock {
+    const lock = new OwnedLock({
+      key: req.key,
+      fencingToken: token,
+      ownerToken: req.ownerToken,
+      releaseOnBackend: async () => {
+        await this.#call('release', () => this.#scripts.fkRelease(...keys, req.ownerToken));
+      },
+    });
+    keepRenewing(lock, {
+      ttlMs: req.ttlMs,
+      driftRate: this.driftRate,
+      grantedSentAt: sentAt,
+      grantedRttMs: monotonicNow() - sentAt,
+      renew: async () => (await this.#scripts.fkRenew(...keys, req.ownerToken, req.ttlMs)) === 1,
+    });
+    this.#renewing.add(lock);
+    lock.onEnd(() => this.#renewing.delete(lock));
+    return lock;
+  }
+
+  async #call<T>(what: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (error) {
+      throw new BackendUnavailableError(`redis: ${what} failed: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+
+  protected async shutdown(): Promise<void> {
+    this.#notices.close();
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+
+  /**
+   * For tests of holder death: stops every watchdog and drops the connections without releasing,
+   * as a killed process would; its keys expire after their TTL.
+   */
+  async abandon(): Promise<void> {
+    for (const lock of this.#renewing) lock.lose('closed');
+    this.#notices.close();
+    this.redis.disconnect();
+  }
+}
+
+export async function createProvider(
+  spec: ConnectionSpec,
+  options: ConnectOptions,
+): Promise<RedisLockProvider> {
+  const params = spec.params;
+  return new RedisLockProvider({
+    ...(options as Partial<RedisProviderOptions>),
+    url: spec.url.replace(/\?.*$/, ''),
+    ...(params.has('prefix') ? { prefix: params.get('prefix') as string } : {}),
+    ...(params.has('fair') ? { fair: params.get('fair') !== 'false' && params.get('fair') !== '0' } : {}),
+  });
+}

@@ -1,0 +1,49 @@
+import { decorrelatedJitterGenerator, ExponentialBackoff, type IBackoff } from 'cockatiel';
+
+export interface JitterOptions {
+  /** First delay around this many ms. */
+  initialMs: number;
+  /** Never longer than this. */
+  maxMs: number;
+}
+
+/**
+ * Endless delays with decorrelated jitter (cockatiel's generator): retries of many clients spread
+ * out instead of arriving together.
+ */
+export function* jitteredDelays(options: JitterOptions): Generator<number, never> {
+  let backoff: IBackoff<unknown> = new ExponentialBackoff({
+    generator: decorrelatedJitterGenerator,
+    initialDelay: options.initialMs,
+    maxDelay: options.maxMs,
+  }).next();
+  for (;;) {
+    yield backoff.duration;
+    backoff = backoff.next(undefined);
+  }
+}
+
+/**
+ * Sleeps ms, or less: resolves 'woken' when wake() is called and rejects with signal.reason when
+ * signal aborts (cockatiel's own sleeps ignore abort signals).
+ */
+export function sleepUnlessWoken(
+  ms: number,
+  signal: AbortSignal | undefined,
+): { done: Promise<'slept' | 'woken'>; wake: () => void } {
+  let wake: () => void = () => undefined;
+  const done = new Promise<'slept' | 'woken'>((resolve, reject) => {
+    const finish = (outcome: 'slept' | 'woken' | { aborted: unknown }) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      if (typeof outcome === 'object') reject(outcome.aborted);
+      else resolve(outcome);
+    };
+    const onAbort = () => finish({ aborted: signal?.reason });
+    const timer = setTimeout(() => finish('slept'), ms);
+    wake = () => finish('woken');
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  return { done, wake };
+}

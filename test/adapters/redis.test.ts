@@ -1,0 +1,212 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisLockProvider } from '../../adapters/redis/index.js';
+import { connect, type Lock, type LockLostError } from '../../src/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+
+const root = resolve(import.meta.dirname, '../..');
+
+/** The storage side for the process story: a value that only takes writes with a token ≥ the last one. */
+const FENCED_SET = `
+local last = tonumber(redis.call('HGET', KEYS[1], 'token') or '0')
+if tonumber(ARGV[2]) < last then return 0 end
+redis.call('HSET', KEYS[1], 'value', ARGV[1], 'token', ARGV[2])
+return 1`;
+
+describe('Redis adapter on a real server', () => {
+  let server: ServerGroup;
+  let url: string;
+  let raw: Redis;
+  const providers: RedisLockProvider[] = [];
+  const open = (options: Partial<ConstructorParameters<typeof RedisLockProvider>[0]> = {}) => {
+    const provider = new RedisLockProvider({ url, ...options });
+    providers.push(provider);
+    return provider;
+  };
+  beforeAll(async () => {
+    server = await startServers('redis');
+    url = endpoint(server, 'REDIS_URL');
+    raw = new Redis(url);
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    raw?.disconnect();
+    await server?.stop();
+  });
+
+  it('connect("redis://…") opens a provider; inspect shows owner, token and remaining TTL', async () => {
+    const provider = await connect(`${url}/0?prefix=app:`);
+    try {
+      expect(provider.backend).toBe('redis');
+      const key = uniqueKey('connect');
+      const lock = await provider.acquire(key, { ttlMs: 5_000, owner: 'worker-7' });
+      const info = await provider.inspect(key);
+      expect(info?.holder).toMatchObject({ owner: 'worker-7', fencingToken: lock.fencingToken });
+      expect(info?.holder?.expiresAt?.getTime()).toBeGreaterThan(Date.now());
+      expect(await raw.get(`app:{${key}}:lock`)).toBe(lock.ownerToken);
+      await lock.release();
+      expect(await raw.exists(`app:{${key}}:lock`)).toBe(0);
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('watchdog: a job far longer than the TTL keeps the lock', async () => {
+    const provider = open();
+    const key = uniqueKey('watchdog');
+    const lock = await provider.acquire(key, { ttlMs: 300 });
+    await new Promise((r) => setTimeout(r, 2_000)); // ~7 TTLs
+    expect(lock.held).toBe(true);
+    expect(await raw.pttl(`fencekit:{${key}}:lock`)).toBeGreaterThan(0);
+    await lock.release();
+  });
+
+  it('renewals cut off: the signal aborts while the key still exists in Redis', async () => {
+    const [host = '', port = ''] = endpoint(server, 'REDIS_HOSTS').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const provider = open({ url: `redis://${proxy.address}`, callTimeoutMs: 300 });
+      const key = uniqueKey('cut-off');
+      const lock = await provider.acquire(key, { ttlMs: 1_000 });
+      let pttlAtAbort = -1;
+      const aborted = new Promise<void>((ok) =>
+        lock.signal.addEventListener('abort', () => {
+          void raw.pttl(`fencekit:{${key}}:lock`).then((pttl) => {
+            pttlAtAbort = pttl;
+            ok();
+          });
+        }),
+      );
+      proxy.setMode({ kind: 'blackhole' });
+      await aborted;
+      expect((lock.signal.reason as LockLostError).reason).toBe('unconfirmed');
+      expect(pttlAtAbort).toBeGreaterThan(0); // told before the key could expire
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('lost reply: the acquire that reached Redis is adopted, no wait for our own orphan', async () => {
+    const [host = '', port = ''] = endpoint(server, 'REDIS_HOSTS').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const provider = open({ url: `redis://${proxy.address}`, callTimeoutMs: 500 });
+      const key = uniqueKey('lost-reply');
+      await provider.inspect(key); // connected and scripts loaded before the fault
+      proxy.cutAfterRequest((chunk) => chunk.includes(`{${key}}:lock`) && /EVAL/i.test(chunk.toString()));
+      const started = performance.now();
+      const lock = await provider.acquire(key, { ttlMs: 10_000, waitMs: 5_000 });
+      expect(performance.now() - started).toBeLessThan(3_000); // not after the 10 s TTL
+      expect(proxy.accepted).toBeGreaterThan(1); // the connection was cut and re-opened
+      expect(await raw.get(`fencekit:{${key}}:lock`)).toBe(lock.ownerToken);
+      expect(await raw.get(`fencekit:{${key}}:fence`)).toBe(String(lock.fencingToken)); // one INCR only
+      await lock.release();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('fair: a releaser that asks again at once waits behind the waiter already queued', async () => {
+    const [a, b] = [open(), open()];
+    const key = uniqueKey('fair');
+    let lock = await a.acquire(key, { ttlMs: 5_000 });
+    const winners: string[] = [];
+    const bLoop = (async () => {
+      for (let i = 0; i < 5; i++) {
+        const l = await b.acquire(key, { ttlMs: 5_000, waitMs: 5_000 });
+        winners.push('b');
+        await l.release();
+      }
+    })();
+    for (let i = 0; i < 5; i++) {
+      await eventually('b queued', async () => (await a.inspect(key))?.waiters === 1);
+      await lock.release();
+      lock = await a.acquire(key, { ttlMs: 5_000, waitMs: 5_000 });
+      winners.push('a');
+    }
+    await lock.release();
+    await bLoop;
+    expect(winners.slice(0, 9)).toEqual(['b', 'a', 'b', 'a', 'b', 'a', 'b', 'a', 'b']);
+  });
+
+  it('fair: when a crashed holder’s key expires (no notice), the first waiter wins', async () => {
+    for (let round = 0; round < 3; round++) {
+      const holder = open();
+      const waiters = [open(), open(), open(), open()];
+      const key = uniqueKey('expiry-order');
+      await holder.acquire(key, { ttlMs: 500 });
+      const winners: number[] = [];
+      const all = waiters.map((w, i) =>
+        (async () => {
+          await new Promise((r) => setTimeout(r, i * 30));
+          const l = await w.acquire(key, { ttlMs: 5_000, waitMs: 10_000 });
+          winners.push(i);
+          await l.release();
+        })(),
+      );
+      await eventually('all queued', async () => (await holder.inspect(key))?.waiters === 4);
+      await holder.abandon();
+      await Promise.all(all);
+      expect(winners).toEqual([0, 1, 2, 3]);
+    }
+  });
+
+  it('GC-pause story with real processes: a SIGSTOPped holder’s late write is rejected by fencing', async () => {
+    const key = uniqueKey('sigstop');
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { RedisLockProvider } from '${root}/dist/redis.js';
+         import { createInterface } from 'node:readline';
+         const p = new RedisLockProvider({ url: ${JSON.stringify(url)} });
+         const lock = await p.acquire(${JSON.stringify(key)}, { ttlMs: 500 });
+         console.log('held ' + lock.fencingToken);
+         for await (const line of createInterface({ input: process.stdin })) {
+           // Resumed after the pause: write without looking at the signal, as the paused code would.
+           const ok = await p.redis.eval(${JSON.stringify(FENCED_SET)}, 1, 'balance:' + ${JSON.stringify(key)}, 'A', String(lock.fencingToken));
+           console.log('write ' + ok);
+           process.exit(0);
+         }`,
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    try {
+      const lines: string[] = [];
+      child.stdout?.on('data', (d: Buffer) => lines.push(...d.toString().trim().split('\n')));
+      await eventually('child holds the lock', async () => lines.some((l) => l.startsWith('held ')));
+      const childToken = BigInt((lines[0] as string).split(' ')[1] as string);
+      child.kill('SIGSTOP'); // a stop-the-world pause: no renewals go out
+      const b = open();
+      const lock = await b.acquire(key, { ttlMs: 5_000, waitMs: 5_000 });
+      expect(lock.fencingToken).toBeGreaterThan(childToken);
+      expect(await raw.eval(FENCED_SET, 1, `balance:${key}`, 'B', String(lock.fencingToken))).toBe(1);
+      child.kill('SIGCONT');
+      child.stdin?.write('go\n');
+      await eventually('child wrote', async () => lines.some((l) => l.startsWith('write ')));
+      expect(lines).toContain('write 0'); // rejected: its token is older than B's
+      expect(await raw.hget(`balance:${key}`, 'value')).toBe('B');
+      await lock.release();
+    } finally {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('non-fair mode: any waiter may win; the queue still counts waiters', async () => {
+    const [a, b] = [open({ fair: false }), open({ fair: false })];
+    const key = uniqueKey('unfair');
+    const lock = await a.acquire(key);
+    const waiting = b.acquire(key, { waitMs: 5_000 });
+    await eventually('queued', async () => (await a.inspect(key))?.waiters === 1);
+    await lock.release();
+    const next: Lock = await waiting;
+    expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
+    await next.release();
+  });
+});

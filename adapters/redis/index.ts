@@ -1,1 +1,20 @@
-export { createProvider, RedisLockProvider, type RedisProviderOptions } from './provider.js';
+import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import type { LockProvider } from '../../src/types.js';
+import { createProvider as createRedisProvider } from './provider.js';
+import { RedlockProvider, type RedlockProviderOptions } from './redlock.js';
+
+export { RedisLockProvider, type RedisProviderOptions } from './provider.js';
+export { RedlockProvider, type RedlockProviderOptions } from './redlock.js';
+
+/** redis:// → RedisLockProvider; redlock://h1:p1,h2:p2,h3:p3 → RedlockProvider. */
+export async function createProvider(spec: ConnectionSpec, options: ConnectOptions): Promise<LockProvider> {
+  if (spec.backend !== 'redlock') return createRedisProvider(spec, options);
+  const auth = spec.password === undefined ? '' : `:${encodeURIComponent(spec.password)}@`;
+  return new RedlockProvider({
+    ...(options as Partial<RedlockProviderOptions>),
+    instances: spec.hosts.map(
+      (h) => `redis://${auth}${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`,
+    ),
+    ...(spec.params.has('prefix') ? { prefix: spec.params.get('prefix') as string } : {}),
+  });
+}

@@ -9,7 +9,7 @@ import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../..
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { ReleaseNotices } from './notices.js';
-import { ACQUIRE, INSPECT, KEY_COUNT, LEAVE, RELEASE, RENEW } from './scripts.js';
+import { lockKeys, type Scripted, withScripts } from './scripts.js';
 
 export interface RedisProviderOptions extends ProviderDefaults {
   /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
@@ -32,16 +32,6 @@ export interface RedisProviderOptions extends ProviderDefaults {
 /** Consecutive failed attempts (unreachable Redis) after which a waiting acquire gives up. */
 const MAX_FAILED_ATTEMPTS = 5;
 
-type Scripted = Redis & {
-  fkAcquire(...args: Array<string | number>): Promise<string | null>;
-  fkRelease(...args: Array<string | number>): Promise<number>;
-  fkRenew(...args: Array<string | number>): Promise<number>;
-  fkLeave(...args: Array<string | number>): Promise<number>;
-  fkInspect(
-    ...args: Array<string | number>
-  ): Promise<[number, string | null, string | null, string | null, number]>;
-};
-
 /**
  * Locks on one Redis: `SET NX PX` and the fencing counter's INCR in one script, compare-and-delete
  * release that announces the next waiter on a pub/sub channel, a watchdog that renews every ttl/3
@@ -49,7 +39,7 @@ type Scripted = Redis & {
  * write: see the README.
  */
 export class RedisLockProvider extends BaseLockProvider {
-  readonly backend: 'redis' | 'redlock' = 'redis';
+  readonly backend = 'redis' as const;
   readonly redis: Redis;
   readonly prefix: string;
   readonly fair: boolean;
@@ -77,12 +67,7 @@ export class RedisLockProvider extends BaseLockProvider {
     };
     this.redis = options.url ? new Redis(options.url, redisOptions) : new Redis(redisOptions);
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
-    this.#scripts = this.redis as Scripted;
-    this.#scripts.defineCommand('fkAcquire', { numberOfKeys: KEY_COUNT, lua: ACQUIRE });
-    this.#scripts.defineCommand('fkRelease', { numberOfKeys: KEY_COUNT, lua: RELEASE });
-    this.#scripts.defineCommand('fkRenew', { numberOfKeys: KEY_COUNT, lua: RENEW });
-    this.#scripts.defineCommand('fkLeave', { numberOfKeys: KEY_COUNT, lua: LEAVE });
-    this.#scripts.defineCommand('fkInspect', { numberOfKeys: KEY_COUNT, lua: INSPECT });
+    this.#scripts = withScripts(this.redis);
     this.#notices = new ReleaseNotices(this.redis);
   }
 

@@ -1,3 +1,5 @@
+import type { Redis } from 'ioredis';
+
 /**
  * The Lua scripts: every step that must not interleave with another client's runs as one script.
  * Keys of one name share the hash tag {name}, so they live on one Redis Cluster slot.
@@ -97,3 +99,39 @@ ${PRUNE}
 local info = redis.call('HMGET', KEYS[3], 'token', 'owner', 'since')
 return { redis.call('PTTL', KEYS[1]), info[1], info[2], info[3], redis.call('ZCOUNT', KEYS[5], now, '+inf') }
 `;
+
+/** ARGV: 1 token. Raises the fence counter to at least token (Redlock: see redlock.ts). */
+export const RAISE_FENCE = `
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[2], ARGV[1]) end
+return 1
+`;
+
+/** A client with the scripts as commands (EVALSHA, loaded on first use). */
+export type Scripted = Redis & {
+  fkAcquire(...args: Array<string | number>): Promise<string | null>;
+  fkRelease(...args: Array<string | number>): Promise<number>;
+  fkRenew(...args: Array<string | number>): Promise<number>;
+  fkLeave(...args: Array<string | number>): Promise<number>;
+  fkInspect(
+    ...args: Array<string | number>
+  ): Promise<[number, string | null, string | null, string | null, number]>;
+  fkRaiseFence(...args: Array<string | number>): Promise<number>;
+};
+
+export function withScripts(redis: Redis): Scripted {
+  const scripted = redis as Scripted;
+  scripted.defineCommand('fkAcquire', { numberOfKeys: KEY_COUNT, lua: ACQUIRE });
+  scripted.defineCommand('fkRelease', { numberOfKeys: KEY_COUNT, lua: RELEASE });
+  scripted.defineCommand('fkRenew', { numberOfKeys: KEY_COUNT, lua: RENEW });
+  scripted.defineCommand('fkLeave', { numberOfKeys: KEY_COUNT, lua: LEAVE });
+  scripted.defineCommand('fkInspect', { numberOfKeys: KEY_COUNT, lua: INSPECT });
+  scripted.defineCommand('fkRaiseFence', { numberOfKeys: KEY_COUNT, lua: RAISE_FENCE });
+  return scripted;
+}
+
+/** The six keys of a name, all on the hash tag {name}. */
+export function lockKeys(prefix: string, name: string): string[] {
+  const tag = `${prefix}{${name}}`;
+  return [`${tag}:lock`, `${tag}:fence`, `${tag}:info`, `${tag}:queue`, `${tag}:waiters`, `${tag}:released`];
+}

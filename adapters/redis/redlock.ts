@@ -1,0 +1,200 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
+import { monotonicNow } from '../../src/clock.js';
+import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { keepRenewing } from '../../src/lease-renewal.js';
+import { OwnedLock } from '../../src/ownership.js';
+import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { LockInfo } from '../../src/types.js';
+import { validateKey } from '../../src/validate.js';
+import { lockKeys, type Scripted, withScripts } from './scripts.js';
+
+export interface RedlockProviderOptions extends ProviderDefaults {
+  /** Independent Redis instances (not replicas of one another): at least 3, an odd number. */
+  instances: Array<string | RedisOptions>;
+  prefix?: string;
+  /** Deadline of each command on each instance. Default 200 ms: a slow instance counts as a no. */
+  callTimeoutMs?: number;
+  /** Longest sleep between two attempts of a waiter. Default 200 ms. */
+  maxPollMs?: number;
+}
+
+type Outcome<T> = { ok: true; value: T } | { ok: false };
+
+/**
+ * Redlock over N independent instances: a grant needs the lock key on a majority within its
+ * validity (ttl − time spent − drift); renewals and releases go to all. The fencing token is the
+ * largest of the majority's counters, and before the grant is handed out every counter of that
+ * majority is raised to it: any two majorities share an instance, so the next grant's token is
+ * larger — as long as no instance loses writes (a restart without persistence resets its keys and
+ * counters: then neither exclusion nor token order holds; see the README).
+ */
+export class RedlockProvider extends BaseLockProvider {
+  readonly backend = 'redlock' as const;
+  readonly instances: Scripted[];
+  readonly prefix: string;
+  readonly quorum: number;
+  readonly #maxPollMs: number;
+  readonly #waiterTtlMs: number;
+  readonly #renewing = new Set<OwnedLock>();
+
+  constructor(options: RedlockProviderOptions) {
+    super(options);
+    if (!Array.isArray(options.instances) || options.instances.length < 3) {
+      throw new InvalidArgumentError('instances', 'Redlock needs at least 3 independent Redis instances');
+    }
+    this.prefix = options.prefix ?? 'fencekit:';
+    this.quorum = Math.floor(options.instances.length / 2) + 1;
+    this.#maxPollMs = options.maxPollMs ?? 200;
+    this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);
+    const common: RedisOptions = {
+      commandTimeout: options.callTimeoutMs ?? 200,
+      maxRetriesPerRequest: 0,
+      retryStrategy: (times) => Math.min(times * 50, 1_000),
+    };
+    this.instances = options.instances.map((target) => {
+      const redis =
+        typeof target === 'string' ? new Redis(target, common) : new Redis({ ...common, ...target });
+      redis.on('error', () => undefined);
+      return withScripts(redis);
+    });
+  }
+
+  async inspect(key: string): Promise<LockInfo | null> {
+    validateKey(key);
+    this.assertOpen();
+    const answers = await this.#onAll((r) => r.fkInspect(...lockKeys(this.prefix, key)));
+    const live = answers.filter(
+      (a): a is { ok: true; value: [number, string | null, string | null, string | null, number] } => a.ok,
+    );
+    if (live.length < this.quorum)
+      throw new BackendUnavailableError(
+        `redlock: only ${live.length} of ${this.instances.length} instances answered`,
+      );
+    const held = live.filter((a) => a.value[0] > 0 && a.value[1] !== null);
+    const waiters = Math.max(0, ...live.map((a) => a.value[4]));
+    if (held.length < this.quorum) return waiters === 0 ? null : { key, holder: null, waiters };
+    const tokens = held.map((a) => BigInt(a.value[1] as string));
+    const [pttl, , owner, since] = (
+      held[0] as { value: [number, string | null, string | null, string | null, number] }
+    ).value;
+    return {
+      key,
+      holder: {
+        owner: owner || undefined,
+        fencingToken: tokens.reduce((a, b) => (a > b ? a : b)),
+        since: since ? new Date(Number(since)) : undefined,
+        expiresAt: new Date(Date.now() + pttl),
+      },
+      waiters,
+    };
+  }
+
+  protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const keys = lockKeys(this.prefix, req.key);
+    const delays = jitteredDelays({ initialMs: 5, maxMs: this.#maxPollMs });
+    try {
+      for (;;) {
+        const granted = await this.#attempt(req, keys);
+        if (granted) return granted;
+        if (!req.wait) return null;
+        await sleepUnlessWoken(delays.next().value, cancel).done;
+      }
+    } catch (error) {
+      await this.#onAll((r) => r.fkLeave(...keys, req.ownerToken));
+      throw error;
+    }
+  }
+
+  /** One round: a majority within the validity time, then the fence raise; else give back what we got. */
+  async #attempt(req: LockRequest, keys: string[]): Promise<OwnedLock | null> {
+    const sentAt = monotonicNow();
+    const answers = await this.#onAll((r) =>
+      r.fkAcquire(
+        ...keys,
+        req.ownerToken,
+        req.ttlMs,
+        req.owner ?? '',
+        req.wait ? '1' : '0',
+        '0',
+        this.#waiterTtlMs,
+      ),
+    );
+    const tokens = answers.flatMap((a) => (a.ok && a.value !== null ? [BigInt(a.value)] : []));
+    const answered = answers.filter((a) => a.ok).length;
+    if (answered < this.quorum) {
+      if (tokens.length > 0) await this.#onAll((r) => r.fkRelease(...keys, req.ownerToken));
+      throw new BackendUnavailableError(
+        `redlock: only ${answered} of ${this.instances.length} instances answered; a grant needs ${this.quorum}`,
+      );
+    }
+    const elapsed = monotonicNow() - sentAt;
+    const validity = req.ttlMs * (1 - this.driftRate) - elapsed - 2;
+    if (tokens.length >= this.quorum && validity > 0) {
+      const token = tokens.reduce((a, b) => (a > b ? a : b));
+      const raised = await this.#onAll((r, i) =>
+        (answers[i] as Outcome<string | null>).ok && (answers[i] as { value: string | null }).value !== null
+          ? r.fkRaiseFence(...keys, token.toString())
+          : Promise.reject(new Error('not granted here')),
+      );
+      if (raised.filter((a) => a.ok).length >= this.quorum) return this.#grant(req, keys, token, sentAt);
+    }
+    if (tokens.length > 0) await this.#onAll((r) => r.fkRelease(...keys, req.ownerToken));
+    return null;
+  }
+
+  #grant(req: LockRequest, keys: string[], token: bigint, sentAt: number): OwnedLock {
+    const lock = new OwnedLock({
+      key: req.key,
+      fencingToken: token,
+      ownerToken: req.ownerToken,
+      releaseOnBackend: async () => {
+        const released = await this.#onAll((r) => r.fkRelease(...keys, req.ownerToken));
+        if (released.filter((a) => a.ok).length < this.quorum) {
+          throw new BackendUnavailableError(
+            'redlock: release reached fewer than a majority; the rest expire with their TTL',
+          );
+        }
+      },
+    });
+    keepRenewing(lock, {
+      ttlMs: req.ttlMs,
+      driftRate: this.driftRate,
+      grantedSentAt: sentAt,
+      grantedRttMs: monotonicNow() - sentAt,
+      renew: async () => {
+        const answers = await this.#onAll((r) => r.fkRenew(...keys, req.ownerToken, req.ttlMs));
+        const renewed = answers.filter((a) => a.ok && a.value === 1).length;
+        if (renewed >= this.quorum) return true;
+        const refused = answers.filter((a) => a.ok && a.value === 0).length;
+        if (refused > this.instances.length - this.quorum) return false; // a majority is no longer ours
+        throw new BackendUnavailableError('redlock: renewal reached fewer than a majority');
+      },
+    });
+    this.#renewing.add(lock);
+    lock.onEnd(() => this.#renewing.delete(lock));
+    return lock;
+  }
+
+  /** Runs call on every instance at once; each answer or failure, in instance order. */
+  #onAll<T>(call: (redis: Scripted, index: number) => Promise<T>): Promise<Array<Outcome<T>>> {
+    return Promise.all(
+      this.instances.map((redis, i) =>
+        call(redis, i).then(
+          (value): Outcome<T> => ({ ok: true, value }),
+          (): Outcome<T> => ({ ok: false }),
+        ),
+      ),
+    );
+  }
+
+  protected async shutdown(): Promise<void> {
+    await Promise.all(this.instances.map((r) => r.quit().catch(() => r.disconnect())));
+  }
+
+  /** For tests of holder death: stop renewing and drop every connection without releasing. */
+  async abandon(): Promise<void> {
+    for (const lock of this.#renewing) lock.lose('closed');
+    for (const redis of this.instances) redis.disconnect();
+  }
+}

@@ -73,15 +73,7 @@ export class RedisLockProvider extends BaseLockProvider {
 
   /** The six keys of a name, all on the hash tag {name}. */
   keys(name: string): string[] {
-    const tag = `${this.prefix}{${name}}`;
-    return [
-      `${tag}:lock`,
-      `${tag}:fence`,
-      `${tag}:info`,
-      `${tag}:queue`,
-      `${tag}:waiters`,
-      `${tag}:released`,
-    ];
+    return lockKeys(this.prefix, name);
   }
 
   async inspect(key: string): Promise<LockInfo | null> {

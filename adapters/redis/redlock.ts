@@ -82,7 +82,7 @@ export class RedlockProvider extends BaseLockProvider {
       key,
       holder: {
         owner: owner || undefined,
-        fencingToken: tokens.reduce((a, b) => (a > b ? a : b)),
+        fencingToken: largest(tokens),
         since: since ? new Date(Number(since)) : undefined,
         expiresAt: new Date(Date.now() + pttl),
       },
@@ -131,7 +131,7 @@ export class RedlockProvider extends BaseLockProvider {
     const elapsed = monotonicNow() - sentAt;
     const validity = req.ttlMs * (1 - this.driftRate) - elapsed - 2;
     if (tokens.length >= this.quorum && validity > 0) {
-      const token = tokens.reduce((a, b) => (a > b ? a : b));
+      const token = largest(tokens);
       const raised = await this.#onAll((r, i) =>
         (answers[i] as Outcome<string | null>).ok && (answers[i] as { value: string | null }).value !== null
           ? r.fkRaiseFence(...keys, token.toString())
@@ -197,4 +197,11 @@ export class RedlockProvider extends BaseLockProvider {
     for (const lock of this.#renewing) lock.lose('closed');
     for (const redis of this.instances) redis.disconnect();
   }
+}
+
+/** Math.max for bigints. */
+function largest(values: bigint[]): bigint {
+  let max = values[0] ?? 0n;
+  for (const value of values) if (value > max) max = value;
+  return max;
 }

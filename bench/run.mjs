@@ -2,9 +2,16 @@
 import { benchEtcd } from './etcd.mjs';
 import { benchMemory } from './memory.mjs';
 import { benchPostgres } from './postgres.mjs';
+import { benchRedis } from './redis.mjs';
 import { benchZooKeeper } from './zookeeper.mjs';
 
-const all = { memory: benchMemory, etcd: benchEtcd, postgres: benchPostgres, zookeeper: benchZooKeeper };
+const all = {
+  memory: benchMemory,
+  etcd: benchEtcd,
+  postgres: benchPostgres,
+  redis: benchRedis,
+  zookeeper: benchZooKeeper,
+};
 const chosen = process.argv.slice(2);
 for (const [name, run] of Object.entries(all)) {
   if (chosen.length === 0 || chosen.includes(name)) await run();

@@ -39,7 +39,8 @@ export abstract class BaseLockProvider implements LockProvider {
   protected readonly waitMs: number;
   protected readonly driftRate: number;
   readonly #held = new Set<OwnedLock>();
-  readonly #pending = new Set<AbortController>();
+  /** Requests under way, with the promise that settles once each has cleaned up after itself. */
+  readonly #pending = new Map<AbortController, Promise<unknown>>();
   #closing: Promise<void> | undefined;
 
   constructor(defaults: ProviderDefaults = {}) {
@@ -93,7 +94,9 @@ export abstract class BaseLockProvider implements LockProvider {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       const closed = new ProviderClosedError(this.backend);
-      for (const pending of this.#pending) pending.abort(closed);
+      for (const cancel of this.#pending.keys()) cancel.abort(closed);
+      // Let cancelled requests take their queue entries back before the connections go.
+      await Promise.allSettled(this.#pending.values());
       await Promise.allSettled([...this.#held].map((lock) => lock.release()));
       await this.shutdown();
     })();
@@ -124,20 +127,21 @@ export abstract class BaseLockProvider implements LockProvider {
       shouldWait && Number.isFinite(options.waitMs)
         ? setTimeout(() => cancel.abort(TIMED_OUT), options.waitMs)
         : undefined;
-    this.#pending.add(cancel);
+    const requested = this.request(
+      {
+        key,
+        ttlMs: options.ttlMs,
+        owner: options.owner,
+        ownerToken: crypto.randomUUID(),
+        wait: shouldWait,
+        ...(payload === undefined ? {} : { payload }),
+      },
+      cancel.signal,
+    );
+    this.#pending.set(cancel, requested);
     let lock: OwnedLock | null;
     try {
-      lock = await this.request(
-        {
-          key,
-          ttlMs: options.ttlMs,
-          owner: options.owner,
-          ownerToken: crypto.randomUUID(),
-          wait: shouldWait,
-          ...(payload === undefined ? {} : { payload }),
-        },
-        cancel.signal,
-      );
+      lock = await requested;
     } catch (error) {
       if (!cancel.signal.aborted) throw error;
       const reason: unknown = cancel.signal.reason;

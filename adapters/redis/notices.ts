@@ -7,6 +7,8 @@ import type { Redis } from 'ioredis';
 export class ReleaseNotices {
   readonly #subscriber: Redis;
   readonly #listeners = new Map<string, Set<(message: string) => void>>();
+  /** Channels nobody listens to any more, unsubscribed only after LINGER_MS: a busy name keeps its subscription. */
+  readonly #idle = new Map<string, NodeJS.Timeout>();
 
   constructor(redis: Redis) {
     this.#subscriber = redis.duplicate({ lazyConnect: true });
@@ -18,6 +20,8 @@ export class ReleaseNotices {
 
   /** Calls onMessage for each notice on channel until the returned function is called. */
   async listen(channel: string, onMessage: (message: string) => void): Promise<() => void> {
+    clearTimeout(this.#idle.get(channel));
+    this.#idle.delete(channel);
     let listeners = this.#listeners.get(channel);
     if (!listeners) {
       listeners = new Set();
@@ -30,15 +34,24 @@ export class ReleaseNotices {
     set.add(onMessage);
     return () => {
       set.delete(onMessage);
-      if (set.size === 0 && this.#listeners.get(channel) === set) {
+      if (set.size > 0 || this.#listeners.get(channel) !== set || this.#idle.has(channel)) return;
+      const timer = setTimeout(() => {
+        this.#idle.delete(channel);
+        if (this.#listeners.get(channel)?.size !== 0) return;
         this.#listeners.delete(channel);
         void this.#subscriber.unsubscribe(channel).catch(() => undefined);
-      }
+      }, LINGER_MS);
+      timer.unref();
+      this.#idle.set(channel, timer);
     };
   }
 
   close(): void {
+    for (const timer of this.#idle.values()) clearTimeout(timer);
+    this.#idle.clear();
     this.#listeners.clear();
     this.#subscriber.disconnect();
   }
 }
+
+const LINGER_MS = 5_000;

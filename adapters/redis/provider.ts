@@ -121,7 +121,11 @@ export class RedisLockProvider extends BaseLockProvider {
         }
       }
     }
-    // Subscribe before the first attempt, so that a release between the two is not missed.
+    // Uncontended: one script call. Otherwise subscribe to release notices, then try again at once
+    // (a release between the first attempt and the subscription would otherwise go unnoticed).
+    const firstSentAt = monotonicNow();
+    const first = await this.#call('acquire', run).catch(() => null);
+    if (first !== null) return this.#grant(req, keys, BigInt(first), firstSentAt);
     let wake: () => void = () => undefined;
     const unsubscribe = await this.#notices.listen(channel, (next) => {
       if (!this.fair || next === '' || next === req.ownerToken) {

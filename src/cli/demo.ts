@@ -98,6 +98,11 @@ export async function pauseMemoryClient(provider: LockProvider, ms: number): Pro
   provider.simulate.partition(false);
 }
 
+export const RUN_TITLES = {
+  unfenced: 'Run 1: WITHOUT fencing: the payment API trusts whoever calls it',
+  fenced: 'Run 2: WITH fencing: the payment store rejects a fencing token lower than the highest it has seen',
+};
+
 export async function runDemo(
   openClient: () => Promise<LockProvider>,
   pause: DemoOptions['pause'],
@@ -107,11 +112,7 @@ export async function runDemo(
   const results: DemoResult[] = [];
   for (const fencing of [false, true]) {
     print('');
-    print(
-      fencing
-        ? 'Run 2: WITH fencing: the payment store rejects a fencing token lower than the highest it has seen'
-        : 'Run 1: WITHOUT fencing: the payment API trusts whoever calls it',
-    );
+    print(fencing ? RUN_TITLES.fenced : RUN_TITLES.unfenced);
     const [workerA, workerB] = [await openClient(), await openClient()];
     try {
       const result = await runPaymentStory({ workerA, workerB, pause, fencing, ttlMs, print });

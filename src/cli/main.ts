@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError as CommanderArgumentError } from 'commander';
 import { connect } from '../connect.js';
 import { FencekitError } from '../errors.js';
 import type { LockProvider } from '../types.js';
-import { pauseMemoryClient, runDemo } from './demo.js';
+import { type DemoResult, pauseMemoryClient, RUN_TITLES, runDemo } from './demo.js';
+import { demoWorker, runProcessStory } from './demo-process.js';
 
 const program = new Command('fencekit').description(
   'Distributed locks with fencing tokens over etcd, ZooKeeper, Redis, PostgreSQL or memory',
@@ -22,28 +24,51 @@ program
   .option('--url <url>', 'backend to run it on', 'memory://demo')
   .option('--ttl <ms>', 'lease length', milliseconds, 1000)
   .action(async (opts: { url: string; ttl: number }) => {
-    if (!opts.url.startsWith('memory:')) {
-      // Pausing worker A for real (SIGSTOP of a child process) comes with the network adapters.
-      await (await connect(opts.url)).close();
-      throw new FencekitError(
-        'NOT_IMPLEMENTED',
-        `the demo on ${opts.url.split(':')[0]} is not implemented yet`,
-      );
-    }
+    const onMemory = opts.url.startsWith('memory:');
     console.log(
-      `fencekit demo on ${opts.url}: worker A pauses longer than its lease while holding "orders/42"`,
+      `fencekit demo on ${opts.url}: worker A pauses longer than its lease while holding "orders/42"` +
+        (onMemory ? ' (in-process pause)' : ' (worker A is a child process, stopped with SIGSTOP)'),
     );
-    const results = await runDemo(
-      () => connect(opts.url),
-      pauseMemoryClient,
-      (line) => console.log(line),
-      opts.ttl,
-    );
+    const print = (line: string) => console.log(line);
+    let results: DemoResult[];
+    if (onMemory) {
+      results = await runDemo(() => connect(opts.url), pauseMemoryClient, print, opts.ttl);
+    } else {
+      results = [];
+      for (const fencing of [false, true]) {
+        print('');
+        print(fencing ? RUN_TITLES.fenced : RUN_TITLES.unfenced);
+        const result = await runProcessStory(
+          opts.url,
+          fileURLToPath(import.meta.url),
+          fencing,
+          opts.ttl,
+          print,
+        );
+        print(
+          `  => ${result.charges} charge${result.charges === 1 ? '' : 's'}${fencing ? `, ${result.rejected} stale write rejected` : ''}`,
+        );
+        results.push(result);
+      }
+    }
     console.log('');
     console.log(
-      `Summary: without fencing ${results[0]?.charges} charges, with fencing ${results[1]?.charges} charge.` +
-        ' A TTL alone cannot stop a paused holder; the storage checking the token can.',
+      results[0]?.charges === 1
+        ? 'Summary: 1 charge in both runs. This lock has no TTL: it lives with its connection, which a' +
+            ' stopped process keeps open, so B waited instead of overtaking A. Fencing still guards the' +
+            ' storage against a holder whose connection did drop.'
+        : `Summary: without fencing ${results[0]?.charges} charges, with fencing ${results[1]?.charges}.` +
+            ' A TTL alone cannot stop a paused holder; the storage checking the token can.',
     );
+  });
+
+program
+  .command('demo-worker', { hidden: true })
+  .requiredOption('--url <url>')
+  .requiredOption('--key <key>')
+  .option('--ttl <ms>', 'lease length', milliseconds, 1000)
+  .action(async (opts: { url: string; key: string; ttl: number }) => {
+    await demoWorker(opts.url, opts.key, opts.ttl);
   });
 
 program

@@ -114,18 +114,19 @@ export class RedisLockProvider extends BaseLockProvider {
       for (let attempt = 0; ; attempt++) {
         const sentAt = monotonicNow();
         try {
-          const token = await this.#call('acquire', run);
-          return token === null ? null : this.#grant(req, keys, BigInt(token), sentAt);
+          const answer = await this.#call('acquire', run);
+          return typeof answer === 'number' ? null : this.#grant(req, keys, BigInt(answer), sentAt);
         } catch (error) {
           if (attempt >= 1 || cancel.aborted) throw error;
         }
       }
     }
-    // Uncontended: one script call. Otherwise subscribe to release notices, then try again at once
-    // (a release between the first attempt and the subscription would otherwise go unnoticed).
+    // Uncontended: one script call, which also queues us when the key is busy (fairness counts from
+    // here). Then listen for release notices, and try once more at once: a release that came before
+    // the subscription has made us first without a notice, and is counted as the wake-up it is.
     const firstSentAt = monotonicNow();
     const first = await this.#call('acquire', run).catch(() => null);
-    if (first !== null) return this.#grant(req, keys, BigInt(first), firstSentAt);
+    if (typeof first === 'string') return this.#grant(req, keys, BigInt(first), firstSentAt);
     let wake: () => void = () => undefined;
     const unsubscribe = await this.#notices.listen(channel, (next) => {
       if (!this.fair || next === '' || next === req.ownerToken) {
@@ -133,22 +134,32 @@ export class RedisLockProvider extends BaseLockProvider {
         wake();
       }
     });
+    const settledSentAt = monotonicNow();
+    const settled = await this.#call('acquire', run).catch(() => null);
+    if (typeof settled === 'string') {
+      unsubscribe();
+      this.wakeups += 1;
+      return this.#grant(req, keys, BigInt(settled), settledSentAt);
+    }
     try {
-      const delays = jitteredDelays({ initialMs: 5, maxMs: this.#maxPollMs });
+      const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });
       let failures = 0;
       for (;;) {
         const sentAt = monotonicNow();
-        let token: string | null = null;
+        let answer: string | number = -this.#maxPollMs;
         try {
-          token = await this.#call('acquire', run);
+          answer = await this.#call('acquire', run);
           failures = 0;
         } catch (error) {
           // A lost answer is retried (the script adopts a grant it already made), a dead server not forever.
           if (cancel.aborted) throw cancel.reason;
           if (++failures >= MAX_FAILED_ATTEMPTS) throw error;
         }
-        if (token !== null) return this.#grant(req, keys, BigInt(token), sentAt);
-        const sleep = sleepUnlessWoken(delays.next().value, cancel);
+        if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
+        // A release announces itself; polling is for grants that expire without a word (the holder
+        // died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
+        const untilExpiry = Math.max(-answer, 5);
+        const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
         wake = sleep.wake;
         await sleep.done;
       }

@@ -120,7 +120,7 @@ export class RedlockProvider extends BaseLockProvider {
         this.#waiterTtlMs,
       ),
     );
-    const tokens = answers.flatMap((a) => (a.ok && a.value !== null ? [BigInt(a.value)] : []));
+    const tokens = answers.flatMap((a) => (a.ok && typeof a.value === 'string' ? [BigInt(a.value)] : []));
     const answered = answers.filter((a) => a.ok).length;
     if (answered < this.quorum) {
       if (tokens.length > 0) await this.#onAll((r) => r.fkRelease(...keys, req.ownerToken));
@@ -133,7 +133,8 @@ export class RedlockProvider extends BaseLockProvider {
     if (tokens.length >= this.quorum && validity > 0) {
       const token = largest(tokens);
       const raised = await this.#onAll((r, i) =>
-        (answers[i] as Outcome<string | null>).ok && (answers[i] as { value: string | null }).value !== null
+        (answers[i] as Outcome<string | number>).ok &&
+        typeof (answers[i] as { value: string | number }).value === 'string'
           ? r.fkRaiseFence(...keys, token.toString())
           : Promise.reject(new Error('not granted here')),
       );

@@ -27,8 +27,8 @@ end
 
 /**
  * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair ('1'/'0')  6 waiter TTL ms.
- * Returns the fencing token (string) when granted, else nil (and, when waiting, our place is kept
- * or refreshed). A grant that already exists for ownerToken (the reply of an earlier call was
+ * Returns the fencing token (string) when granted, else −(ms until the current grant expires), at
+ * most −1 (and, when waiting, our place is kept or refreshed). A grant that already exists for ownerToken (the reply of an earlier call was
  * lost) is returned as it is: the caller adopts it instead of waiting for its own orphan.
  */
 export const ACQUIRE = `${NOW}
@@ -58,7 +58,7 @@ if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[6]) * 2)
   redis.call('PEXPIRE', KEYS[5], tonumber(ARGV[6]) * 2)
 end
-return nil
+return -math.max(redis.call('PTTL', KEYS[1]), 1)
 `;
 
 /** Announces who is next: the first waiter, or '' (anyone) when nobody queues. */
@@ -109,7 +109,7 @@ return 1
 
 /** A client with the scripts as commands (EVALSHA, loaded on first use). */
 export type Scripted = Redis & {
-  fkAcquire(...args: Array<string | number>): Promise<string | null>;
+  fkAcquire(...args: Array<string | number>): Promise<string | number>;
   fkRelease(...args: Array<string | number>): Promise<number>;
   fkRenew(...args: Array<string | number>): Promise<number>;
   fkLeave(...args: Array<string | number>): Promise<number>;

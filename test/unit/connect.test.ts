@@ -73,7 +73,12 @@ describe('connect', () => {
     expect(lock.held).toBe(false);
   });
 
-  it('an adapter that has not landed fails clearly instead of pretending', async () => {
-    await expect(connect('redis://127.0.0.1:1')).rejects.toMatchObject({ code: 'NOT_IMPLEMENTED' });
+  it('an unreachable backend fails with BACKEND_UNAVAILABLE instead of hanging', async () => {
+    const provider = await connect('redis://127.0.0.1:1', { callTimeoutMs: 200 });
+    try {
+      await expect(provider.tryAcquire('k')).rejects.toMatchObject({ code: 'BACKEND_UNAVAILABLE' });
+    } finally {
+      await provider.close();
+    }
   });
 });

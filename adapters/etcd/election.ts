@@ -1,6 +1,6 @@
 import { type Etcd3, type IKeyValue, SortOrder, SortTarget } from 'etcd3';
+import { leadershipOf } from '../../src/election/leadership.js';
 import type { CampaignOptions, Election, LeaderInfo, Leadership } from '../../src/election/types.js';
-import { NotHolderError } from '../../src/errors.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { validateKey } from '../../src/validate.js';
 import { namePrefix, prefixEnd } from './keys.js';
@@ -31,20 +31,7 @@ export class EtcdElection implements Election {
 
   async campaign(value: string, opts: CampaignOptions = {}): Promise<Leadership> {
     const lock = await this.host.campaignLock(this.name, value, opts);
-    const host = this.host;
-    const name = this.name;
-    return {
-      name,
-      term: lock.fencingToken,
-      signal: lock.signal,
-      async proclaim(next: string) {
-        if (!lock.held || !(await host.putIfHeld(lock, next))) {
-          throw new NotHolderError(name, 'the term has ended');
-        }
-      },
-      resign: () => lock.release(),
-      [Symbol.asyncDispose]: () => lock.release(),
-    };
+    return leadershipOf(this.name, lock, (next) => this.host.putIfHeld(lock, next));
   }
 
   async leader(): Promise<LeaderInfo | null> {

@@ -27,29 +27,3 @@ export function prefixEnd(prefix: Buffer): Buffer {
   }
   return Buffer.from([0]); // all keys
 }
-
-export interface StoredHolder {
-  owner: string | undefined;
-  since: Date | undefined;
-}
-
-/**
- * fencekit stores `{"fencekit":1,"owner":…,"since":…}` as a lock key's value; keys written by
- * etcdctl hold an empty value (lock) or the proposal (elect), read as the owner text.
- */
-export function encodeHolder(owner: string | undefined, since: Date): string {
-  return JSON.stringify({ fencekit: 1, owner, since: since.toISOString() });
-}
-
-export function decodeHolder(value: Buffer | undefined): StoredHolder {
-  const text = value?.toString('utf8') ?? '';
-  if (text.startsWith('{"fencekit":1')) {
-    try {
-      const parsed = JSON.parse(text) as { owner?: string; since?: string };
-      return { owner: parsed.owner, since: parsed.since ? new Date(parsed.since) : undefined };
-    } catch {
-      // not ours after all: fall through
-    }
-  }
-  return { owner: text === '' ? undefined : text, since: undefined };
-}

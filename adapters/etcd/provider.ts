@@ -10,6 +10,7 @@ import {
 } from 'etcd3';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
+import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
@@ -17,7 +18,7 @@ import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
-import { decodeHolder, encodeHolder, namePrefix, prefixEnd } from './keys.js';
+import { namePrefix, prefixEnd } from './keys.js';
 import { enqueue, guardedDelete, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
 import { EtcdSession } from './session.js';
 

@@ -1,6 +1,7 @@
 import type { Etcd3 } from 'etcd3';
-import { monotonicNow, safeDeadline } from '../../src/clock.js';
+import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
+import { SessionLiveness } from '../../src/session-liveness.js';
 import { leaseHex } from './keys.js';
 
 export interface SessionOptions {
@@ -21,17 +22,15 @@ export class EtcdSession {
   readonly leaseHex: string;
   readonly #client: Etcd3;
   readonly #options: SessionOptions;
-  readonly #lost = new AbortController();
-  /** Callbacks of the locks this session holds (a Set: thousands of locks, no EventTarget listeners). */
-  readonly #holders = new Set<(reason: LossReason) => void>();
+  readonly #liveness: SessionLiveness;
   #keepaliveTimer: NodeJS.Timeout | undefined;
-  #deadlineTimer: NodeJS.Timeout | undefined;
 
   private constructor(client: Etcd3, leaseId: string, options: SessionOptions) {
     this.#client = client;
     this.leaseId = leaseId;
     this.leaseHex = leaseHex(leaseId);
     this.#options = options;
+    this.#liveness = new SessionLiveness(options.driftRate, () => clearTimeout(this.#keepaliveTimer));
   }
 
   static async open(client: Etcd3, options: SessionOptions): Promise<EtcdSession> {
@@ -52,28 +51,23 @@ export class EtcdSession {
       );
     }
     const session = new EtcdSession(client, granted.ID, options);
-    session.#confirmed(sentAt, Number(granted.TTL));
+    session.#liveness.confirmed(sentAt, Number(granted.TTL) * 1000);
     session.#scheduleKeepalive(session.#interval);
     return session;
   }
 
   /** Aborts when the session is lost; reason is the LossReason. */
   get signal(): AbortSignal {
-    return this.#lost.signal;
+    return this.#liveness.signal;
   }
 
   /** Calls onLost once if the session is lost; returns the function that unsubscribes. */
   whenLost(onLost: (reason: LossReason) => void): () => void {
-    if (!this.alive) {
-      onLost(this.#lost.signal.reason as LossReason);
-      return () => undefined;
-    }
-    this.#holders.add(onLost);
-    return () => this.#holders.delete(onLost);
+    return this.#liveness.whenLost(onLost);
   }
 
   get alive(): boolean {
-    return !this.#lost.signal.aborted;
+    return this.#liveness.alive;
   }
 
   get #interval(): number {
@@ -87,14 +81,6 @@ export class EtcdSession {
     await this.#client.leaseClient
       .leaseRevoke({ ID: this.leaseId }, { deadline: new Date(Date.now() + this.#options.callTimeoutMs) })
       .catch(() => undefined); // unreachable: the lease expires by itself within its TTL
-  }
-
-  #confirmed(sentAt: number, ttlSeconds: number): void {
-    const now = monotonicNow();
-    const deadline = safeDeadline(sentAt, ttlSeconds * 1000, now - sentAt, this.#options.driftRate);
-    clearTimeout(this.#deadlineTimer);
-    this.#deadlineTimer = setTimeout(() => this.#lose('unconfirmed'), Math.max(0, deadline - now));
-    this.#deadlineTimer.unref();
   }
 
   #scheduleKeepalive(delay: number): void {
@@ -111,7 +97,7 @@ export class EtcdSession {
         this.#lose('session-lost'); // etcd says the lease is gone
         return;
       }
-      this.#confirmed(sentAt, ttl);
+      this.#liveness.confirmed(sentAt, ttl * 1000);
       this.#scheduleKeepalive(this.#interval);
     } catch {
       // No answer in time: the deadline set by the last answer decides; retry sooner meanwhile.
@@ -144,11 +130,6 @@ export class EtcdSession {
   }
 
   #lose(reason: LossReason): void {
-    if (!this.alive) return;
-    clearTimeout(this.#keepaliveTimer);
-    clearTimeout(this.#deadlineTimer);
-    this.#lost.abort(reason);
-    for (const onLost of this.#holders) onLost(reason);
-    this.#holders.clear();
+    this.#liveness.lose(reason);
   }
 }

@@ -1,6 +1,7 @@
 import zookeeper from 'node-zookeeper-client';
-import { monotonicNow, safeDeadline } from '../../src/clock.js';
+import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
+import { SessionLiveness } from '../../src/session-liveness.js';
 
 const { Exception } = zookeeper;
 
@@ -33,16 +34,15 @@ type Callback<T> = (error: Error | zookeeper.Exception | null, value: T) => void
 export class ZkSession {
   readonly client: zookeeper.Client;
   readonly #options: ZkSessionOptions;
-  readonly #lost = new AbortController();
-  readonly #holders = new Set<(reason: LossReason) => void>();
+  readonly #liveness: SessionLiveness;
   #heartbeatTimer: NodeJS.Timeout | undefined;
-  #deadlineTimer: NodeJS.Timeout | undefined;
   #timeoutMs: number;
 
   private constructor(client: zookeeper.Client, options: ZkSessionOptions) {
     this.client = client;
     this.#options = options;
     this.#timeoutMs = options.sessionTimeoutMs;
+    this.#liveness = new SessionLiveness(options.driftRate, () => clearTimeout(this.#heartbeatTimer));
   }
 
   static async open(options: ZkSessionOptions): Promise<ZkSession> {
@@ -72,7 +72,7 @@ export class ZkSession {
     // The server may have negotiated another timeout (clamped to 2..20 ticks).
     session.#timeoutMs = client.getSessionTimeout() || options.sessionTimeoutMs;
     client.on('expired', () => session.#lose('session-lost'));
-    session.#confirmed(sentAt);
+    session.#liveness.confirmed(sentAt, session.#timeoutMs);
     session.#scheduleHeartbeat(session.#interval);
     return session;
   }
@@ -82,11 +82,11 @@ export class ZkSession {
   }
 
   get alive(): boolean {
-    return !this.#lost.signal.aborted;
+    return this.#liveness.alive;
   }
 
   get signal(): AbortSignal {
-    return this.#lost.signal;
+    return this.#liveness.signal;
   }
 
   /** The session id as the server shows it in a node's ephemeralOwner. */
@@ -96,12 +96,7 @@ export class ZkSession {
 
   /** Calls onLost once if the session is lost; returns the function that unsubscribes. */
   whenLost(onLost: (reason: LossReason) => void): () => void {
-    if (!this.alive) {
-      onLost(this.#lost.signal.reason as LossReason);
-      return () => undefined;
-    }
-    this.#holders.add(onLost);
-    return () => this.#holders.delete(onLost);
+    return this.#liveness.whenLost(onLost);
   }
 
   /** Closes the session (its ephemeral nodes go at once). */
@@ -126,14 +121,6 @@ export class ZkSession {
     return this.#timeoutMs / 3;
   }
 
-  #confirmed(sentAt: number): void {
-    const now = monotonicNow();
-    const deadline = safeDeadline(sentAt, this.#timeoutMs, now - sentAt, this.#options.driftRate);
-    clearTimeout(this.#deadlineTimer);
-    this.#deadlineTimer = setTimeout(() => this.#lose('unconfirmed'), Math.max(0, deadline - now));
-    this.#deadlineTimer.unref();
-  }
-
   #scheduleHeartbeat(delay: number): void {
     if (!this.alive) return;
     this.#heartbeatTimer = setTimeout(() => void this.#heartbeat(), delay);
@@ -147,7 +134,7 @@ export class ZkSession {
         Math.min(this.#interval, this.#options.callTimeoutMs),
       );
       if (!this.alive) return;
-      this.#confirmed(sentAt);
+      this.#liveness.confirmed(sentAt, this.#timeoutMs);
       this.#scheduleHeartbeat(this.#interval);
     } catch {
       this.#scheduleHeartbeat(Math.max(this.#timeoutMs / 10, 50));
@@ -155,12 +142,7 @@ export class ZkSession {
   }
 
   #lose(reason: LossReason): void {
-    if (!this.alive) return;
-    clearTimeout(this.#heartbeatTimer);
-    clearTimeout(this.#deadlineTimer);
-    this.#lost.abort(reason);
-    for (const onLost of this.#holders) onLost(reason);
-    this.#holders.clear();
+    this.#liveness.lose(reason);
   }
 
   /** Runs one callback-style call with a deadline; ZooKeeper errors keep their code (zkCode). */

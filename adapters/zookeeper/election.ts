@@ -1,6 +1,6 @@
 import type zookeeper from 'node-zookeeper-client';
+import { leadershipOf } from '../../src/election/leadership.js';
 import type { CampaignOptions, Election, LeaderInfo, Leadership } from '../../src/election/types.js';
-import { NotHolderError } from '../../src/errors.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import type { Lock } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
@@ -31,27 +31,19 @@ export class ZkElection implements Election {
 
   async campaign(value: string, opts: CampaignOptions = {}): Promise<Leadership> {
     const lock = await this.host.campaignLock(this.name, value, opts);
-    const host = this.host;
-    const name = this.name;
-    return {
-      name,
-      term: lock.fencingToken,
-      signal: lock.signal,
-      async proclaim(next: string) {
-        const node = host.nodeOf(lock);
-        if (!lock.held || !node) throw new NotHolderError(name, 'the term has ended');
-        try {
-          await node.session.call<zookeeper.Stat>((cb) =>
-            node.session.client.setData(node.path, Buffer.from(next), -1, cb),
-          );
-        } catch (error) {
-          if (zkCode(error) === 'NO_NODE') throw new NotHolderError(name, 'the term has ended');
-          throw unavailable('proclaim failed', error);
-        }
-      },
-      resign: () => lock.release(),
-      [Symbol.asyncDispose]: () => lock.release(),
-    };
+    return leadershipOf(this.name, lock, async (next) => {
+      const node = this.host.nodeOf(lock);
+      if (!node) return false;
+      try {
+        await node.session.call<zookeeper.Stat>((cb) =>
+          node.session.client.setData(node.path, Buffer.from(next), -1, cb),
+        );
+        return true;
+      } catch (error) {
+        if (zkCode(error) === 'NO_NODE') return false; // our node, and so the term, is gone
+        throw unavailable('proclaim failed', error);
+      }
+    });
   }
 
   async leader(): Promise<LeaderInfo | null> {

@@ -1,6 +1,7 @@
 import zookeeper from 'node-zookeeper-client';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
+import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Lock, LockInfo } from '../../src/types.js';
@@ -250,24 +251,6 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   async abandon(): Promise<void> {
     (await this.#session?.catch(() => undefined))?.abandon();
   }
-}
-
-/** Node data: `{"fencekit":1,"owner":…,"since":…}`; Curator writes the client's IP address. */
-export function encodeHolder(owner: string | undefined): string {
-  return JSON.stringify({ fencekit: 1, owner, since: new Date().toISOString() });
-}
-
-function decodeHolder(data: Buffer | undefined): { owner: string | undefined; since: Date | undefined } {
-  const text = data?.toString('utf8') ?? '';
-  if (text.startsWith('{"fencekit":1')) {
-    try {
-      const parsed = JSON.parse(text) as { owner?: string; since?: string };
-      return { owner: parsed.owner, since: parsed.since ? new Date(parsed.since) : undefined };
-    } catch {
-      // not ours after all
-    }
-  }
-  return { owner: text === '' ? undefined : text, since: undefined };
 }
 
 export async function createProvider(

@@ -1,0 +1,60 @@
+import { monotonicNow, safeDeadline } from './clock.js';
+import type { LossReason } from './errors.js';
+
+/**
+ * How far a backend session (an etcd lease, a ZooKeeper session) can be trusted: each answered
+ * heartbeat confirms it until `sent + ttl × (1 − drift) − rtt`; past that, or when the backend says
+ * so, it is lost, once, and every lock that depends on it is told. Holders register callbacks in a
+ * Set, not as AbortSignal listeners: a session may carry thousands of locks.
+ */
+export class SessionLiveness {
+  readonly #lost = new AbortController();
+  readonly #holders = new Set<(reason: LossReason) => void>();
+  readonly #driftRate: number;
+  readonly #onLost: () => void;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+
+  /** onLost: the session's own clean-up (stop its heartbeat), run before holders are told. */
+  constructor(driftRate: number, onLost: () => void) {
+    this.#driftRate = driftRate;
+    this.#onLost = onLost;
+  }
+
+  get alive(): boolean {
+    return !this.#lost.signal.aborted;
+  }
+
+  /** Aborts when the session is lost; reason is the LossReason. */
+  get signal(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  /** A heartbeat sent at `sentAt` (monotonic) was answered: trusted for ttlMs from then, less the margin. */
+  confirmed(sentAt: number, ttlMs: number): void {
+    if (!this.alive) return;
+    const now = monotonicNow();
+    const deadline = safeDeadline(sentAt, ttlMs, now - sentAt, this.#driftRate);
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = setTimeout(() => this.lose('unconfirmed'), Math.max(0, deadline - now));
+    this.#deadlineTimer.unref();
+  }
+
+  /** Calls onLost once if the session is lost; returns the function that unsubscribes. */
+  whenLost(onLost: (reason: LossReason) => void): () => void {
+    if (!this.alive) {
+      onLost(this.#lost.signal.reason as LossReason);
+      return () => undefined;
+    }
+    this.#holders.add(onLost);
+    return () => this.#holders.delete(onLost);
+  }
+
+  lose(reason: LossReason): void {
+    if (!this.alive) return;
+    clearTimeout(this.#deadlineTimer);
+    this.#onLost();
+    this.#lost.abort(reason);
+    for (const onLost of this.#holders) onLost(reason);
+    this.#holders.clear();
+  }
+}

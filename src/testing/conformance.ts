@@ -277,6 +277,9 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
             void waiter.acquire(key, { ...ttl, waitMs: 20_000 }).then((l) => granted.push(l));
           }
           await waitersReach(holder, key, waiters.length);
+          // Queued is not yet watching: give each waiter a moment to settle into its wait, so that
+          // the release below is seen as a wake-up rather than found by a waiter's first look.
+          await sleep(200);
           const before = wakeups();
           await lock.release();
           await eventually('one waiter granted', async () => granted.length === 1);

@@ -7,6 +7,15 @@ export {
   type HostPort,
   parseConnectionUrl,
 } from './connect.js';
+export { createElection, LockElection, type LockElectionOptions } from './election/lock-election.js';
+export { type LeaderWork, type RunAsLeaderOptions, runAsLeader } from './election/run-as-leader.js';
+export {
+  memoryLedger,
+  runSingleton,
+  type SingletonJob,
+  type SingletonLedger,
+  type SingletonOptions,
+} from './election/singleton.js';
 export type { CampaignOptions, Election, LeaderInfo, Leadership } from './election/types.js';
 export {
   AbortError,

@@ -1,0 +1,139 @@
+import { hostname } from 'node:os';
+import { Cron } from 'croner';
+import { sleepUnlessWoken } from '../backoff.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { LockProvider } from '../types.js';
+
+export interface SingletonJob {
+  /** Aborted when the lock is lost or the runner stops. */
+  signal: AbortSignal;
+  /** Fencing token of this run. */
+  term: bigint;
+  /** The scheduled time of this tick (the same on every replica). */
+  tick: Date;
+}
+
+/** Where the replicas record the last tick that ran; share one between processes (e.g. a table). */
+export interface SingletonLedger {
+  lastRun(name: string): Promise<number | undefined>;
+  recordRun(name: string, tick: number): Promise<void>;
+}
+
+/** A ledger in this process: enough for replicas that share one process (tests, the memory backend). */
+export function memoryLedger(): SingletonLedger {
+  const runs = new Map<string, number>();
+  return {
+    lastRun: async (name) => runs.get(name),
+    recordRun: async (name, tick) => {
+      runs.set(name, Math.max(tick, runs.get(name) ?? Number.NEGATIVE_INFINITY));
+    },
+  };
+}
+
+export interface SingletonOptions {
+  /** Run every this many ms, on multiples of it since the epoch (the same ticks on every replica). */
+  everyMs?: number;
+  /** Or a cron expression (croner syntax, seconds optional). */
+  cron?: string;
+  /** ShedLock's lockAtMostFor: the lock's lease, so a crashed runner frees the job. Default: the period. */
+  lockAtMostForMs?: number;
+  /**
+   * ShedLock's lockAtLeastFor: the winner keeps the lock this long after the tick even if the job
+   * was quicker, so that a replica whose clock or timer is late finds the tick taken instead of
+   * running it again. Default: 90 % of the period. Replicas' clocks must agree closer than that.
+   */
+  lockAtLeastForMs?: number;
+  ledger?: SingletonLedger;
+  /** Identity shown as the lock's owner. Default `<hostname>/<pid>`. */
+  replica?: string;
+  signal?: AbortSignal;
+  onRun?: (run: { tick: Date; term: bigint; replica: string }) => void;
+  /** A tick that no replica ran (found by the winner of a later tick through the ledger). */
+  onMissed?: (tick: Date) => void;
+  onError?: (error: unknown, tick: Date) => void;
+}
+
+/**
+ * Runs job on exactly one replica per tick: every replica tries the job's lock at the tick, the
+ * winner runs the job and keeps the lock until lockAtLeastFor has passed; the others skip. The
+ * winner also checks the ledger and reports ticks that nobody ran (all replicas down is a fault
+ * too). Resolves when signal aborts.
+ */
+export async function runSingleton(
+  provider: LockProvider,
+  name: string,
+  job: (run: SingletonJob) => Promise<void>,
+  options: SingletonOptions,
+): Promise<void> {
+  const schedule = scheduleOf(options);
+  const ledger = options.ledger ?? defaultLedger;
+  const replica = options.replica ?? `${hostname()}/${process.pid}`;
+  const signal = options.signal;
+  while (!signal?.aborted) {
+    const tick = schedule.next(Date.now());
+    const wait = await sleepUnlessWoken(Math.max(0, tick - Date.now()), signal).done.catch(() => 'aborted');
+    if (wait === 'aborted' || signal?.aborted) return;
+    const period = schedule.periodAt(tick);
+    const lockAtMostFor = options.lockAtMostForMs ?? period;
+    const lockAtLeastFor = options.lockAtLeastForMs ?? Math.floor(period * 0.9);
+    let lock: Awaited<ReturnType<LockProvider['tryAcquire']>>;
+    try {
+      lock = await provider.tryAcquire(name, {
+        ttlMs: lockAtMostFor,
+        owner: `${replica} tick ${new Date(tick).toISOString()}`,
+      });
+    } catch (error) {
+      options.onError?.(error, new Date(tick));
+      continue;
+    }
+    if (!lock) continue; // another replica has this tick
+    try {
+      const last = await ledger.lastRun(name);
+      if (last !== undefined) {
+        // At most MAX_MISSED_REPORTED: after a long outage the count matters, not every tick.
+        let missed = schedule.next(last);
+        for (let n = 0; missed < tick && n < MAX_MISSED_REPORTED; n++, missed = schedule.next(missed)) {
+          options.onMissed?.(new Date(missed));
+        }
+      }
+      await job({ signal: lock.signal, term: lock.fencingToken, tick: new Date(tick) });
+      await ledger.recordRun(name, tick);
+      options.onRun?.({ tick: new Date(tick), term: lock.fencingToken, replica });
+    } catch (error) {
+      options.onError?.(error, new Date(tick));
+    } finally {
+      const holdUntil = tick + lockAtLeastFor;
+      await sleepUnlessWoken(Math.max(0, holdUntil - Date.now()), signal).done.catch(() => undefined);
+      await lock.release().catch(() => undefined);
+    }
+  }
+}
+
+const defaultLedger = memoryLedger();
+const MAX_MISSED_REPORTED = 1_000;
+
+interface Schedule {
+  /** The first tick strictly after `after` (epoch ms). */
+  next(after: number): number;
+  /** The length of the period that starts at tick. */
+  periodAt(tick: number): number;
+}
+
+function scheduleOf(options: SingletonOptions): Schedule {
+  if ((options.everyMs === undefined) === (options.cron === undefined)) {
+    throw new InvalidArgumentError('schedule', 'give exactly one of everyMs or cron');
+  }
+  if (options.everyMs !== undefined) {
+    const every = options.everyMs;
+    if (!(Number.isFinite(every) && every >= 10)) throw new InvalidArgumentError('everyMs', 'at least 10 ms');
+    return { next: (after) => (Math.floor(after / every) + 1) * every, periodAt: () => every };
+  }
+  let cron: Cron;
+  try {
+    cron = new Cron(options.cron as string, { paused: true });
+  } catch (error) {
+    throw new InvalidArgumentError('cron', (error as Error).message);
+  }
+  const next = (after: number) => cron.nextRun(new Date(after))?.getTime() ?? Number.POSITIVE_INFINITY;
+  return { next, periodAt: (tick) => next(tick) - tick };
+}

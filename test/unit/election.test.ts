@@ -1,0 +1,187 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type Lock,
+  MemoryLockProvider,
+  MemoryLockServer,
+  memoryLedger,
+  runAsLeader,
+  runSingleton,
+} from '../../src/index.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('runAsLeader over the memory provider', () => {
+  it('five candidates: one live term at a time, terms rise, every term ends demoted', async () => {
+    const server = new MemoryLockServer();
+    const stop = new AbortController();
+    const live = new Set<AbortSignal>();
+    const terms: bigint[] = [];
+    let elected = 0;
+    let demoted = 0;
+    const runs = Array.from({ length: 5 }, (_, i) =>
+      runAsLeader(
+        new MemoryLockProvider({ server, ttlMs: 300 }),
+        'controller',
+        async ({ signal, term }) => {
+          for (const other of live) expect(other.aborted, 'two live terms at once').toBe(true);
+          live.add(signal);
+          terms.push(term);
+          await sleep(20 + Math.random() * 20);
+          live.delete(signal);
+        },
+        {
+          value: `node-${i}`,
+          signal: stop.signal,
+          backoff: { initialMs: 5, maxMs: 20 },
+          onElected: () => {
+            elected += 1;
+          },
+          onDemoted: () => {
+            demoted += 1;
+          },
+        },
+      ),
+    );
+    await sleep(1_000);
+    stop.abort();
+    await Promise.all(runs);
+    expect(terms.length).toBeGreaterThan(10);
+    for (let i = 1; i < terms.length; i++) expect(terms[i]).toBeGreaterThan(terms[i - 1] as bigint);
+    expect(elected).toBe(terms.length);
+    expect(demoted).toBe(elected);
+  });
+
+  it('stopping the leader resigns at once: a successor leads well before the lease could expire', async () => {
+    const server = new MemoryLockServer();
+    const stopA = new AbortController();
+    const stopB = new AbortController();
+    let aLeading = false;
+    const changes: Array<string | null> = [];
+    const a = runAsLeader(
+      new MemoryLockProvider({ server }),
+      'job',
+      async ({ signal }) => {
+        aLeading = true;
+        await new Promise((r) => signal.addEventListener('abort', r));
+      },
+      { value: 'a', signal: stopA.signal, ttlMs: 10_000 },
+    );
+    while (!aLeading) await sleep(5);
+    let bElectedAt = 0;
+    const b = runAsLeader(
+      new MemoryLockProvider({ server }),
+      'job',
+      async ({ signal }) => {
+        bElectedAt = performance.now();
+        await new Promise((r) => signal.addEventListener('abort', r));
+      },
+      {
+        value: 'b',
+        signal: stopB.signal,
+        ttlMs: 10_000,
+        pollMs: 20,
+        onLeaderChange: (l) => changes.push(l?.value ?? null),
+      },
+    );
+    await sleep(50);
+    const stoppedAt = performance.now();
+    stopA.abort();
+    await a;
+    while (!bElectedAt) await sleep(5);
+    expect(bElectedAt - stoppedAt).toBeLessThan(1_000); // the lease was 10 s
+    await sleep(60);
+    stopB.abort();
+    await b;
+    expect(changes).toContain('a');
+    expect(changes).toContain('b');
+  });
+
+  it('backend down: failures are retried with jittered spacing behind a circuit breaker, then it recovers', async () => {
+    const server = new MemoryLockServer();
+    const provider = new MemoryLockProvider({ server });
+    provider.simulate.partition(true);
+    const errorsAt: number[] = [];
+    const stop = new AbortController();
+    let elected = false;
+    const run = runAsLeader(
+      provider,
+      'svc',
+      async ({ signal }) => {
+        elected = true;
+        await new Promise((r) => signal.addEventListener('abort', r));
+      },
+      {
+        signal: stop.signal,
+        backoff: { initialMs: 10, maxMs: 40 },
+        breaker: { failures: 3, halfOpenAfterMs: 300 },
+        onError: () => errorsAt.push(performance.now()),
+      },
+    );
+    await sleep(600);
+    // Three failures open the circuit; it lets one attempt through about every 300 ms.
+    expect(errorsAt.length).toBeGreaterThanOrEqual(3);
+    expect(errorsAt.length).toBeLessThanOrEqual(6);
+    const gaps = errorsAt.slice(1, 3).map((t, i) => t - (errorsAt[i] as number));
+    expect(new Set(gaps.map((g) => Math.round(g))).size).toBeGreaterThan(1); // jitter, not a fixed beat
+    provider.simulate.partition(false);
+    const deadline = performance.now() + 2_000;
+    while (!elected && performance.now() < deadline) await sleep(10);
+    expect(elected).toBe(true);
+    stop.abort();
+    await run;
+  });
+});
+
+describe('runSingleton over the memory provider', () => {
+  it('three replicas: each tick runs exactly once; ticks with every replica down are reported missed', async () => {
+    const server = new MemoryLockServer();
+    const ledger = memoryLedger();
+    const runsByTick = new Map<number, string[]>();
+    const missed: number[] = [];
+    const start = (stop: AbortSignal) =>
+      ['r1', 'r2', 'r3'].map((replica) =>
+        runSingleton(
+          new MemoryLockProvider({ server }),
+          'report',
+          async ({ tick }) => {
+            runsByTick.set(tick.getTime(), [...(runsByTick.get(tick.getTime()) ?? []), replica]);
+          },
+          { everyMs: 100, ledger, replica, signal: stop, onMissed: (t) => missed.push(t.getTime()) },
+        ),
+      );
+    const first = new AbortController();
+    const replicas = start(first.signal);
+    await sleep(2_050); // about 20 ticks
+    first.abort();
+    await Promise.all(replicas);
+    const ticks = [...runsByTick.keys()].sort();
+    expect(ticks.length).toBeGreaterThanOrEqual(18);
+    for (const [tick, who] of runsByTick) expect(who, `tick ${tick}`).toHaveLength(1);
+    for (let i = 1; i < ticks.length; i++) expect((ticks[i] as number) - (ticks[i - 1] as number)).toBe(100);
+    expect(missed).toEqual([]);
+
+    await sleep(350); // every replica down for 3 ticks
+    const second = new AbortController();
+    const again = start(second.signal);
+    await sleep(250);
+    second.abort();
+    await Promise.all(again);
+    expect(missed.length).toBeGreaterThanOrEqual(3);
+    for (const t of missed) expect(runsByTick.has(t)).toBe(false);
+  });
+
+  it('refuses a schedule that is missing, doubled or malformed', async () => {
+    const provider = new MemoryLockProvider({ server: new MemoryLockServer() });
+    const job = async (_: { signal: AbortSignal; term: bigint; tick: Date; lock?: Lock }) => undefined;
+    await expect(runSingleton(provider, 'x', job, {})).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(runSingleton(provider, 'x', job, { everyMs: 100, cron: '* * * * *' })).rejects.toMatchObject(
+      {
+        code: 'INVALID_ARGUMENT',
+      },
+    );
+    await expect(runSingleton(provider, 'x', job, { cron: 'not a cron' })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      argument: 'cron',
+    });
+  });
+});

@@ -1,0 +1,126 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EtcdElection } from '../../adapters/etcd/index.js';
+import { ZkElection } from '../../adapters/zookeeper/index.js';
+import { connect, createElection, LockElection, type LockProvider, runAsLeader } from '../../src/index.js';
+import { uniqueKey } from '../../src/testing/index.js';
+import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+
+const root = resolve(import.meta.dirname, '../..');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+type Backend = 'etcd' | 'zookeeper' | 'redis' | 'postgres';
+
+describe('leader election on every real backend', () => {
+  const servers: Partial<Record<Backend, ServerGroup>> = {};
+  const urls: Partial<Record<Backend, string>> = {};
+  const opened: LockProvider[] = [];
+  const open = async (backend: Backend) => {
+    const provider = await connect(urls[backend] as string, { sessionTtlMs: 1_000, sessionTimeoutMs: 2_000 });
+    opened.push(provider);
+    return provider;
+  };
+  beforeAll(async () => {
+    const [etcd, zookeeper, redis, postgres] = await Promise.all([
+      startServers('etcd'),
+      startServers('zookeeper'),
+      startServers('redis'),
+      startServers('postgres'),
+    ]);
+    Object.assign(servers, { etcd, zookeeper, redis, postgres });
+    urls.etcd = `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}`;
+    urls.zookeeper = `zk://${endpoint(zookeeper, 'ZK_CONNECT')}`;
+    urls.redis = endpoint(redis, 'REDIS_URL');
+    urls.postgres = endpoint(postgres, 'PG_URL');
+  });
+  afterAll(async () => {
+    await Promise.allSettled(opened.map((p) => p.close()));
+    await Promise.all(Object.values(servers).map((s) => s?.stop()));
+  });
+
+  it('createElection uses the native election where there is one', async () => {
+    expect(createElection(await open('etcd'), 'x')).toBeInstanceOf(EtcdElection);
+    expect(createElection(await open('zookeeper'), 'x')).toBeInstanceOf(ZkElection);
+    expect(createElection(await open('redis'), 'x')).toBeInstanceOf(LockElection);
+    expect(createElection(await open('postgres'), 'x')).toBeInstanceOf(LockElection);
+  });
+
+  it.each(['etcd', 'zookeeper', 'redis', 'postgres'] as Backend[])(
+    '%s: five candidates, one live term at a time, terms rise strictly',
+    async (backend) => {
+      const name = uniqueKey(`leader-${backend}`);
+      const stop = new AbortController();
+      const live = new Set<AbortSignal>();
+      const terms: bigint[] = [];
+      const overlaps: string[] = [];
+      const candidates = await Promise.all(Array.from({ length: 5 }, () => open(backend)));
+      const runs = candidates.map((provider, i) =>
+        runAsLeader(
+          provider,
+          name,
+          async ({ signal, term }) => {
+            for (const other of live) if (!other.aborted) overlaps.push(`term ${term} while another lived`);
+            live.add(signal);
+            terms.push(term);
+            await sleep(30);
+            live.delete(signal);
+          },
+          { value: `node-${i}`, signal: stop.signal, ttlMs: 2_000, backoff: { initialMs: 5, maxMs: 30 } },
+        ),
+      );
+      await sleep(2_000);
+      stop.abort();
+      await Promise.all(runs);
+      expect(overlaps).toEqual([]);
+      expect(terms.length).toBeGreaterThan(5);
+      for (let i = 1; i < terms.length; i++) expect(terms[i]).toBeGreaterThan(terms[i - 1] as bigint);
+    },
+  );
+
+  it.each(['etcd', 'redis'] as Backend[])(
+    '%s: SIGKILL of the leader’s process: the next leader within the lease + backoff',
+    async (backend) => {
+      const name = uniqueKey(`sigkill-${backend}`);
+      const child = spawn(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `import { connect, runAsLeader } from '${root}/dist/index.js';
+           const p = await connect(${JSON.stringify(urls[backend])}, { sessionTtlMs: 1000 });
+           await runAsLeader(p, ${JSON.stringify(name)}, async ({ term }) => {
+             console.log('leading ' + term);
+             await new Promise(() => {});
+           }, { ttlMs: 1000 });`,
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      try {
+        await once(child.stdout as NodeJS.ReadableStream, 'data');
+        let electedAt = 0;
+        const stop = new AbortController();
+        const successor = runAsLeader(
+          await open(backend),
+          name,
+          async ({ signal }) => {
+            electedAt = performance.now();
+            await new Promise((r) => signal.addEventListener('abort', r));
+          },
+          { signal: stop.signal, ttlMs: 1_000, backoff: { initialMs: 10, maxMs: 50 } },
+        );
+        await sleep(200);
+        const killedAt = performance.now();
+        child.kill('SIGKILL');
+        const deadline = killedAt + 5_000;
+        while (!electedAt && performance.now() < deadline) await sleep(10);
+        stop.abort();
+        await successor;
+        expect(electedAt).toBeGreaterThan(killedAt);
+        expect(electedAt - killedAt).toBeLessThan(1_000 + 1_000); // lease 1 s, + backoff and slack
+      } finally {
+        child.kill('SIGKILL');
+      }
+    },
+  );
+});

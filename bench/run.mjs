@@ -1,5 +1,6 @@
 // npm run bench [name…]: each benchmark prints its table(s); with no names, all of them.
 import { benchEtcd } from './etcd.mjs';
+import { benchFailover } from './failover.mjs';
 import { benchMemory } from './memory.mjs';
 import { benchPostgres } from './postgres.mjs';
 import { benchRedis } from './redis.mjs';
@@ -11,6 +12,7 @@ const all = {
   postgres: benchPostgres,
   redis: benchRedis,
   zookeeper: benchZooKeeper,
+  failover: benchFailover,
 };
 const chosen = process.argv.slice(2);
 for (const [name, run] of Object.entries(all)) {

@@ -92,6 +92,20 @@ describe('built package', () => {
     expect(stdout).toMatch(/charged order 42: \{ amountCents: 4200 \} token 1n/);
   });
 
+  it('the controller and daily-report examples run on the memory provider', async () => {
+    const controller = await run(process.execPath, [join(root, 'examples/controller-as-leader.mjs')], {
+      env: { ...process.env, RUN_FOR_MS: '800' },
+    });
+    expect(controller.stdout).toMatch(/elected: term \d+/);
+    expect(controller.stdout).toMatch(/reconcile pass/);
+    const report = await run(process.execPath, [join(root, 'examples/daily-report.mjs')], {
+      env: { ...process.env, REPORT_EVERY_MS: '200', RUN_FOR_MS: '1100' },
+    });
+    const ticks = report.stdout.match(/sends the report for (\S+)/g) ?? [];
+    expect(ticks.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(ticks).size).toBe(ticks.length); // each tick once, whichever replica ran it
+  });
+
   it('the fencekit binary explains bad input', async () => {
     const error = await run(process.execPath, [
       join(root, 'dist/cli.js'),

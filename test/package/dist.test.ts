@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -61,7 +61,8 @@ describe('built package', () => {
     mkdirSync(pkg, { recursive: true });
     cpSync(join(root, 'dist'), join(pkg, 'dist'), { recursive: true });
     cpSync(join(root, 'package.json'), join(pkg, 'package.json'));
-    for (const dep of ['cockatiel', 'commander']) {
+    const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: object };
+    for (const dep of Object.keys(manifest.dependencies)) {
       symlinkSync(join(root, 'node_modules', dep), join(app, 'node_modules', dep));
     }
     const program = join(app, 'check.mjs');

@@ -6,7 +6,7 @@ import { EtcdElection } from '../../adapters/etcd/index.js';
 import { ZkElection } from '../../adapters/zookeeper/index.js';
 import { connect, createElection, LockElection, type LockProvider, runAsLeader } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -120,6 +120,69 @@ describe('leader election on every real backend', () => {
         expect(electedAt - killedAt).toBeLessThan(1_000 + 1_000); // lease 1 s, + backoff and slack
       } finally {
         child.kill('SIGKILL');
+      }
+    },
+  );
+
+  it.each(['etcd', 'zookeeper', 'redis'] as Backend[])(
+    '%s: a partitioned leader’s term signal aborts before a successor is elected',
+    async (backend) => {
+      const name = uniqueKey(`partition-${backend}`);
+      const server = servers[backend] as ServerGroup;
+      const address =
+        backend === 'etcd'
+          ? endpoint(server, 'ETCD_ENDPOINTS').replace('http://', '')
+          : backend === 'zookeeper'
+            ? endpoint(server, 'ZK_CONNECT')
+            : endpoint(server, 'REDIS_HOSTS');
+      const [host = '', port = ''] = address.split(':');
+      const proxy = await FaultProxy.start({ host, port: Number(port) });
+      const scheme = { etcd: 'etcd', zookeeper: 'zk', redis: 'redis' }[
+        backend as 'etcd' | 'zookeeper' | 'redis'
+      ];
+      const leaderProvider = await connect(`${scheme}://${proxy.address}`, {
+        sessionTtlMs: 1_000,
+        sessionTimeoutMs: 2_000,
+        callTimeoutMs: 300,
+      });
+      opened.push(leaderProvider);
+      const stop = new AbortController();
+      let abortedAt = 0;
+      let leading = false;
+      const leader = runAsLeader(
+        leaderProvider,
+        name,
+        async ({ signal }) => {
+          leading = true;
+          await new Promise((r) => signal.addEventListener('abort', r));
+          abortedAt = abortedAt || performance.now();
+        },
+        { signal: stop.signal, ttlMs: 1_000 },
+      );
+      try {
+        while (!leading) await sleep(5);
+        let electedAt = 0;
+        const successor = runAsLeader(
+          await open(backend),
+          name,
+          async ({ signal }) => {
+            electedAt = performance.now();
+            await new Promise((r) => signal.addEventListener('abort', r));
+          },
+          { signal: stop.signal, ttlMs: 1_000, backoff: { initialMs: 10, maxMs: 50 } },
+        );
+        proxy.setMode({ kind: 'blackhole' });
+        const deadline = performance.now() + 8_000;
+        while (!electedAt && performance.now() < deadline) await sleep(10);
+        expect(electedAt).toBeGreaterThan(0);
+        expect(abortedAt).toBeGreaterThan(0);
+        expect(abortedAt).toBeLessThan(electedAt);
+        stop.abort();
+        proxy.setMode({ kind: 'pass' });
+        await Promise.all([leader, successor]);
+      } finally {
+        stop.abort();
+        await proxy.close();
       }
     },
   );

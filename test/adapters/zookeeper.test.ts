@@ -124,6 +124,26 @@ describe('ZooKeeper adapter on a real server', () => {
     }
   });
 
+  it('a disconnection shorter than the deadline keeps the lock; the session carries on', async () => {
+    const [host = '', port = ''] = connectString.split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const provider = open({ connectString: proxy.address, sessionTimeoutMs: 4_000, callTimeoutMs: 500 });
+      const key = uniqueKey('short-cut');
+      const lock = await provider.acquire(key);
+      proxy.setMode({ kind: 'blackhole' });
+      await new Promise((r) => setTimeout(r, 1_000)); // well inside 4 s × 0.99 − rtt
+      proxy.setMode({ kind: 'pass' });
+      proxy.cutAll(); // the client reconnects to the same session
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(lock.held).toBe(true);
+      expect((await open().inspect(key))?.holder?.fencingToken).toBe(lock.fencingToken);
+      await lock.release();
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('creator-only ACL: another identity cannot delete a held lock node', async () => {
     const provider = open({ digest: 'alice:secret', creatorOnlyAcl: true });
     const key = uniqueKey('acl');

@@ -28,22 +28,25 @@ export class FenceTable {
     this.table = quoteIdentifier(tableName, 'table');
   }
 
-  /** Creates the table once per provider; concurrent creators serialize on an advisory lock. */
+  /** CREATE TABLE IF NOT EXISTS inside the caller's transaction; concurrent creators take turns. */
+  async create(client: ClientBase): Promise<void> {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${this.table} (
+         name text PRIMARY KEY,
+         token bigint NOT NULL,
+         owner text,
+         since timestamptz NOT NULL DEFAULT now()
+       )`,
+    );
+  }
+
+  /** Creates the table once per provider, in a transaction of its own. */
   ensure(client: ClientBase): Promise<void> {
     this.#ready ??= (async () => {
       await client.query('BEGIN');
       try {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [
-          advisoryKey('fencekit/migration').toString(),
-        ]);
-        await client.query(
-          `CREATE TABLE IF NOT EXISTS ${this.table} (
-             name text PRIMARY KEY,
-             token bigint NOT NULL,
-             owner text,
-             since timestamptz NOT NULL DEFAULT now()
-           )`,
-        );
+        await this.create(client);
         await client.query('COMMIT');
         this.created = true;
       } catch (error) {

@@ -34,13 +34,7 @@ async function ensureTable(client: ClientBase, table: FenceTable): Promise<void>
     done = (async () => {
       await client.query('SAVEPOINT fencekit_ensure');
       try {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [
-          advisoryKey('fencekit/migration').toString(),
-        ]);
-        await client.query(
-          `CREATE TABLE IF NOT EXISTS ${table.table} (
-             name text PRIMARY KEY, token bigint NOT NULL, owner text, since timestamptz NOT NULL DEFAULT now())`,
-        );
+        await table.create(client);
         await client.query('RELEASE SAVEPOINT fencekit_ensure');
       } catch (error) {
         await client.query('ROLLBACK TO SAVEPOINT fencekit_ensure').catch(() => undefined);

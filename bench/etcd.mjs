@@ -1,6 +1,7 @@
 // etcd: fencekit against the etcd3 package's own lock() and against the raw floor, on one local etcd.
 import { Etcd3 } from 'etcd3';
 import { EtcdLockProvider } from 'fencekit/etcd';
+import { handoffSamples, printHeapForLocks, printHerd, stats } from './scenarios.mjs';
 import { startServer } from './servers.mjs';
 import { measure, printTable } from './table.mjs';
 
@@ -12,8 +13,8 @@ export async function benchEtcd() {
   try {
     await uncontended(endpoints);
     await handoff(endpoints);
-    await herd(endpoints);
-    await memory(endpoints);
+    await printHerd('etcd', async () => new EtcdLockProvider({ endpoints }));
+    await printHeapForLocks('etcd', async () => new EtcdLockProvider({ endpoints }));
   } finally {
     await server.stop();
   }
@@ -68,24 +69,9 @@ async function uncontended(endpoints) {
   await provider.close();
 }
 
-/** From the holder's release() call to the waiter (another client) holding. */
+/** From the holder's release() call to the waiter (another client) holding, against the watch floor. */
 async function handoff(endpoints) {
-  const a = new EtcdLockProvider({ endpoints });
-  const b = new EtcdLockProvider({ endpoints });
-  const samples = [];
-  let holder = await a.acquire('bench/handoff');
-  let [current, other] = [a, b];
-  for (let i = 0; i < 300; i++) {
-    const waiting = other.acquire('bench/handoff');
-    while (((await current.inspect('bench/handoff'))?.waiters ?? 0) < 1) await sleep(0);
-    await sleep(20); // let the waiter's watch be established: measure the handoff, not the queueing
-    const start = process.hrtime.bigint();
-    await holder.release();
-    holder = await waiting;
-    samples.push(Number(process.hrtime.bigint() - start) / 1_000);
-    [current, other] = [other, current];
-  }
-  await holder.release();
+  const samples = await handoffSamples(async () => new EtcdLockProvider({ endpoints }), 'bench/handoff');
   // Floor: a delete seen by another client's watch.
   const raw = new Etcd3({ hosts: endpoints });
   const watcherClient = new Etcd3({ hosts: endpoints });
@@ -102,71 +88,10 @@ async function handoff(endpoints) {
     floor.push(Number(process.hrtime.bigint() - start) / 1_000);
     await watcher.cancel();
   }
-  const stats = (xs) => {
-    xs.sort((x, y) => x - y);
-    return { p50: xs[Math.floor(xs.length / 2)], p99: xs[Math.floor(xs.length * 0.99)] };
-  };
   printTable('etcd, handoff: release() until another client holds', [
     { name: 'raw floor: delete until a watcher sees it', ...stats(floor) },
     { name: 'fencekit release → next waiter granted', ...stats(samples) },
   ]);
   raw.close();
   watcherClient.close();
-  await Promise.all([a.close(), b.close()]);
-}
-
-/** Watch wake-ups per handoff with 1, 10 and 100 waiters (1.00 = no herd). */
-async function herd(endpoints) {
-  console.log('\netcd, wake-ups per handoff (each waiter a separate client)');
-  console.log(
-    `${'waiters'.padEnd(10)} ${'handoffs'.padStart(10)} ${'wake-ups'.padStart(10)} ${'per handoff'.padStart(12)}`,
-  );
-  for (const n of [1, 10, 100]) {
-    const key = `bench/herd/${n}`;
-    const holder = new EtcdLockProvider({ endpoints });
-    const waiters = Array.from({ length: n }, () => new EtcdLockProvider({ endpoints }));
-    let lock = await holder.acquire(key);
-    const granted = [];
-    const all = waiters.map((w) => w.acquire(key).then((l) => granted.push(l)));
-    while (((await holder.inspect(key))?.waiters ?? 0) < n) await sleep(5);
-    await lock.release();
-    for (let i = 0; i < n; i++) {
-      while (granted.length <= i) await sleep(0);
-      lock = granted[i];
-      await lock.release();
-    }
-    await Promise.all(all);
-    const wakeups = waiters.reduce((sum, w) => sum + w.wakeups, 0);
-    console.log(
-      `${String(n).padEnd(10)} ${String(n).padStart(10)} ${String(wakeups).padStart(10)} ${(wakeups / n).toFixed(2).padStart(12)}`,
-    );
-    await Promise.all([holder, ...waiters].map((p) => p.close()));
-  }
-}
-
-/** Heap used by one provider holding 10,000 locks. */
-async function memory(endpoints) {
-  const gc = globalThis.gc;
-  if (!gc) {
-    console.log('\n(memory: run with node --expose-gc to measure)');
-    return;
-  }
-  const provider = new EtcdLockProvider({ endpoints });
-  (await provider.acquire('bench/memory/warmup')).release();
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  const locks = [];
-  for (let i = 0; i < 10_000; i += 100) {
-    locks.push(
-      ...(await Promise.all(
-        Array.from({ length: 100 }, (_, j) => provider.acquire(`bench/memory/${i + j}`)),
-      )),
-    );
-  }
-  gc();
-  const after = process.memoryUsage().heapUsed;
-  console.log(
-    `\netcd, client heap for ${locks.length} held locks: ${((after - before) / 1024 / 1024).toFixed(1)} MB (target ≤ 30 MB)`,
-  );
-  await provider.close();
 }

@@ -102,6 +102,10 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     const parent = this.folder(key);
     let children: string[];
     try {
+      // A server answers reads from its own copy, which may lag behind another client's write. A
+      // multi (a write, even with only a check in it) goes through the leader: once it is answered,
+      // this session's server has applied everything before it. (The client library has no sync().)
+      await session.call((cb) => session.client.transaction().check('/').commit(cb));
       children = await session.call<string[]>((cb) => session.client.getChildren(parent, cb));
     } catch (error) {
       if (zkCode(error) === 'NO_NODE') return null;

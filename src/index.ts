@@ -33,7 +33,7 @@ export {
 } from './errors.js';
 export { FencedStore } from './fencing/fenced-store.js';
 export { KeyedFifo } from './keyed-fifo.js';
-export { keepRenewing, type RenewalOptions } from './lease-renewal.js';
+export { keepRenewing, type LeasedLockInit, leasedLock, type RenewalOptions } from './lease-renewal.js';
 export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';
 export { MemoryLockServer } from './memory/server.js';
 export { OwnedLock, type OwnedLockInit } from './ownership.js';

@@ -1,5 +1,5 @@
 import { monotonicNow, safeDeadline } from './clock.js';
-import type { OwnedLock } from './ownership.js';
+import { OwnedLock, type OwnedLockInit } from './ownership.js';
 
 export interface RenewalOptions {
   ttlMs: number;
@@ -51,4 +51,25 @@ export function keepRenewing(lock: OwnedLock, opts: RenewalOptions): void {
 
   lock.onEnd(() => clearTimeout(timer));
   schedule(interval);
+}
+
+export interface LeasedLockInit extends OwnedLockInit {
+  ttlMs: number;
+  driftRate: number;
+  /** When the request that granted the lease was sent (monotonic ms); its round trip ends now. */
+  grantedSentAt: number;
+  renew: () => Promise<boolean>;
+}
+
+/** The handle of a per-lock lease (memory, Redis, Redlock): the lock, with its watchdog running. */
+export function leasedLock(init: LeasedLockInit): OwnedLock {
+  const lock = new OwnedLock(init);
+  keepRenewing(lock, {
+    ttlMs: init.ttlMs,
+    driftRate: init.driftRate,
+    grantedSentAt: init.grantedSentAt,
+    grantedRttMs: monotonicNow() - init.grantedSentAt,
+    renew: init.renew,
+  });
+  return lock;
 }

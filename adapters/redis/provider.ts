@@ -3,8 +3,8 @@ import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
-import { keepRenewing } from '../../src/lease-renewal.js';
-import { OwnedLock } from '../../src/ownership.js';
+import { leasedLock } from '../../src/lease-renewal.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
@@ -173,19 +173,16 @@ export class RedisLockProvider extends BaseLockProvider {
   }
 
   #grant(req: LockRequest, keys: string[], token: bigint, sentAt: number): OwnedLock {
-    const lock = new OwnedLock({
+    const lock = leasedLock({
       key: req.key,
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
         await this.#call('release', () => this.#scripts.fkRelease(...keys, req.ownerToken));
       },
-    });
-    keepRenewing(lock, {
       ttlMs: req.ttlMs,
       driftRate: this.driftRate,
       grantedSentAt: sentAt,
-      grantedRttMs: monotonicNow() - sentAt,
       renew: async () => (await this.#scripts.fkRenew(...keys, req.ownerToken, req.ttlMs)) === 1,
     });
     this.#renewing.add(lock);

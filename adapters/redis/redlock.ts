@@ -2,8 +2,8 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
-import { keepRenewing } from '../../src/lease-renewal.js';
-import { OwnedLock } from '../../src/ownership.js';
+import { leasedLock } from '../../src/lease-renewal.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
@@ -145,7 +145,7 @@ export class RedlockProvider extends BaseLockProvider {
   }
 
   #grant(req: LockRequest, keys: string[], token: bigint, sentAt: number): OwnedLock {
-    const lock = new OwnedLock({
+    const lock = leasedLock({
       key: req.key,
       fencingToken: token,
       ownerToken: req.ownerToken,
@@ -157,12 +157,9 @@ export class RedlockProvider extends BaseLockProvider {
           );
         }
       },
-    });
-    keepRenewing(lock, {
       ttlMs: req.ttlMs,
       driftRate: this.driftRate,
       grantedSentAt: sentAt,
-      grantedRttMs: monotonicNow() - sentAt,
       renew: async () => {
         const answers = await this.#onAll((r) => r.fkRenew(...keys, req.ownerToken, req.ttlMs));
         const renewed = answers.filter((a) => a.ok && a.value === 1).length;

@@ -1,6 +1,6 @@
 import { monotonicNow } from '../clock.js';
-import { keepRenewing } from '../lease-renewal.js';
-import { OwnedLock } from '../ownership.js';
+import { leasedLock } from '../lease-renewal.js';
+import type { OwnedLock } from '../ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../provider-base.js';
 import type { LockInfo } from '../types.js';
 import { validateKey } from '../validate.js';
@@ -88,21 +88,17 @@ export class MemoryLockProvider extends BaseLockProvider {
   protected async shutdown(): Promise<void> {}
 
   #adopt(lease: MemoryLease, sentAt: number): OwnedLock {
-    const lock = new OwnedLock({
+    return leasedLock({
       key: lease.key,
       fencingToken: lease.fencingToken,
       ownerToken: lease.ownerToken,
       releaseOnBackend: async () => {
         this.server.release(this.#clientId, lease.key, lease.ownerToken);
       },
-    });
-    keepRenewing(lock, {
       ttlMs: lease.ttlMs,
       driftRate: this.driftRate,
       grantedSentAt: sentAt,
-      grantedRttMs: monotonicNow() - sentAt,
       renew: async () => this.server.renew(this.#clientId, lease.key, lease.ownerToken),
     });
-    return lock;
   }
 }

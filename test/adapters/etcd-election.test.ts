@@ -1,27 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import type { LeaderInfo } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
-
-function etcdctl(endpoints: string, args: string[]): { child: ChildProcess; lines: string[] } {
-  const child = spawn('etcdctl', ['--endpoints', endpoints, ...args], {
-    env: { ...process.env, ETCDCTL_API: '3' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  child.stdout?.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean)));
-  return { child, lines };
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGINT');
-  await exited;
-}
+import { etcdctl, stopChild } from '../servers/processes.js';
 
 /** Collects what observe() yields until the returned stop() is called. */
 function record(iterable: AsyncIterable<LeaderInfo | null>, controller: AbortController) {
@@ -106,7 +88,7 @@ describe('etcd native election', () => {
     const leader = await election.leader();
     expect(leader?.value).toBe('etcdctl-node');
     expect(leader?.term).toBeGreaterThan(term.term);
-    await Promise.all([stop(rival.child), stop(listener.child)]);
+    await Promise.all([stopChild(rival.child), stopChild(listener.child)]);
   });
 
   it('five candidates: one leader at a time, terms rise strictly', async () => {

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,26 +6,9 @@ import { EtcdLockProvider, namePrefix } from '../../adapters/etcd/index.js';
 import { connect, type Lock, type LockLostError } from '../../src/index.js';
 import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { etcdctl, stopChild } from '../servers/processes.js';
 
 const root = resolve(import.meta.dirname, '../..');
-
-/** Runs etcdctl against the test server; resolves with its output lines as they come. */
-function etcdctl(endpoints: string, args: string[]): { child: ChildProcess; lines: string[] } {
-  const child = spawn('etcdctl', ['--endpoints', endpoints, ...args], {
-    env: { ...process.env, ETCDCTL_API: '3' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  child.stdout?.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean)));
-  return { child, lines };
-}
-
-async function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGINT'): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill(signal);
-  await exited;
-}
 
 describe('etcd adapter on a real etcd', () => {
   let etcd: ServerGroup;
@@ -74,7 +57,7 @@ describe('etcd adapter on a real etcd', () => {
     const info = await provider.inspect(name);
     expect(info?.holder?.owner).toBeUndefined(); // etcdctl stores an empty value
     const waiting = provider.acquire(name, { waitMs: 10_000 });
-    await stop(held.child);
+    await stopChild(held.child);
     const lock = await waiting;
     expect(lock.held).toBe(true);
     // We hold → etcdctl waits; we release → etcdctl gets it.
@@ -172,13 +155,13 @@ describe('etcd adapter on a real etcd', () => {
       const waiting = waiter.acquire(key, { waitMs: 10_000 });
       await eventually('queued', async () => (await waiter.inspect(key))?.waiters === 1);
       const killedAt = performance.now();
-      await stop(child, 'SIGKILL');
+      await stopChild(child, 'SIGKILL');
       const lock = await waiting;
       const elapsed = performance.now() - killedAt;
       expect(elapsed).toBeLessThan(2_000 + 1_000);
       await lock.release();
     } finally {
-      await stop(child, 'SIGKILL');
+      await stopChild(child, 'SIGKILL');
     }
   });
 });

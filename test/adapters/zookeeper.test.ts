@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import zookeeper from 'node-zookeeper-client';
@@ -7,6 +7,7 @@ import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { connect, type LeaderInfo, type Lock } from '../../src/index.js';
 import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { stopChild } from '../servers/processes.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const CREATE_OP = 1; // ZooKeeper request type of create
@@ -33,13 +34,6 @@ const children = (client: zookeeper.Client, path: string) =>
       else fail(e);
     }),
   );
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGKILL');
-  await exited;
-}
 
 describe('ZooKeeper adapter on a real server', () => {
   let zk: ServerGroup;
@@ -262,12 +256,12 @@ describe('ZooKeeper adapter on a real server', () => {
       const waiting = waiter.acquire(key, { waitMs: 10_000 });
       await eventually('queued', async () => (await waiter.inspect(key))?.waiters === 1);
       const killedAt = performance.now();
-      await stop(child);
+      await stopChild(child, 'SIGKILL');
       const lock = await waiting;
       expect(performance.now() - killedAt).toBeLessThan(timeout + 1_000);
       await lock.release();
     } finally {
-      await stop(child);
+      await stopChild(child, 'SIGKILL');
     }
   });
 

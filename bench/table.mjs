@@ -14,6 +14,31 @@ export async function measure(fn, { iterations = 2_000, warmup = 200 } = {}) {
   return { p50: at(0.5), p99: at(0.99), iterations };
 }
 
+/**
+ * Measures several cases in interleaved rounds (A B C A B C …) so that the machine's slow and fast
+ * moments fall on every case alike; each p50/p99 is taken over all rounds' samples.
+ * cases: { name: fn }. Returns rows { name, p50, p99, iterations } in the order given.
+ */
+export async function measureSideBySide(cases, { rounds = 5, iterations = 500, warmup = 200 } = {}) {
+  const entries = Object.entries(cases);
+  for (const [, fn] of entries) for (let i = 0; i < warmup; i++) await fn();
+  const samples = entries.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    for (const [index, [, fn]] of entries.entries()) {
+      for (let i = 0; i < iterations; i++) {
+        const start = process.hrtime.bigint();
+        await fn();
+        samples[index].push(Number(process.hrtime.bigint() - start) / 1_000);
+      }
+    }
+  }
+  return entries.map(([name], index) => {
+    const sorted = Float64Array.from(samples[index]).sort();
+    const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+    return { name, p50: at(0.5), p99: at(0.99), iterations: sorted.length };
+  });
+}
+
 /** Prints rows { name, p50, p99 } with each p50 as a ratio to the first row's. */
 export function printTable(title, rows) {
   const base = rows[0].p50;

@@ -19,7 +19,9 @@ export class OwnedLock implements Lock {
   readonly key: string;
   readonly fencingToken: bigint;
   readonly ownerToken: string;
-  readonly #controller = new AbortController();
+  /** Made on the first read of `signal`: most handles are released without anyone listening. */
+  #controller: AbortController | undefined;
+  #loss: { reason: LossReason; cause: unknown } | undefined;
   readonly #releaseOnBackend: () => Promise<void>;
   readonly #endListeners: Array<() => void> = [];
   #deadlineTimer: NodeJS.Timeout | undefined;
@@ -33,11 +35,15 @@ export class OwnedLock implements Lock {
   }
 
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#loss) this.#controller.abort(this.#lossError(this.#loss));
+    }
     return this.#controller.signal;
   }
 
   get held(): boolean {
-    return !this.#controller.signal.aborted;
+    return this.#loss === undefined;
   }
 
   /**
@@ -60,9 +66,14 @@ export class OwnedLock implements Lock {
   /** Ownership is gone (or can no longer be trusted): abort the signal once. */
   lose(reason: LossReason, cause?: unknown): void {
     if (!this.held) return;
+    this.#loss = { reason, cause };
     clearTimeout(this.#deadlineTimer);
-    this.#controller.abort(new LockLostError(this.key, this.fencingToken, reason, { cause }));
+    this.#controller?.abort(this.#lossError(this.#loss));
     for (const listener of this.#endListeners.splice(0)) listener();
+  }
+
+  #lossError(loss: { reason: LossReason; cause: unknown }): LockLostError {
+    return new LockLostError(this.key, this.fencingToken, loss.reason, { cause: loss.cause });
   }
 
   /** Runs once when the handle stops being held (lost or released). */

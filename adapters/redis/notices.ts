@@ -9,6 +9,8 @@ export class ReleaseNotices {
   readonly #listeners = new Map<string, Set<(message: string) => void>>();
   /** Channels nobody listens to any more, unsubscribed only after LINGER_MS: a busy name keeps its subscription. */
   readonly #idle = new Map<string, NodeJS.Timeout>();
+  /** Channels whose SUBSCRIBE Redis has confirmed (and not yet undone). */
+  readonly #confirmed = new Set<string>();
 
   constructor(redis: Redis) {
     this.#subscriber = redis.duplicate({ lazyConnect: true });
@@ -28,7 +30,10 @@ export class ReleaseNotices {
       this.#listeners.set(channel, listeners);
       if (this.#subscriber.status === 'wait') await this.#subscriber.connect().catch(() => undefined);
       // Best effort: without the subscription the waiter still polls.
-      await this.#subscriber.subscribe(channel).catch(() => undefined);
+      await this.#subscriber.subscribe(channel).then(
+        () => this.#listeners.get(channel) === listeners && this.#confirmed.add(channel),
+        () => undefined,
+      );
     }
     const set = listeners;
     set.add(onMessage);
@@ -39,6 +44,7 @@ export class ReleaseNotices {
         this.#idle.delete(channel);
         if (this.#listeners.get(channel)?.size !== 0) return;
         this.#listeners.delete(channel);
+        this.#confirmed.delete(channel);
         void this.#subscriber.unsubscribe(channel).catch(() => undefined);
       }, LINGER_MS);
       timer.unref();
@@ -46,7 +52,17 @@ export class ReleaseNotices {
     };
   }
 
+  /**
+   * Whether notices on channel already reach this client. A listener added in the same turn as a
+   * command's reply then misses no notice published after that command: the notice arrives on the
+   * subscriber connection as a later I/O event.
+   */
+  subscribed(channel: string): boolean {
+    return this.#confirmed.has(channel) && this.#subscriber.status === 'ready';
+  }
+
   close(): void {
+    this.#confirmed.clear();
     for (const timer of this.#idle.values()) clearTimeout(timer);
     this.#idle.clear();
     this.#listeners.clear();

@@ -9,7 +9,7 @@ import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../..
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { ReleaseNotices } from './notices.js';
-import { lockKeys, type Scripted, withScripts } from './scripts.js';
+import { type LockKeys, LockScripts, lockKeys } from './scripts.js';
 
 export interface RedisProviderOptions extends ProviderDefaults {
   /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
@@ -43,7 +43,7 @@ export class RedisLockProvider extends BaseLockProvider {
   readonly redis: Redis;
   readonly prefix: string;
   readonly fair: boolean;
-  readonly #scripts: Scripted;
+  readonly #scripts: LockScripts;
   readonly #notices: ReleaseNotices;
   readonly #maxPollMs: number;
   readonly #waiterTtlMs: number;
@@ -67,12 +67,12 @@ export class RedisLockProvider extends BaseLockProvider {
     };
     this.redis = options.url ? new Redis(options.url, redisOptions) : new Redis(redisOptions);
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
-    this.#scripts = withScripts(this.redis);
+    this.#scripts = new LockScripts(this.redis);
     this.#notices = new ReleaseNotices(this.redis);
   }
 
-  /** The six keys of a name, all on the hash tag {name}. */
-  keys(name: string): string[] {
+  /** The keys of a name, all on the hash tag {name}. */
+  keys(name: string): LockKeys {
     return lockKeys(this.prefix, name);
   }
 
@@ -80,7 +80,7 @@ export class RedisLockProvider extends BaseLockProvider {
     validateKey(key);
     this.assertOpen();
     const [pttl, token, owner, since, waiters] = await this.#call('inspect', () =>
-      this.#scripts.fkInspect(...this.keys(key)),
+      this.#scripts.inspect(this.keys(key)),
     );
     const held = pttl > 0 && token !== null;
     if (!held && waiters === 0) return null;
@@ -97,17 +97,15 @@ export class RedisLockProvider extends BaseLockProvider {
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const keys = this.keys(req.key);
-    const channel = keys[5] as string;
-    const run = () =>
-      this.#scripts.fkAcquire(
-        ...keys,
-        req.ownerToken,
-        req.ttlMs,
-        req.owner ?? '',
-        req.wait ? '1' : '0',
-        this.fair ? '1' : '0',
-        this.#waiterTtlMs,
-      );
+    const args = {
+      ownerToken: req.ownerToken,
+      ttlMs: req.ttlMs,
+      owner: req.owner ?? '',
+      wait: req.wait,
+      fair: this.fair,
+      waiterTtlMs: this.#waiterTtlMs,
+    };
+    const run = () => this.#scripts.acquire(keys, args);
     if (!req.wait) {
       // One retry: when the first answer was lost the script may have granted already, and the
       // second call then returns that grant instead of leaving an orphan until its TTL.
@@ -122,31 +120,40 @@ export class RedisLockProvider extends BaseLockProvider {
       }
     }
     // Uncontended: one script call, which also queues us when the key is busy (fairness counts from
-    // here). Then listen for release notices, and try once more at once: a release that came before
-    // the subscription has made us first without a notice, and is counted as the wake-up it is.
-    const firstSentAt = monotonicNow();
-    const first = await this.#call('acquire', run).catch(() => null);
-    if (typeof first === 'string') return this.#grant(req, keys, BigInt(first), firstSentAt);
+    // here). Then listen for release notices. If the channel was not subscribed yet, try once more
+    // at once: a release that came before the subscription has made us first without a notice.
+    let sentAt = monotonicNow();
+    let answer = await this.#call('acquire', run).catch(() => null);
+    if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
+    const tryAgainAtOnce = !this.#notices.subscribed(keys.channel);
+    // A notice may arrive while an attempt is in flight (its answer then predates the release):
+    // `noticed` makes the next attempt start at once instead of sleeping through it.
+    let noticed = false;
     let wake: () => void = () => undefined;
-    const unsubscribe = await this.#notices.listen(channel, (next) => {
-      if (!this.fair || next === '' || next === req.ownerToken) {
+    const unsubscribe = await this.#notices.listen(keys.channel, (next) => {
+      if (!this.fair || next === req.ownerToken) {
         this.wakeups += 1;
+        noticed = true;
         wake();
       }
     });
-    const settledSentAt = monotonicNow();
-    const settled = await this.#call('acquire', run).catch(() => null);
-    if (typeof settled === 'string') {
-      unsubscribe();
-      this.wakeups += 1;
-      return this.#grant(req, keys, BigInt(settled), settledSentAt);
-    }
     try {
       const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });
-      let failures = 0;
-      for (;;) {
-        const sentAt = monotonicNow();
-        let answer: string | number = -this.#maxPollMs;
+      let failures = answer === null ? 1 : 0;
+      for (let attempt = 0; ; attempt++) {
+        if (cancel.aborted) throw cancel.reason;
+        if (attempt > 0 || !tryAgainAtOnce) {
+          // A release announces itself; polling is for grants that expire without a word (the
+          // holder died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
+          const untilExpiry = typeof answer === 'number' ? Math.max(-answer, 5) : this.#maxPollMs;
+          if (!noticed) {
+            const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
+            wake = sleep.wake;
+            await sleep.done;
+          }
+        }
+        noticed = false;
+        sentAt = monotonicNow();
         try {
           answer = await this.#call('acquire', run);
           failures = 0;
@@ -154,50 +161,43 @@ export class RedisLockProvider extends BaseLockProvider {
           // A lost answer is retried (the script adopts a grant it already made), a dead server not forever.
           if (cancel.aborted) throw cancel.reason;
           if (++failures >= MAX_FAILED_ATTEMPTS) throw error;
+          answer = null;
         }
         if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
-        // A release announces itself; polling is for grants that expire without a word (the holder
-        // died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
-        const untilExpiry = Math.max(-answer, 5);
-        const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
-        wake = sleep.wake;
-        await sleep.done;
       }
     } catch (error) {
       // Timed out, aborted or failed: leave the queue (and wake the next waiter if the key is free).
-      await this.#scripts.fkLeave(...keys, req.ownerToken).catch(() => undefined);
+      await this.#scripts.leave(keys, req.ownerToken).catch(() => undefined);
       throw error;
     } finally {
       unsubscribe();
     }
   }
 
-  #grant(req: LockRequest, keys: string[], token: bigint, sentAt: number): OwnedLock {
+  #grant(req: LockRequest, keys: LockKeys, token: bigint, sentAt: number): OwnedLock {
     const lock = leasedLock({
       key: req.key,
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
-        await this.#call('release', () => this.#scripts.fkRelease(...keys, req.ownerToken));
+        await this.#call('release', () => this.#scripts.release(keys, req.ownerToken));
       },
       ttlMs: req.ttlMs,
       driftRate: this.driftRate,
       grantedSentAt: sentAt,
-      renew: async () => (await this.#scripts.fkRenew(...keys, req.ownerToken, req.ttlMs)) === 1,
+      renew: () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs),
     });
     this.#renewing.add(lock);
     lock.onEnd(() => this.#renewing.delete(lock));
     return lock;
   }
 
-  async #call<T>(what: string, run: () => Promise<T>): Promise<T> {
-    try {
-      return await run();
-    } catch (error) {
+  #call<T>(what: string, run: () => Promise<T>): Promise<T> {
+    return run().catch((error: unknown) => {
       throw new BackendUnavailableError(`redis: ${what} failed: ${(error as Error).message}`, {
         cause: error,
       });
-    }
+    });
   }
 
   protected async shutdown(): Promise<void> {

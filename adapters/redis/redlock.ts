@@ -7,7 +7,7 @@ import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
-import { lockKeys, type Scripted, withScripts } from './scripts.js';
+import { type InspectAnswer, type LockKeys, LockScripts, lockKeys } from './scripts.js';
 
 export interface RedlockProviderOptions extends ProviderDefaults {
   /** Independent Redis instances (not replicas of one another): at least 3, an odd number. */
@@ -31,7 +31,8 @@ type Outcome<T> = { ok: true; value: T } | { ok: false };
  */
 export class RedlockProvider extends BaseLockProvider {
   readonly backend = 'redlock' as const;
-  readonly instances: Scripted[];
+  readonly instances: Redis[];
+  readonly #scripts: LockScripts[];
   readonly prefix: string;
   readonly quorum: number;
   readonly #maxPollMs: number;
@@ -56,17 +57,16 @@ export class RedlockProvider extends BaseLockProvider {
       const redis =
         typeof target === 'string' ? new Redis(target, common) : new Redis({ ...common, ...target });
       redis.on('error', () => undefined);
-      return withScripts(redis);
+      return redis;
     });
+    this.#scripts = this.instances.map((redis) => new LockScripts(redis));
   }
 
   async inspect(key: string): Promise<LockInfo | null> {
     validateKey(key);
     this.assertOpen();
-    const answers = await this.#onAll((r) => r.fkInspect(...lockKeys(this.prefix, key)));
-    const live = answers.filter(
-      (a): a is { ok: true; value: [number, string | null, string | null, string | null, number] } => a.ok,
-    );
+    const answers = await this.#onAll((r) => r.inspect(lockKeys(this.prefix, key)));
+    const live = answers.filter((a): a is { ok: true; value: InspectAnswer } => a.ok);
     if (live.length < this.quorum)
       throw new BackendUnavailableError(
         `redlock: only ${live.length} of ${this.instances.length} instances answered`,
@@ -75,9 +75,7 @@ export class RedlockProvider extends BaseLockProvider {
     const waiters = Math.max(0, ...live.map((a) => a.value[4]));
     if (held.length < this.quorum) return waiters === 0 ? null : { key, holder: null, waiters };
     const tokens = held.map((a) => BigInt(a.value[1] as string));
-    const [pttl, , owner, since] = (
-      held[0] as { value: [number, string | null, string | null, string | null, number] }
-    ).value;
+    const [pttl, , owner, since] = (held[0] as { value: InspectAnswer }).value;
     return {
       key,
       holder: {
@@ -101,29 +99,28 @@ export class RedlockProvider extends BaseLockProvider {
         await sleepUnlessWoken(delays.next().value, cancel).done;
       }
     } catch (error) {
-      await this.#onAll((r) => r.fkLeave(...keys, req.ownerToken));
+      await this.#onAll((r) => r.leave(keys, req.ownerToken));
       throw error;
     }
   }
 
   /** One round: a majority within the validity time, then the fence raise; else give back what we got. */
-  async #attempt(req: LockRequest, keys: string[]): Promise<OwnedLock | null> {
+  async #attempt(req: LockRequest, keys: LockKeys): Promise<OwnedLock | null> {
     const sentAt = monotonicNow();
     const answers = await this.#onAll((r) =>
-      r.fkAcquire(
-        ...keys,
-        req.ownerToken,
-        req.ttlMs,
-        req.owner ?? '',
-        req.wait ? '1' : '0',
-        '0',
-        this.#waiterTtlMs,
-      ),
+      r.acquire(keys, {
+        ownerToken: req.ownerToken,
+        ttlMs: req.ttlMs,
+        owner: req.owner ?? '',
+        wait: req.wait,
+        fair: false,
+        waiterTtlMs: this.#waiterTtlMs,
+      }),
     );
     const tokens = answers.flatMap((a) => (a.ok && typeof a.value === 'string' ? [BigInt(a.value)] : []));
     const answered = answers.filter((a) => a.ok).length;
     if (answered < this.quorum) {
-      if (tokens.length > 0) await this.#onAll((r) => r.fkRelease(...keys, req.ownerToken));
+      if (tokens.length > 0) await this.#onAll((r) => r.release(keys, req.ownerToken));
       throw new BackendUnavailableError(
         `redlock: only ${answered} of ${this.instances.length} instances answered; a grant needs ${this.quorum}`,
       );
@@ -135,22 +132,22 @@ export class RedlockProvider extends BaseLockProvider {
       const raised = await this.#onAll((r, i) =>
         (answers[i] as Outcome<string | number>).ok &&
         typeof (answers[i] as { value: string | number }).value === 'string'
-          ? r.fkRaiseFence(...keys, token.toString())
+          ? r.raiseFence(keys, token)
           : Promise.reject(new Error('not granted here')),
       );
       if (raised.filter((a) => a.ok).length >= this.quorum) return this.#grant(req, keys, token, sentAt);
     }
-    if (tokens.length > 0) await this.#onAll((r) => r.fkRelease(...keys, req.ownerToken));
+    if (tokens.length > 0) await this.#onAll((r) => r.release(keys, req.ownerToken));
     return null;
   }
 
-  #grant(req: LockRequest, keys: string[], token: bigint, sentAt: number): OwnedLock {
+  #grant(req: LockRequest, keys: LockKeys, token: bigint, sentAt: number): OwnedLock {
     const lock = leasedLock({
       key: req.key,
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
-        const released = await this.#onAll((r) => r.fkRelease(...keys, req.ownerToken));
+        const released = await this.#onAll((r) => r.release(keys, req.ownerToken));
         if (released.filter((a) => a.ok).length < this.quorum) {
           throw new BackendUnavailableError(
             'redlock: release reached fewer than a majority; the rest expire with their TTL',
@@ -161,10 +158,10 @@ export class RedlockProvider extends BaseLockProvider {
       driftRate: this.driftRate,
       grantedSentAt: sentAt,
       renew: async () => {
-        const answers = await this.#onAll((r) => r.fkRenew(...keys, req.ownerToken, req.ttlMs));
-        const renewed = answers.filter((a) => a.ok && a.value === 1).length;
+        const answers = await this.#onAll((r) => r.renew(keys, req.ownerToken, req.ttlMs));
+        const renewed = answers.filter((a) => a.ok && a.value).length;
         if (renewed >= this.quorum) return true;
-        const refused = answers.filter((a) => a.ok && a.value === 0).length;
+        const refused = answers.filter((a) => a.ok && !a.value).length;
         if (refused > this.instances.length - this.quorum) return false; // a majority is no longer ours
         throw new BackendUnavailableError('redlock: renewal reached fewer than a majority');
       },
@@ -175,10 +172,10 @@ export class RedlockProvider extends BaseLockProvider {
   }
 
   /** Runs call on every instance at once; each answer or failure, in instance order. */
-  #onAll<T>(call: (redis: Scripted, index: number) => Promise<T>): Promise<Array<Outcome<T>>> {
+  #onAll<T>(call: (scripts: LockScripts, index: number) => Promise<T>): Promise<Array<Outcome<T>>> {
     return Promise.all(
-      this.instances.map((redis, i) =>
-        call(redis, i).then(
+      this.#scripts.map((scripts, i) =>
+        call(scripts, i).then(
           (value): Outcome<T> => ({ ok: true, value }),
           (): Outcome<T> => ({ ok: false }),
         ),

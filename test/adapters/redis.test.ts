@@ -46,7 +46,10 @@ describe('Redis adapter on a real server', () => {
       const info = await provider.inspect(key);
       expect(info?.holder).toMatchObject({ owner: 'worker-7', fencingToken: lock.fencingToken });
       expect(info?.holder?.expiresAt?.getTime()).toBeGreaterThan(Date.now());
-      expect(await raw.get(`app:{${key}}:lock`)).toBe(lock.ownerToken);
+      // The lock key alone says who holds it: "ownerToken token since owner".
+      expect(await raw.get(`app:{${key}}:lock`)).toMatch(
+        new RegExp(`^${lock.ownerToken} ${lock.fencingToken} \\d+ worker-7$`),
+      );
       await lock.release();
       expect(await raw.exists(`app:{${key}}:lock`)).toBe(0);
     } finally {
@@ -101,7 +104,9 @@ describe('Redis adapter on a real server', () => {
       const lock = await provider.acquire(key, { ttlMs: 10_000, waitMs: 5_000 });
       expect(performance.now() - started).toBeLessThan(3_000); // not after the 10 s TTL
       expect(proxy.accepted).toBeGreaterThan(1); // the connection was cut and re-opened
-      expect(await raw.get(`fencekit:{${key}}:lock`)).toBe(lock.ownerToken);
+      expect(await raw.get(`fencekit:{${key}}:lock`)).toMatch(
+        new RegExp(`^${lock.ownerToken} ${lock.fencingToken} `),
+      );
       expect(await raw.get(`fencekit:{${key}}:fence`)).toBe(String(lock.fencingToken)); // one INCR only
       await lock.release();
     } finally {

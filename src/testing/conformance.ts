@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { LockLostError } from '../errors.js';
 import type { Lock, LockProvider } from '../types.js';
 import { MAX_KEY_BYTES } from '../validate.js';
@@ -241,6 +242,24 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
         await granted.release();
       });
 
+      t.it('waits leave no abort listener behind (requests share one close signal)', async () => {
+        const [a, b] = [await open(), await open()];
+        const signals = recordCancelSignals(b);
+        const key = uniqueKey('listeners');
+        const lock = await a.acquire(key, ttl);
+        const waiting = b.acquire(key, ttl); // no signal, no waitMs: the provider's shared close signal
+        const controller = new AbortController();
+        const aborted = b.acquire(key, { ...ttl, signal: controller.signal });
+        await rejectsWith(b.acquire(key, { ...ttl, waitMs: 100 }), 'LOCK_TIMEOUT');
+        await sleep(100); // both waits settle (on etcd the second one queues inside the provider)
+        controller.abort();
+        await rejectsWith(aborted, 'AbortError');
+        await lock.release();
+        await (await waiting).release();
+        assert.ok(signals.size >= 2, 'the requests were seen');
+        for (const signal of signals) assert.equal(getEventListeners(signal, 'abort').length, 0);
+      });
+
       if (target.fifo) {
         t.it('FIFO: waiters are granted in request order', async () => {
           const clients = await Promise.all(Array.from({ length: 5 }, () => open()));
@@ -420,4 +439,21 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
       }
     });
   });
+}
+
+/**
+ * Records the cancel signal of every request a provider built on BaseLockProvider makes (its
+ * protected `request`), to check that waits take their listeners back. Other providers: none.
+ */
+function recordCancelSignals(provider: LockProvider): Set<AbortSignal> {
+  const signals = new Set<AbortSignal>();
+  const target = provider as unknown as { request?: (req: unknown, cancel: AbortSignal) => unknown };
+  const request = target.request;
+  if (typeof request === 'function') {
+    target.request = (req, cancel) => {
+      signals.add(cancel);
+      return request.call(provider, req, cancel);
+    };
+  }
+  return signals;
 }

@@ -58,6 +58,8 @@ export interface LeasedLockInit extends OwnedLockInit {
   driftRate: number;
   /** When the request that granted the lease was sent (monotonic ms); its round trip ends now. */
   grantedSentAt: number;
+  /** The round trip to allow for, when the grant arrived otherwise than as that request's answer. */
+  grantedRttMs?: number;
   renew: () => Promise<boolean>;
 }
 
@@ -68,7 +70,7 @@ export function leasedLock(init: LeasedLockInit): OwnedLock {
     ttlMs: init.ttlMs,
     driftRate: init.driftRate,
     grantedSentAt: init.grantedSentAt,
-    grantedRttMs: monotonicNow() - init.grantedSentAt,
+    grantedRttMs: init.grantedRttMs ?? monotonicNow() - init.grantedSentAt,
     renew: init.renew,
   });
   return lock;

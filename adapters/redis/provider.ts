@@ -125,32 +125,48 @@ export class RedisLockProvider extends BaseLockProvider {
     let sentAt = monotonicNow();
     let answer = await this.#call('acquire', run).catch(() => null);
     if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
+    // A grant a release hands us (fair mode) started after the last attempt Redis answered with
+    // "not yours": that attempt's send time is where its lease may be counted from.
+    let answeredSentAt = answer === null ? undefined : sentAt;
+    let answeredRttMs = monotonicNow() - sentAt;
+    let handed: bigint | undefined;
     const tryAgainAtOnce = !this.#notices.subscribed(keys.channel);
     // A notice may arrive while an attempt is in flight (its answer then predates the release):
     // `noticed` makes the next attempt start at once instead of sleeping through it.
     let noticed = false;
     let wake: () => void = () => undefined;
-    const unsubscribe = await this.#notices.listen(keys.channel, (next) => {
-      if (!this.fair || next === req.ownerToken) {
-        this.wakeups += 1;
-        noticed = true;
-        wake();
-      }
+    const unsubscribe = await this.#notices.listen(keys.channel, (message) => {
+      const [next, token] = message.split(' ');
+      if (this.fair && next !== req.ownerToken) return;
+      this.wakeups += 1;
+      if (next === req.ownerToken && token !== undefined) handed = BigInt(token);
+      noticed = true;
+      wake();
     });
     try {
       const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });
       let failures = answer === null ? 1 : 0;
+      // Handed over, and enough of the lease is left to renew it in time: ours without a call.
+      // Otherwise the next attempt adopts the grant and restarts its lease.
+      const takeHanded = (): OwnedLock | undefined =>
+        handed !== undefined &&
+        answeredSentAt !== undefined &&
+        monotonicNow() - answeredSentAt < req.ttlMs / 3
+          ? this.#grant(req, keys, handed, answeredSentAt, answeredRttMs)
+          : undefined;
       for (let attempt = 0; ; attempt++) {
         if (cancel.aborted) throw cancel.reason;
-        if (attempt > 0 || !tryAgainAtOnce) {
+        const taken = takeHanded();
+        if (taken) return taken;
+        if ((attempt > 0 || !tryAgainAtOnce) && !noticed) {
           // A release announces itself; polling is for grants that expire without a word (the
           // holder died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
           const untilExpiry = typeof answer === 'number' ? Math.max(-answer, 5) : this.#maxPollMs;
-          if (!noticed) {
-            const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
-            wake = sleep.wake;
-            await sleep.done;
-          }
+          const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
+          wake = sleep.wake;
+          await sleep.done;
+          const handedMeanwhile = takeHanded();
+          if (handedMeanwhile) return handedMeanwhile;
         }
         noticed = false;
         sentAt = monotonicNow();
@@ -164,27 +180,37 @@ export class RedisLockProvider extends BaseLockProvider {
           answer = null;
         }
         if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
+        if (answer !== null) {
+          // "Not yours" voids a hand-over noticed before this answer (that grant may have expired
+          // since); if it was still ours, the next attempt, made at once, adopts it.
+          answeredSentAt = sentAt;
+          answeredRttMs = monotonicNow() - sentAt;
+          if (handed !== undefined) noticed = true;
+          handed = undefined;
+        }
       }
     } catch (error) {
-      // Timed out, aborted or failed: leave the queue (and wake the next waiter if the key is free).
-      await this.#scripts.leave(keys, req.ownerToken).catch(() => undefined);
+      // Timed out, aborted or failed: leave the queue, give back a grant handed to us meanwhile,
+      // and hand the key on if it is free.
+      await this.#scripts.leave(keys, req.ownerToken, this.fair).catch(() => undefined);
       throw error;
     } finally {
       unsubscribe();
     }
   }
 
-  #grant(req: LockRequest, keys: LockKeys, token: bigint, sentAt: number): OwnedLock {
+  #grant(req: LockRequest, keys: LockKeys, token: bigint, sentAt: number, rttMs?: number): OwnedLock {
     const lock = leasedLock({
       key: req.key,
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
-        await this.#call('release', () => this.#scripts.release(keys, req.ownerToken));
+        await this.#call('release', () => this.#scripts.release(keys, req.ownerToken, this.fair));
       },
       ttlMs: req.ttlMs,
       driftRate: this.driftRate,
       grantedSentAt: sentAt,
+      ...(rttMs === undefined ? {} : { grantedRttMs: rttMs }),
       renew: () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs),
     });
     this.#renewing.add(lock);

@@ -99,7 +99,7 @@ export class RedlockProvider extends BaseLockProvider {
         await sleepUnlessWoken(delays.next().value, cancel).done;
       }
     } catch (error) {
-      await this.#onAll((r) => r.leave(keys, req.ownerToken));
+      await this.#onAll((r) => r.leave(keys, req.ownerToken, false));
       throw error;
     }
   }
@@ -120,7 +120,7 @@ export class RedlockProvider extends BaseLockProvider {
     const tokens = answers.flatMap((a) => (a.ok && typeof a.value === 'string' ? [BigInt(a.value)] : []));
     const answered = answers.filter((a) => a.ok).length;
     if (answered < this.quorum) {
-      if (tokens.length > 0) await this.#onAll((r) => r.release(keys, req.ownerToken));
+      if (tokens.length > 0) await this.#onAll((r) => r.release(keys, req.ownerToken, false));
       throw new BackendUnavailableError(
         `redlock: only ${answered} of ${this.instances.length} instances answered; a grant needs ${this.quorum}`,
       );
@@ -137,7 +137,7 @@ export class RedlockProvider extends BaseLockProvider {
       );
       if (raised.filter((a) => a.ok).length >= this.quorum) return this.#grant(req, keys, token, sentAt);
     }
-    if (tokens.length > 0) await this.#onAll((r) => r.release(keys, req.ownerToken));
+    if (tokens.length > 0) await this.#onAll((r) => r.release(keys, req.ownerToken, false));
     return null;
   }
 
@@ -147,7 +147,7 @@ export class RedlockProvider extends BaseLockProvider {
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
-        const released = await this.#onAll((r) => r.release(keys, req.ownerToken));
+        const released = await this.#onAll((r) => r.release(keys, req.ownerToken, false));
         if (released.filter((a) => a.ok).length < this.quorum) {
           throw new BackendUnavailableError(
             'redlock: release reached fewer than a majority; the rest expire with their TTL',

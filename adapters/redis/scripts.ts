@@ -4,8 +4,8 @@ import type { Redis } from 'ioredis';
  * The Lua scripts: every step that must not interleave with another client's runs as one script.
  * Keys of one name share the hash tag {name}, so they live on one Redis Cluster slot.
  *
- * The keys of a name (see LockKeys) are passed in this order, each script taking the ones it uses:
- * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] fence  — release and leave: KEYS[4] channel.
+ * The keys of a name (see LockKeys) go in this order, each script taking the first ones it uses:
+ * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending  KEYS[5] fence  KEYS[6] channel.
  * Times come from the server's TIME, never the client's clock.
  */
 
@@ -21,66 +21,101 @@ local function ours(value, id)
 end
 `;
 
-/** Waiters that stopped refreshing their place (crashed, cut off) leave the queue. */
-const PRUNE = `
-local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-for _, id in ipairs(dead) do
+/** grant(ownerToken, ttl, owner): a new token, and the lock key that says who holds it. */
+const GRANT = `
+local function grant(id, ttl, owner)
+  local token = redis.call('INCR', KEYS[5])
+  redis.call('SET', KEYS[1], id .. ' ' .. token .. ' ' .. now .. ' ' .. owner, 'PX', ttl)
+  return tostring(token)
+end
+`;
+
+/** Drops ownerToken id from the waiting keys. */
+const UNQUEUE = `
+local function unqueue(id)
   redis.call('LREM', KEYS[2], 0, id)
   redis.call('ZREM', KEYS[3], id)
+  redis.call('HDEL', KEYS[4], id)
 end
+`;
+
+/** Waiters that stopped refreshing their place (crashed, cut off) leave the queue. */
+const PRUNE = `
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do unqueue(id) end
 `;
 
 /**
  * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair ('1'/'0')  6 waiter TTL ms.
  * Returns the fencing token (string) when granted, else −(ms until the current grant expires), at
  * most −1 (and, when waiting, our place is kept or refreshed). A grant that already exists for
- * ownerToken (the reply of an earlier call was lost) is returned as it is: the caller adopts it
- * instead of waiting for its own orphan. A free key with nobody queued takes the short path.
+ * ownerToken (an earlier reply was lost, or a release handed the key to us) is returned with its
+ * expiry pushed to ttlMs from now, so the caller may count its lease from this call. A free key
+ * with nobody queued takes the short path.
  */
 export const ACQUIRE = `${OURS}
 local me = ARGV[1]
 local held = redis.call('GET', KEYS[1])
-if ours(held, me) then return string.match(held, '^%S+ (%d+)') end
-${NOW}
-local function grant()
-  local token = redis.call('INCR', KEYS[4])
-  redis.call('SET', KEYS[1], me .. ' ' .. token .. ' ' .. now .. ' ' .. ARGV[3], 'PX', ARGV[2])
-  return tostring(token)
+if ours(held, me) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return string.match(held, '^%S+ (%d+)')
 end
-if not held and redis.call('EXISTS', KEYS[2]) == 0 then return grant() end
+${NOW}
+${GRANT}
+if not held and redis.call('EXISTS', KEYS[2]) == 0 then return grant(me, ARGV[2], ARGV[3]) end
+${UNQUEUE}
 ${PRUNE}
 local first = redis.call('LINDEX', KEYS[2], 0)
 if not held and (ARGV[5] == '0' or first == false or first == me) then
-  redis.call('LREM', KEYS[2], 1, me)
-  redis.call('ZREM', KEYS[3], me)
-  return grant()
+  unqueue(me)
+  return grant(me, ARGV[2], ARGV[3])
 end
 if ARGV[4] == '1' then
-  local expiry = now + tonumber(ARGV[6])
-  if redis.call('ZADD', KEYS[3], expiry, me) == 1 then
+  local waiterTtl = tonumber(ARGV[6])
+  if redis.call('ZADD', KEYS[3], now + waiterTtl, me) == 1 then
     redis.call('RPUSH', KEYS[2], me)
+    redis.call('HSET', KEYS[4], me, ARGV[2] .. ' ' .. ARGV[3])
   end
-  -- The queue keys vanish by themselves once nobody refreshes them.
-  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[6]) * 2)
-  redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[6]) * 2)
+  -- The waiting keys vanish by themselves once nobody refreshes them.
+  for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
 end
 return -math.max(redis.call('PTTL', KEYS[1]), 1)
 `;
 
 /**
- * Tells the first waiter it is next. Nobody queued means nobody listens: every waiter queues
- * before it subscribes, and one whose place lapsed polls.
+ * The key is free: in fair mode it is granted to the first live waiter at once (with that
+ * waiter's ttl and owner text) and the notice "ownerToken token" tells it so, which saves the
+ * waiter a round trip; otherwise the notice "ownerToken" invites the first waiter to try. Nobody
+ * queued means nobody listens: every waiter queues before it subscribes, and one whose place
+ * lapsed polls.
  */
-const ANNOUNCE = `
+const HAND_OVER = `
+${NOW}
+${GRANT}
+${UNQUEUE}
+${PRUNE}
 local nextId = redis.call('LINDEX', KEYS[2], 0)
-if nextId then redis.call('PUBLISH', KEYS[4], nextId) end
+if nextId then
+  local spec = redis.call('HGET', KEYS[4], nextId)
+  if ARGV[2] == '1' and spec then
+    local ttl, owner = string.match(spec, '^(%d+) (.*)$')
+    unqueue(nextId)
+    redis.call('PUBLISH', KEYS[6], nextId .. ' ' .. grant(nextId, ttl, owner))
+  else
+    redis.call('PUBLISH', KEYS[6], nextId)
+  end
+end
 `;
 
-/** ARGV: 1 ownerToken. Compare-and-delete, then announce the next waiter. 1 = deleted, 0 = not ours. */
+/**
+ * ARGV: 1 ownerToken  2 fair ('1'/'0'). Compare-and-delete, then hand over to the next waiter.
+ * 1 = deleted, 0 = not ours.
+ */
 export const RELEASE = `${OURS}
 if not ours(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1])
-${ANNOUNCE}
+if redis.call('EXISTS', KEYS[2]) == 1 then
+${HAND_OVER}
+end
 return 1
 `;
 
@@ -91,18 +126,25 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `;
 
-/** ARGV: 1 ownerToken. Leaves the queue; if the lock is free, wakes whoever is first now. */
-export const LEAVE = `
+/**
+ * ARGV: 1 ownerToken  2 fair. Leaves the queue, and gives back a grant a release handed us in the
+ * meantime; if the key is free then, hands it over to whoever is first now.
+ */
+export const LEAVE = `${OURS}
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then
-${ANNOUNCE}
+redis.call('HDEL', KEYS[4], ARGV[1])
+local held = redis.call('GET', KEYS[1])
+if ours(held, ARGV[1]) then redis.call('DEL', KEYS[1]) end
+if (not held or ours(held, ARGV[1])) and redis.call('EXISTS', KEYS[2]) == 1 then
+${HAND_OVER}
 end
 return 1
 `;
 
 /** Returns { pttl, token, owner, since, live waiters } (nil fields when nobody holds the key). */
 export const INSPECT = `${NOW}
+${UNQUEUE}
 ${PRUNE}
 local held = redis.call('GET', KEYS[1])
 local token, since, owner
@@ -128,7 +170,9 @@ export interface LockKeys {
   queue: string;
   /** ownerToken → expiry by the server's clock: waiters that stop refreshing drop out. */
   waiters: string;
-  /** Release notices: the next waiter's ownerToken. */
+  /** ownerToken → "ttlMs owner-text": what a release needs to hand the key to that waiter. */
+  pending: string;
+  /** Release notices: "ownerToken token" (handed over) or "ownerToken" (your turn to try). */
   channel: string;
 }
 
@@ -139,6 +183,7 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     fence: `${tag}:fence`,
     queue: `${tag}:queue`,
     waiters: `${tag}:waiters`,
+    pending: `${tag}:pending`,
     channel: `${tag}:released`,
   };
 }
@@ -167,11 +212,11 @@ export class LockScripts {
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('fencekitAcquire', 4, ACQUIRE);
-    define('fencekitRelease', 4, RELEASE);
+    define('fencekitAcquire', 5, ACQUIRE);
+    define('fencekitRelease', 6, RELEASE);
     define('fencekitRenew', 1, RENEW);
-    define('fencekitLeave', 4, LEAVE);
-    define('fencekitInspect', 3, INSPECT);
+    define('fencekitLeave', 6, LEAVE);
+    define('fencekitInspect', 4, INSPECT);
     define('fencekitRaiseFence', 1, RAISE_FENCE);
     this.#commands = redis as unknown as Record<string, Call>;
   }
@@ -183,6 +228,7 @@ export class LockScripts {
       k.lock,
       k.queue,
       k.waiters,
+      k.pending,
       k.fence,
       a.ownerToken,
       a.ttlMs,
@@ -193,25 +239,29 @@ export class LockScripts {
     ) as Promise<string | number>;
   }
 
-  /** true = deleted, false = not ours (any more). */
-  async release(k: LockKeys, ownerToken: string): Promise<boolean> {
-    return (await this.#run('fencekitRelease', k.lock, k.queue, k.waiters, k.channel, ownerToken)) === 1;
+  /** true = deleted, false = not ours (any more). fair: hand the key to the first waiter. */
+  async release(k: LockKeys, ownerToken: string, fair: boolean): Promise<boolean> {
+    return (await this.#run('fencekitRelease', ...this.#all(k), ownerToken, fair ? '1' : '0')) === 1;
   }
 
   async renew(k: LockKeys, ownerToken: string, ttlMs: number): Promise<boolean> {
     return (await this.#run('fencekitRenew', k.lock, ownerToken, ttlMs)) === 1;
   }
 
-  async leave(k: LockKeys, ownerToken: string): Promise<void> {
-    await this.#run('fencekitLeave', k.lock, k.queue, k.waiters, k.channel, ownerToken);
+  async leave(k: LockKeys, ownerToken: string, fair: boolean): Promise<void> {
+    await this.#run('fencekitLeave', ...this.#all(k), ownerToken, fair ? '1' : '0');
   }
 
   inspect(k: LockKeys): Promise<InspectAnswer> {
-    return this.#run('fencekitInspect', k.lock, k.queue, k.waiters) as Promise<InspectAnswer>;
+    return this.#run('fencekitInspect', k.lock, k.queue, k.waiters, k.pending) as Promise<InspectAnswer>;
   }
 
   async raiseFence(k: LockKeys, token: bigint): Promise<void> {
     await this.#run('fencekitRaiseFence', k.fence, token.toString());
+  }
+
+  #all(k: LockKeys): string[] {
+    return [k.lock, k.queue, k.waiters, k.pending, k.fence, k.channel];
   }
 
   #run(name: string, ...args: Array<string | number>): Promise<unknown> {

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockProvider } from '../../adapters/redis/index.js';
+import { LockScripts, lockKeys } from '../../adapters/redis/scripts.js';
 import { connect, type Lock, type LockLostError } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
@@ -212,5 +213,82 @@ describe('Redis adapter on a real server', () => {
     const next: Lock = await waiting;
     expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
     await next.release();
+  });
+
+  describe('hand-over scripts (fair mode), step by step on the raw keys', () => {
+    const queue = (scripts: LockScripts, name: string, ownerToken: string, ttlMs: number) =>
+      scripts.acquire(lockKeys('fencekit:', name), {
+        ownerToken,
+        ttlMs,
+        owner: `owner-${ownerToken}`,
+        wait: true,
+        fair: true,
+        waiterTtlMs: 5_000,
+      });
+
+    it('release grants the first waiter with its own ttl and owner, and tells it the token', async () => {
+      const scripts = new LockScripts(raw.duplicate());
+      const name = uniqueKey('hand-over');
+      const keys = lockKeys('fencekit:', name);
+      const listener = raw.duplicate();
+      const notices: string[] = [];
+      listener.on('message', (_channel: string, message: string) => notices.push(message));
+      await listener.subscribe(keys.channel);
+      try {
+        const first = await queue(scripts, name, 'A', 60_000);
+        expect(typeof first).toBe('string');
+        expect(await queue(scripts, name, 'B', 9_000)).toBeLessThan(0);
+        expect(await scripts.release(keys, 'A', true)).toBe(true);
+        const held = (await raw.get(keys.lock)) as string;
+        expect(held).toMatch(/^B (\d+) \d+ owner-B$/);
+        const token = held.split(' ')[1];
+        expect(BigInt(token as string)).toBe(BigInt(first as string) + 1n);
+        expect(await raw.pttl(keys.lock)).toBeGreaterThan(8_000);
+        expect(await raw.pttl(keys.lock)).toBeLessThanOrEqual(9_000);
+        expect(await raw.llen(keys.queue)).toBe(0);
+        await eventually('the notice', async () => notices.length === 1);
+        expect(notices).toEqual([`B ${token}`]);
+        // B's next attempt adopts the grant (same token) and restarts its PX.
+        expect(await queue(scripts, name, 'B', 9_000)).toBe(token);
+      } finally {
+        listener.disconnect();
+        scripts.redis.disconnect();
+      }
+    });
+
+    it('a waiter that leaves after being handed the key gives it back and hands it on', async () => {
+      const scripts = new LockScripts(raw.duplicate());
+      const name = uniqueKey('hand-back');
+      const keys = lockKeys('fencekit:', name);
+      try {
+        await queue(scripts, name, 'A', 60_000);
+        await queue(scripts, name, 'B', 60_000);
+        await queue(scripts, name, 'C', 60_000);
+        await scripts.release(keys, 'A', true);
+        expect(await raw.get(keys.lock)).toMatch(/^B /);
+        await scripts.leave(keys, 'B', true); // B's wait was cancelled as the key reached it
+        expect(await raw.get(keys.lock)).toMatch(/^C /);
+        expect(await raw.llen(keys.queue)).toBe(0);
+        await scripts.leave(keys, 'C', true);
+        expect(await raw.exists(keys.lock)).toBe(0);
+      } finally {
+        scripts.redis.disconnect();
+      }
+    });
+
+    it('non-fair release only invites the first waiter to try', async () => {
+      const scripts = new LockScripts(raw.duplicate());
+      const name = uniqueKey('invite');
+      const keys = lockKeys('fencekit:', name);
+      try {
+        await queue(scripts, name, 'A', 60_000);
+        await queue(scripts, name, 'B', 60_000);
+        await scripts.release(keys, 'A', false);
+        expect(await raw.exists(keys.lock)).toBe(0);
+        expect(await raw.lrange(keys.queue, 0, -1)).toEqual(['B']);
+      } finally {
+        scripts.redis.disconnect();
+      }
+    });
   });
 });

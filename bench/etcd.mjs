@@ -3,7 +3,7 @@ import { Etcd3 } from 'etcd3';
 import { EtcdLockProvider } from 'fencekit/etcd';
 import { handoffSamples, printHeapForLocks, printHerd, stats } from './scenarios.mjs';
 import { startServer } from './servers.mjs';
-import { measure, printTable } from './table.mjs';
+import { measureSideBySide, printTable } from './table.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -26,43 +26,28 @@ async function uncontended(endpoints) {
   const lease = raw.lease(10);
   const leaseId = await lease.grant();
   const key = Buffer.from(`floor/${BigInt(leaseId).toString(16)}`);
-  const rows = [
+  const rows = await measureSideBySide(
     {
-      name: 'raw floor: create-if-absent txn + delete',
-      ...(await measure(
-        async () => {
-          await raw.kv.txn({
-            compare: [{ key, target: 1 /* Create */, result: 0 /* Equal */, create_revision: 0 }],
-            success: [{ request_put: { key, value: Buffer.alloc(0), lease: leaseId } }],
-            failure: [],
-          });
-          await raw.kv.deleteRange({ key });
-        },
-        { iterations: 1_000 },
-      )),
+      'raw floor: create-if-absent txn + delete': async () => {
+        await raw.kv.txn({
+          compare: [{ key, target: 1 /* Create */, result: 0 /* Equal */, create_revision: 0 }],
+          success: [{ request_put: { key, value: Buffer.alloc(0), lease: leaseId } }],
+          failure: [],
+        });
+        await raw.kv.deleteRange({ key });
+      },
+      'fencekit acquire + release': async () => {
+        const lock = await provider.acquire('bench/uncontended');
+        await lock.release();
+      },
+      'etcd3 package lock().acquire() + release()': async () => {
+        const lock = raw.lock('bench/etcd3-lock');
+        await lock.acquire();
+        await lock.release();
+      },
     },
-    {
-      name: 'fencekit acquire + release',
-      ...(await measure(
-        async () => {
-          const lock = await provider.acquire('bench/uncontended');
-          await lock.release();
-        },
-        { iterations: 1_000 },
-      )),
-    },
-    {
-      name: 'etcd3 package lock().acquire() + release()',
-      ...(await measure(
-        async () => {
-          const lock = raw.lock('bench/etcd3-lock');
-          await lock.acquire();
-          await lock.release();
-        },
-        { iterations: 300, warmup: 30 },
-      )),
-    },
-  ];
+    { rounds: 5, iterations: 150, warmup: 30 },
+  );
   printTable('etcd, uncontended acquire + release (1 client, loopback)', rows);
   await lease.revoke();
   raw.close();
@@ -72,24 +57,30 @@ async function uncontended(endpoints) {
 /** From the holder's release() call to the waiter (another client) holding, against the watch floor. */
 async function handoff(endpoints) {
   const samples = await handoffSamples(async () => new EtcdLockProvider({ endpoints }), 'bench/handoff');
-  // Floor: a delete seen by another client's watch.
+  // Floor: a delete seen by another client's watch; and the target, that watch event followed by
+  // one read round trip of the watching client (measured the same way, in the same conditions).
   const raw = new Etcd3({ hosts: endpoints });
   const watcherClient = new Etcd3({ hosts: endpoints });
   const floor = [];
+  const floorPlusRead = [];
   for (let i = 0; i < 300; i++) {
     const key = `bench/watch-floor/${i}`;
     await raw.put(key).value('x');
     const watcher = await watcherClient.watch().key(key).create();
     await sleep(20);
-    const seen = new Promise((resolve) => watcher.once('delete', resolve));
+    const withRead = i % 2 === 1;
+    const seen = new Promise((resolve) =>
+      watcher.once('delete', () => resolve(withRead ? watcherClient.get(key) : undefined)),
+    );
     const start = process.hrtime.bigint();
     await raw.delete().key(key);
     await seen;
-    floor.push(Number(process.hrtime.bigint() - start) / 1_000);
+    (withRead ? floorPlusRead : floor).push(Number(process.hrtime.bigint() - start) / 1_000);
     await watcher.cancel();
   }
   printTable('etcd, handoff: release() until another client holds', [
     { name: 'raw floor: delete until a watcher sees it', ...stats(floor) },
+    { name: 'target: that, then one read by the watcher', ...stats(floorPlusRead) },
     { name: 'fencekit release → next waiter granted', ...stats(samples) },
   ]);
   raw.close();

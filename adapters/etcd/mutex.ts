@@ -127,11 +127,17 @@ export async function guardedDelete(client: Etcd3, key: Buffer, revision: bigint
 
 /**
  * Waits until every key created before ours under the prefix is gone, watching only the newest of
- * them at a time. Each round is one read Txn: the newest predecessor and our own key, so a waiter
- * whose session expired while it waited finds its key gone and does not win.
+ * them at a time. Each round is one read Txn: the newest predecessor, the head of the queue and our
+ * own key, so a waiter whose session expired while it waited finds its key gone and does not win.
+ *
+ * When the predecessor we watch was also the head, its deletion leaves nobody before us: we hold
+ * the lock without reading again, which saves the handoff a round trip. Our key is then vouched
+ * for by the session, whose signal aborts before the server can expire its lease (the guarantee
+ * every holder relies on); a lost session fails the wait instead.
  */
 export async function waitForTurn(call: MutexCall, queued: Queued, cancel: AbortSignal): Promise<void> {
   const prefix = Buffer.from(call.prefix);
+  const range = { key: prefix, range_end: prefixEnd(prefix), sort_target: SortTarget.Create, limit: 1 };
   for (;;) {
     cancel.throwIfAborted();
     let res: ITxnResponse;
@@ -142,14 +148,12 @@ export async function waitForTurn(call: MutexCall, queued: Queued, cancel: Abort
           success: [
             {
               request_range: {
-                key: prefix,
-                range_end: prefixEnd(prefix),
+                ...range,
                 max_create_revision: (queued.revision - 1n).toString(),
                 sort_order: SortOrder.Descend,
-                sort_target: SortTarget.Create,
-                limit: 1,
               },
             },
+            { request_range: { ...range, sort_order: SortOrder.Ascend, keys_only: true } },
             { request_range: { key: queued.key } },
           ],
           failure: [],
@@ -159,23 +163,29 @@ export async function waitForTurn(call: MutexCall, queued: Queued, cancel: Abort
     } catch (error) {
       throw unavailable('reading the queue failed', error);
     }
-    const mine = res.responses[1]?.response_range.kvs[0];
+    const mine = res.responses[2]?.response_range.kvs[0];
     if (!mine || BigInt(mine.create_revision) !== queued.revision) {
       throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
     }
     const predecessor = res.responses[0]?.response_range.kvs[0];
     if (!predecessor) return;
-    await deletion(call, predecessor.key, BigInt(res.header.revision) + 1n, cancel);
+    const head = res.responses[1]?.response_range.kvs[0];
+    const onlyOneAhead = head !== undefined && head.create_revision === predecessor.create_revision;
+    const deleted = await deletion(call, predecessor.key, BigInt(res.header.revision) + 1n, cancel);
+    if (deleted && onlyOneAhead && !call.session.signal.aborted) return;
   }
 }
 
-/** Resolves when key is deleted at or after fromRevision; rejects when cancel or the session aborts. */
+/**
+ * Resolves with true when key is deleted at or after fromRevision, with false when the watch ended
+ * otherwise (compacted start revision: read the queue again); rejects when cancel or the session aborts.
+ */
 async function deletion(
   call: MutexCall,
   key: Buffer,
   fromRevision: bigint,
   cancel: AbortSignal,
-): Promise<void> {
+): Promise<boolean> {
   const watcher = await call.client
     .watch()
     .key(key)
@@ -186,7 +196,7 @@ async function deletion(
       throw unavailable('watch failed', error);
     });
   try {
-    await new Promise<void>((resolve, reject) => {
+    return await new Promise<boolean>((resolve, reject) => {
       const stop = (reason: unknown) => reject(reason);
       const onCancel = () => stop(cancel.reason);
       const onSessionLost = () =>
@@ -202,12 +212,12 @@ async function deletion(
       watcher.on('delete', () => {
         done();
         call.onWake();
-        resolve();
+        resolve(true);
       });
       // A compacted start revision cancels the watch: re-read the queue instead of waiting forever.
       watcher.on('error', () => {
         done();
-        resolve();
+        resolve(false);
       });
     });
   } finally {

@@ -97,6 +97,30 @@ describe('etcd adapter on a real etcd', () => {
     }
   });
 
+  it('a waiter whose session expired while it waited is not granted; the one behind it is', async () => {
+    const [host, port] = endpoints.replace('http://', '').split(':');
+    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
+    try {
+      const [a, c] = [open(), open()];
+      const b = open({ endpoints: [`http://${proxy.address}`], callTimeoutMs: 500 });
+      const key = uniqueKey('expired-waiter');
+      const lock = await a.acquire(key);
+      const waitingB = b.acquire(key, { waitMs: 20_000 });
+      await eventually('B queued', async () => (await a.inspect(key))?.waiters === 1);
+      const waitingC = c.acquire(key, { waitMs: 20_000 });
+      await eventually('C queued', async () => (await a.inspect(key))?.waiters === 2);
+      proxy.setMode({ kind: 'blackhole' }); // B's keepalives stop: its lease expires on the server
+      await expect(waitingB).rejects.toMatchObject({ code: 'BACKEND_UNAVAILABLE' });
+      await eventually('B’s key expired', async () => (await a.inspect(key))?.waiters === 1, 5_000);
+      await lock.release();
+      const granted = await waitingC;
+      expect(granted.fencingToken).toBeGreaterThan(lock.fencingToken);
+      await granted.release();
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('a revoked session aborts its locks at the next keepalive (session-lost); later acquires get a new one', async () => {
     const provider = open({ sessionTtlMs: 5_000 });
     const key = uniqueKey('revoked');

@@ -19,8 +19,8 @@ export interface RedisProviderOptions extends ProviderDefaults {
   prefix?: string;
   /**
    * Fair (default): waiters are granted in arrival order through a queue the scripts keep, and a
-   * release wakes only the next one. false: whoever retries first wins (less work per acquire, but
-   * a client that just released can win again while others wait).
+   * release hands the key to the next one directly. false: whoever retries first wins (a client
+   * that just released can win again while others wait).
    */
   fair?: boolean;
   /** Longest sleep between two attempts of a waiter that was not woken. Default 500 ms. */
@@ -34,7 +34,8 @@ const MAX_FAILED_ATTEMPTS = 5;
 
 /**
  * Locks on one Redis: `SET NX PX` and the fencing counter's INCR in one script, compare-and-delete
- * release that announces the next waiter on a pub/sub channel, a watchdog that renews every ttl/3
+ * release that hands the key to the next waiter and tells it on a pub/sub channel (fair mode) or
+ * invites it to try (fair: false), a watchdog that renews every ttl/3
  * and aborts the signal before the key can expire. Safe only while Redis loses no acknowledged
  * write: see the README.
  */

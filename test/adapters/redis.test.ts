@@ -216,7 +216,12 @@ describe('Redis adapter on a real server', () => {
   });
 
   describe('hand-over scripts (fair mode), step by step on the raw keys', () => {
-    const queue = (scripts: LockScripts, name: string, ownerToken: string, ttlMs: number) =>
+    let scripts: LockScripts;
+    beforeAll(() => {
+      scripts = new LockScripts(raw.duplicate());
+    });
+    afterAll(() => scripts?.redis.disconnect());
+    const queue = (name: string, ownerToken: string, ttlMs: number) =>
       scripts.acquire(lockKeys('fencekit:', name), {
         ownerToken,
         ttlMs,
@@ -227,7 +232,6 @@ describe('Redis adapter on a real server', () => {
       });
 
     it('release grants the first waiter with its own ttl and owner, and tells it the token', async () => {
-      const scripts = new LockScripts(raw.duplicate());
       const name = uniqueKey('hand-over');
       const keys = lockKeys('fencekit:', name);
       const listener = raw.duplicate();
@@ -235,9 +239,9 @@ describe('Redis adapter on a real server', () => {
       listener.on('message', (_channel: string, message: string) => notices.push(message));
       await listener.subscribe(keys.channel);
       try {
-        const first = await queue(scripts, name, 'A', 60_000);
+        const first = await queue(name, 'A', 60_000);
         expect(typeof first).toBe('string');
-        expect(await queue(scripts, name, 'B', 9_000)).toBeLessThan(0);
+        expect(await queue(name, 'B', 9_000)).toBeLessThan(0);
         expect(await scripts.release(keys, 'A', true)).toBe(true);
         const held = (await raw.get(keys.lock)) as string;
         expect(held).toMatch(/^B (\d+) \d+ owner-B$/);
@@ -249,46 +253,33 @@ describe('Redis adapter on a real server', () => {
         await eventually('the notice', async () => notices.length === 1);
         expect(notices).toEqual([`B ${token}`]);
         // B's next attempt adopts the grant (same token) and restarts its PX.
-        expect(await queue(scripts, name, 'B', 9_000)).toBe(token);
+        expect(await queue(name, 'B', 9_000)).toBe(token);
       } finally {
         listener.disconnect();
-        scripts.redis.disconnect();
       }
     });
 
     it('a waiter that leaves after being handed the key gives it back and hands it on', async () => {
-      const scripts = new LockScripts(raw.duplicate());
       const name = uniqueKey('hand-back');
       const keys = lockKeys('fencekit:', name);
-      try {
-        await queue(scripts, name, 'A', 60_000);
-        await queue(scripts, name, 'B', 60_000);
-        await queue(scripts, name, 'C', 60_000);
-        await scripts.release(keys, 'A', true);
-        expect(await raw.get(keys.lock)).toMatch(/^B /);
-        await scripts.leave(keys, 'B', true); // B's wait was cancelled as the key reached it
-        expect(await raw.get(keys.lock)).toMatch(/^C /);
-        expect(await raw.llen(keys.queue)).toBe(0);
-        await scripts.leave(keys, 'C', true);
-        expect(await raw.exists(keys.lock)).toBe(0);
-      } finally {
-        scripts.redis.disconnect();
-      }
+      for (const id of ['A', 'B', 'C']) await queue(name, id, 60_000);
+      await scripts.release(keys, 'A', true);
+      expect(await raw.get(keys.lock)).toMatch(/^B /);
+      await scripts.leave(keys, 'B', true); // B's wait was cancelled as the key reached it
+      expect(await raw.get(keys.lock)).toMatch(/^C /);
+      expect(await raw.llen(keys.queue)).toBe(0);
+      await scripts.leave(keys, 'C', true);
+      expect(await raw.exists(keys.lock)).toBe(0);
     });
 
     it('non-fair release only invites the first waiter to try', async () => {
-      const scripts = new LockScripts(raw.duplicate());
       const name = uniqueKey('invite');
       const keys = lockKeys('fencekit:', name);
-      try {
-        await queue(scripts, name, 'A', 60_000);
-        await queue(scripts, name, 'B', 60_000);
-        await scripts.release(keys, 'A', false);
-        expect(await raw.exists(keys.lock)).toBe(0);
-        expect(await raw.lrange(keys.queue, 0, -1)).toEqual(['B']);
-      } finally {
-        scripts.redis.disconnect();
-      }
+      await queue(name, 'A', 60_000);
+      await queue(name, 'B', 60_000);
+      await scripts.release(keys, 'A', false);
+      expect(await raw.exists(keys.lock)).toBe(0);
+      expect(await raw.lrange(keys.queue, 0, -1)).toEqual(['B']);
     });
   });
 });

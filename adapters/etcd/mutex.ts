@@ -193,8 +193,11 @@ async function deletion(
     .startRevision(fromRevision.toString())
     .create()
     .catch((error: unknown) => {
+      // Compacted past our start revision before the watch was created: read the queue again.
+      if (/compacted/i.test((error as Error).message)) return undefined;
       throw unavailable('watch failed', error);
     });
+  if (!watcher) return false;
   try {
     return await new Promise<boolean>((resolve, reject) => {
       const stop = (reason: unknown) => reject(reason);
@@ -214,7 +217,7 @@ async function deletion(
         call.onWake();
         resolve(true);
       });
-      // A compacted start revision cancels the watch: re-read the queue instead of waiting forever.
+      // A watch cancelled later (compaction, …): re-read the queue instead of waiting forever.
       watcher.on('error', () => {
         done();
         resolve(false);

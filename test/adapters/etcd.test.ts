@@ -121,6 +121,65 @@ describe('etcd adapter on a real etcd', () => {
     }
   });
 
+  it('a waiter survives a reset connection: a release made while it reconnects still reaches it', async () => {
+    const [host, port] = endpoints.replace('http://', '').split(':');
+    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
+    try {
+      const a = open();
+      const b = open({ endpoints: [`http://${proxy.address}`], sessionTtlMs: 5_000 });
+      const key = uniqueKey('reconnect');
+      const lock = await a.acquire(key);
+      const waiting = b.acquire(key, { waitMs: 15_000 });
+      await eventually('B queued', async () => (await a.inspect(key))?.waiters === 1);
+      await new Promise((r) => setTimeout(r, 200)); // B is watching A's key now
+      proxy.cutAll(); // every connection of B reset (its watch stream too)
+      await lock.release();
+      const granted = await waiting;
+      expect(granted.fencingToken).toBeGreaterThan(lock.fencingToken);
+      expect(granted.signal.aborted).toBe(false);
+      await granted.release();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a waiter whose watch start revision was compacted reads the queue again and is still granted', async () => {
+    const [host, port] = endpoints.replace('http://', '').split(':');
+    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
+    try {
+      const a = open();
+      const b = open({ endpoints: [`http://${proxy.address}`], sessionTtlMs: 10_000, callTimeoutMs: 5_000 });
+      const key = uniqueKey('compacted');
+      const lock = await a.acquire(key);
+      await (await b.acquire(uniqueKey('warm-up'))).release(); // B's session exists before the delay
+      let watches = 0;
+      const watch = b.client.watch.bind(b.client);
+      b.client.watch = () => {
+        watches += 1;
+        return watch();
+      };
+      // 400 ms each way: B's queue read is served ~0.8 s after its key appears, and its watch
+      // request reaches etcd ~0.8 s after that; the compaction lands in between.
+      proxy.setMode({ kind: 'latency', ms: 400 });
+      const waiting = b.acquire(key, { waitMs: 20_000 });
+      await eventually('B queued', async () => (await a.inspect(key))?.waiters === 1);
+      await new Promise((r) => setTimeout(r, 1_150));
+      await a.client.put(`${key}-compaction-marker`).value('1');
+      // Two writes: the compaction must pass the revision just after B's read, where its watch starts.
+      const { header } = await a.client.put(`${key}-compaction-marker`).value('2').exec();
+      await a.client.kv.compact({ revision: header.revision, physical: true });
+      await new Promise((r) => setTimeout(r, 1_500)); // B's watch was refused as compacted
+      proxy.setMode({ kind: 'pass' });
+      await lock.release();
+      const granted = await waiting;
+      expect(granted.fencingToken).toBeGreaterThan(lock.fencingToken);
+      expect(watches, 'the compacted watch was replaced after a new read').toBeGreaterThanOrEqual(2);
+      await granted.release();
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('a revoked session aborts its locks at the next keepalive (session-lost); later acquires get a new one', async () => {
     const provider = open({ sessionTtlMs: 5_000 });
     const key = uniqueKey('revoked');

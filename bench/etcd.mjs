@@ -36,6 +36,18 @@ async function uncontended(endpoints) {
         });
         await raw.kv.deleteRange({ key });
       },
+      'raw floor, each call with a deadline as fencekit': async () => {
+        const deadline = () => ({ deadline: new Date(Date.now() + 5_000) });
+        await raw.kv.txn(
+          {
+            compare: [{ key, target: 1 /* Create */, result: 0 /* Equal */, create_revision: 0 }],
+            success: [{ request_put: { key, value: Buffer.alloc(0), lease: leaseId } }],
+            failure: [],
+          },
+          deadline(),
+        );
+        await raw.kv.deleteRange({ key }, deadline());
+      },
       'fencekit acquire + release': async () => {
         const lock = await provider.acquire('bench/uncontended');
         await lock.release();

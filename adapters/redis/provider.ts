@@ -8,6 +8,7 @@ import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { WaiterInbox } from './hand-over.js';
 import { ReleaseNotices } from './notices.js';
 import { type LockKeys, LockScripts, lockKeys } from './scripts.js';
 
@@ -126,40 +127,29 @@ export class RedisLockProvider extends BaseLockProvider {
     let sentAt = monotonicNow();
     let answer = await this.#call('acquire', run).catch(() => null);
     if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
-    // A grant a release hands us (fair mode) started after the last attempt Redis answered with
-    // "not yours": that attempt's send time is where its lease may be counted from.
-    let answeredSentAt = answer === null ? undefined : sentAt;
-    let answeredRttMs = monotonicNow() - sentAt;
-    let handed: bigint | undefined;
+    const inbox = new WaiterInbox(req.ownerToken, this.fair);
+    if (answer !== null) inbox.refused(sentAt);
     const tryAgainAtOnce = !this.#notices.subscribed(keys.channel);
-    // A notice may arrive while an attempt is in flight (its answer then predates the release):
-    // `noticed` makes the next attempt start at once instead of sleeping through it.
-    let noticed = false;
     let wake: () => void = () => undefined;
     const unsubscribe = await this.#notices.listen(keys.channel, (message) => {
-      const [next, token] = message.split(' ');
-      if (this.fair && next !== req.ownerToken) return;
+      if (!inbox.notice(message)) return;
       this.wakeups += 1;
-      if (next === req.ownerToken && token !== undefined) handed = BigInt(token);
-      noticed = true;
       wake();
     });
+    const takeHanded = (): OwnedLock | undefined => {
+      const handed = inbox.handed(req.ttlMs);
+      return handed && this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs);
+    };
     try {
       const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });
       let failures = answer === null ? 1 : 0;
-      // Handed over, and enough of the lease is left to renew it in time: ours without a call.
-      // Otherwise the next attempt adopts the grant and restarts its lease.
-      const takeHanded = (): OwnedLock | undefined =>
-        handed !== undefined &&
-        answeredSentAt !== undefined &&
-        monotonicNow() - answeredSentAt < req.ttlMs / 3
-          ? this.#grant(req, keys, handed, answeredSentAt, answeredRttMs)
-          : undefined;
       for (let attempt = 0; ; attempt++) {
         if (cancel.aborted) throw cancel.reason;
         const taken = takeHanded();
         if (taken) return taken;
-        if ((attempt > 0 || !tryAgainAtOnce) && !noticed) {
+        // A notice that came while an attempt was in flight (its answer predates the release)
+        // makes the next attempt start at once.
+        if ((attempt > 0 || !tryAgainAtOnce) && !inbox.noticed) {
           // A release announces itself; polling is for grants that expire without a word (the
           // holder died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
           const untilExpiry = typeof answer === 'number' ? Math.max(-answer, 5) : this.#maxPollMs;
@@ -169,7 +159,7 @@ export class RedisLockProvider extends BaseLockProvider {
           const handedMeanwhile = takeHanded();
           if (handedMeanwhile) return handedMeanwhile;
         }
-        noticed = false;
+        inbox.noticed = false;
         sentAt = monotonicNow();
         try {
           answer = await this.#call('acquire', run);
@@ -181,14 +171,7 @@ export class RedisLockProvider extends BaseLockProvider {
           answer = null;
         }
         if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
-        if (answer !== null) {
-          // "Not yours" voids a hand-over noticed before this answer (that grant may have expired
-          // since); if it was still ours, the next attempt, made at once, adopts it.
-          answeredSentAt = sentAt;
-          answeredRttMs = monotonicNow() - sentAt;
-          if (handed !== undefined) noticed = true;
-          handed = undefined;
-        }
+        if (answer !== null) inbox.refused(sentAt);
       }
     } catch (error) {
       // Timed out, aborted or failed: leave the queue, give back a grant handed to us meanwhile,

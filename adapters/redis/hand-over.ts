@@ -1,0 +1,60 @@
+import { monotonicNow } from '../../src/clock.js';
+
+/** A grant a release handed to this waiter, with where its lease may be counted from. */
+export interface HandedGrant {
+  token: bigint;
+  /** Send time (monotonic ms) of an attempt Redis answered before the grant was made. */
+  sentAt: number;
+  rttMs: number;
+}
+
+/**
+ * What one waiter has heard: release notices on the name's channel and the answers to its own
+ * attempts. In fair mode a release grants the key to the first waiter and publishes
+ * "ownerToken token"; the waiter may then hold it without another call. Its lease started after the
+ * last attempt Redis answered "not yours", so it is counted from that attempt's send time.
+ */
+export class WaiterInbox {
+  /** A notice came (for us, or for anyone when not fair): the next attempt should not wait. */
+  noticed = false;
+  #handed: bigint | undefined;
+  #answeredSentAt: number | undefined;
+  #answeredRttMs = 0;
+
+  constructor(
+    readonly ownerToken: string,
+    readonly fair: boolean,
+  ) {}
+
+  /** A release notice; returns whether it is meant for this waiter. */
+  notice(message: string): boolean {
+    const [next, token] = message.split(' ');
+    if (this.fair && next !== this.ownerToken) return false;
+    if (next === this.ownerToken && token !== undefined && /^\d+$/.test(token)) this.#handed = BigInt(token);
+    this.noticed = true;
+    return true;
+  }
+
+  /**
+   * Redis answered an attempt sent at sentAt with "not yours". A hand-over noticed before this
+   * answer is void (that grant may have expired since); if it was still ours, the next attempt,
+   * made at once, adopts it.
+   */
+  refused(sentAt: number): void {
+    this.#answeredSentAt = sentAt;
+    this.#answeredRttMs = monotonicNow() - sentAt;
+    if (this.#handed !== undefined) this.noticed = true;
+    this.#handed = undefined;
+  }
+
+  /**
+   * The grant handed to us, if enough of its lease is left for the watchdog's first renewal
+   * (ttl/3); otherwise undefined, and an attempt adopts the grant and restarts its lease.
+   */
+  handed(ttlMs: number): HandedGrant | undefined {
+    const sentAt = this.#answeredSentAt;
+    if (this.#handed === undefined || sentAt === undefined) return undefined;
+    if (monotonicNow() - sentAt >= ttlMs / 3) return undefined;
+    return { token: this.#handed, sentAt, rttMs: this.#answeredRttMs };
+  }
+}

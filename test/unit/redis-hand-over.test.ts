@@ -1,0 +1,61 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { WaiterInbox } from '../../adapters/redis/hand-over.js';
+
+// WaiterInbox reads the monotonic clock through performance.now(): fake timers move it.
+describe('Redis waiter inbox: when a handed-over grant may be taken without a call', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('fair: only notices for this waiter count; a handed grant is counted from the last refusal', () => {
+    vi.useFakeTimers();
+    const inbox = new WaiterInbox('me', true);
+    const sentAt = performance.now();
+    vi.advanceTimersByTime(2);
+    inbox.refused(sentAt);
+    expect(inbox.notice('someone-else 7')).toBe(false);
+    expect(inbox.noticed).toBe(false);
+    expect(inbox.notice('me 8')).toBe(true);
+    expect(inbox.noticed).toBe(true);
+    expect(inbox.handed(3_000)).toEqual({ token: 8n, sentAt, rttMs: 2 });
+  });
+
+  it('no handed grant before any attempt was answered: the next attempt adopts it instead', () => {
+    const inbox = new WaiterInbox('me', true);
+    inbox.notice('me 8');
+    expect(inbox.noticed).toBe(true);
+    expect(inbox.handed(3_000)).toBeUndefined();
+  });
+
+  it('too little of the lease left (last refusal over ttl/3 ago): ask again instead', () => {
+    vi.useFakeTimers();
+    const inbox = new WaiterInbox('me', true);
+    inbox.refused(performance.now());
+    inbox.notice('me 8');
+    vi.advanceTimersByTime(999);
+    expect(inbox.handed(3_000)?.token).toBe(8n);
+    vi.advanceTimersByTime(1);
+    expect(inbox.handed(3_000)).toBeUndefined();
+  });
+
+  it('a refusal answered after the notice voids it and asks for an attempt at once', () => {
+    const inbox = new WaiterInbox('me', true);
+    inbox.refused(performance.now());
+    inbox.notice('me 8');
+    inbox.noticed = false; // an attempt was sent
+    inbox.refused(performance.now()); // …and Redis said "not yours"
+    expect(inbox.handed(3_000)).toBeUndefined();
+    expect(inbox.noticed).toBe(true);
+  });
+
+  it('not fair: any notice wakes the waiter, but only its own id with a token hands it the key', () => {
+    const inbox = new WaiterInbox('me', false);
+    inbox.refused(performance.now());
+    expect(inbox.notice('other')).toBe(true);
+    expect(inbox.handed(3_000)).toBeUndefined();
+    expect(inbox.notice('me')).toBe(true);
+    expect(inbox.handed(3_000)).toBeUndefined();
+    expect(inbox.notice('me x')).toBe(true); // not a token
+    expect(inbox.handed(3_000)).toBeUndefined();
+  });
+});

@@ -1,73 +1,70 @@
 import type { Redis } from 'ioredis';
 
 /**
- * Release notices over pub/sub: one subscriber connection per provider, one subscription per
- * channel however many waiters listen on it. A lost notice only costs a waiter its next poll.
+ * Release notices over pub/sub, one channel per provider: a waiter queues with its provider's
+ * channel, and a release publishes to the first waiter's channel only, so a notice reaches the one
+ * client it is for (with a channel per name, every client waiting on the name would receive and
+ * parse every notice). One subscriber connection, subscribed once. A lost notice only costs a
+ * waiter its next poll.
  */
-export class ReleaseNotices {
+export class WaiterNotices {
+  readonly channel: string;
   readonly #subscriber: Redis;
-  readonly #listeners = new Map<string, Set<(message: string) => void>>();
-  /** Channels nobody listens to any more, unsubscribed only after LINGER_MS: a busy name keeps its subscription. */
-  readonly #idle = new Map<string, NodeJS.Timeout>();
-  /** Channels whose SUBSCRIBE Redis has confirmed (and not yet undone). */
-  readonly #confirmed = new Set<string>();
+  /** ownerToken → the listener of that waiting request. */
+  readonly #listeners = new Map<string, (message: string) => void>();
+  #subscribing: Promise<void> | undefined;
+  #subscribed = false;
 
-  constructor(redis: Redis) {
+  constructor(redis: Redis, prefix: string) {
+    this.channel = `${prefix}inbox:${crypto.randomUUID()}`;
     this.#subscriber = redis.duplicate({ lazyConnect: true });
     this.#subscriber.on('error', () => undefined);
-    this.#subscriber.on('message', (channel: string, message: string) => {
-      for (const listener of this.#listeners.get(channel) ?? []) listener(message);
+    this.#subscriber.on('message', (_channel: string, message: string) => {
+      this.#listeners.get(message.split(' ', 1)[0] as string)?.(message);
+    });
+    // ioredis subscribes again after a reconnect; notices sent while it was away are lost (polls).
+    this.#subscriber.on('close', () => {
+      this.#subscribed = false;
+    });
+    this.#subscriber.on('ready', () => {
+      if (this.#subscribing) this.#subscribed = true;
     });
   }
 
-  /** Calls onMessage for each notice on channel until the returned function is called. */
-  async listen(channel: string, onMessage: (message: string) => void): Promise<() => void> {
-    clearTimeout(this.#idle.get(channel));
-    this.#idle.delete(channel);
-    let listeners = this.#listeners.get(channel);
-    if (!listeners) {
-      listeners = new Set();
-      this.#listeners.set(channel, listeners);
-      if (this.#subscriber.status === 'wait') await this.#subscriber.connect().catch(() => undefined);
-      // Best effort: without the subscription the waiter still polls.
-      await this.#subscriber.subscribe(channel).then(
-        () => this.#listeners.get(channel) === listeners && this.#confirmed.add(channel),
-        () => undefined,
-      );
-    }
-    const set = listeners;
-    set.add(onMessage);
+  /**
+   * Calls onMessage for each notice to ownerToken until the returned function is called.
+   * Resolves once the subscription is in place (best effort: without it the waiter still polls).
+   */
+  async listen(ownerToken: string, onMessage: (message: string) => void): Promise<() => void> {
+    this.#listeners.set(ownerToken, onMessage);
+    this.#subscribing ??= this.#subscribe();
+    await this.#subscribing;
     return () => {
-      set.delete(onMessage);
-      if (set.size > 0 || this.#listeners.get(channel) !== set || this.#idle.has(channel)) return;
-      const timer = setTimeout(() => {
-        this.#idle.delete(channel);
-        if (this.#listeners.get(channel)?.size !== 0) return;
-        this.#listeners.delete(channel);
-        this.#confirmed.delete(channel);
-        void this.#subscriber.unsubscribe(channel).catch(() => undefined);
-      }, LINGER_MS);
-      timer.unref();
-      this.#idle.set(channel, timer);
+      this.#listeners.delete(ownerToken);
     };
   }
 
   /**
-   * Whether notices on channel already reach this client. A listener added in the same turn as a
-   * command's reply then misses no notice published after that command: the notice arrives on the
+   * Whether notices already reach this client. A listener added in the same turn as a command's
+   * reply then misses no notice published after that command: the notice arrives on the
    * subscriber connection as a later I/O event.
    */
-  subscribed(channel: string): boolean {
-    return this.#confirmed.has(channel) && this.#subscriber.status === 'ready';
+  get subscribed(): boolean {
+    return this.#subscribed && this.#subscriber.status === 'ready';
   }
 
   close(): void {
-    this.#confirmed.clear();
-    for (const timer of this.#idle.values()) clearTimeout(timer);
-    this.#idle.clear();
     this.#listeners.clear();
     this.#subscriber.disconnect();
   }
-}
 
-const LINGER_MS = 5_000;
+  async #subscribe(): Promise<void> {
+    try {
+      if (this.#subscriber.status === 'wait') await this.#subscriber.connect();
+      await this.#subscriber.subscribe(this.channel);
+      this.#subscribed = true;
+    } catch {
+      this.#subscribing = undefined; // the next waiter tries again
+    }
+  }
+}

@@ -9,7 +9,7 @@ import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../..
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { WaiterInbox } from './hand-over.js';
-import { ReleaseNotices } from './notices.js';
+import { WaiterNotices } from './notices.js';
 import { type LockKeys, LockScripts, lockKeys } from './scripts.js';
 
 export interface RedisProviderOptions extends ProviderDefaults {
@@ -46,7 +46,7 @@ export class RedisLockProvider extends BaseLockProvider {
   readonly prefix: string;
   readonly fair: boolean;
   readonly #scripts: LockScripts;
-  readonly #notices: ReleaseNotices;
+  readonly #notices: WaiterNotices;
   readonly #maxPollMs: number;
   readonly #waiterTtlMs: number;
   readonly #renewing = new Set<OwnedLock>();
@@ -70,7 +70,7 @@ export class RedisLockProvider extends BaseLockProvider {
     this.redis = options.url ? new Redis(options.url, redisOptions) : new Redis(redisOptions);
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
     this.#scripts = new LockScripts(this.redis);
-    this.#notices = new ReleaseNotices(this.redis);
+    this.#notices = new WaiterNotices(this.redis, this.prefix);
   }
 
   /** The keys of a name, all on the hash tag {name}. */
@@ -106,6 +106,7 @@ export class RedisLockProvider extends BaseLockProvider {
       wait: req.wait,
       fair: this.fair,
       waiterTtlMs: this.#waiterTtlMs,
+      channel: req.wait ? this.#notices.channel : '',
     };
     const run = () => this.#scripts.acquire(keys, args);
     if (!req.wait) {
@@ -129,9 +130,9 @@ export class RedisLockProvider extends BaseLockProvider {
     if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
     const inbox = new WaiterInbox(req.ownerToken, this.fair);
     if (answer !== null) inbox.refused(sentAt);
-    const tryAgainAtOnce = !this.#notices.subscribed(keys.channel);
+    const tryAgainAtOnce = !this.#notices.subscribed;
     let wake: () => void = () => undefined;
-    const unsubscribe = await this.#notices.listen(keys.channel, (message) => {
+    const unsubscribe = await this.#notices.listen(req.ownerToken, (message) => {
       if (!inbox.notice(message)) return;
       this.wakeups += 1;
       wake();

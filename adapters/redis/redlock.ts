@@ -115,6 +115,7 @@ export class RedlockProvider extends BaseLockProvider {
         wait: req.wait,
         fair: false,
         waiterTtlMs: this.#waiterTtlMs,
+        channel: '', // Redlock waiters poll
       }),
     );
     const tokens = answers.flatMap((a) => (a.ok && typeof a.value === 'string' ? [BigInt(a.value)] : []));

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
  * Keys of one name share the hash tag {name}, so they live on one Redis Cluster slot.
  *
  * The keys of a name (see LockKeys) go in this order, each script taking the first ones it uses:
- * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending  KEYS[5] fence  KEYS[6] channel.
+ * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending  KEYS[5] fence.
  * Times come from the server's TIME, never the client's clock.
  */
 
@@ -45,7 +45,8 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do unqueu
 `;
 
 /**
- * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair ('1'/'0')  6 waiter TTL ms.
+ * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair ('1'/'0')  6 waiter TTL ms
+ * 7 the pub/sub channel that reaches this waiter ('' if none).
  * Returns the fencing token (string) when granted, else −(ms until the current grant expires), at
  * most −1 (and, when waiting, our place is kept or refreshed). A grant that already exists for
  * ownerToken (an earlier reply was lost, or a release handed the key to us) is returned with its
@@ -73,7 +74,7 @@ if ARGV[4] == '1' then
   local waiterTtl = tonumber(ARGV[6])
   if redis.call('ZADD', KEYS[3], now + waiterTtl, me) == 1 then
     redis.call('RPUSH', KEYS[2], me)
-    redis.call('HSET', KEYS[4], me, ARGV[2] .. ' ' .. ARGV[3])
+    redis.call('HSET', KEYS[4], me, ARGV[2] .. ' ' .. #ARGV[7] .. ' ' .. ARGV[7] .. ' ' .. ARGV[3])
   end
   -- The waiting keys vanish by themselves once nobody refreshes them.
   for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
@@ -83,9 +84,9 @@ return -math.max(redis.call('PTTL', KEYS[1]), 1)
 
 /**
  * The key is free: in fair mode it is granted to the first live waiter at once (with that
- * waiter's ttl and owner text) and the notice "ownerToken token" tells it so, which saves the
- * waiter a round trip; otherwise the notice "ownerToken" invites the first waiter to try. Nobody
- * queued means nobody listens: every waiter queues before it subscribes, and one whose place
+ * waiter's ttl and owner text) and the notice "ownerToken token" on that waiter's channel tells it
+ * so, which saves the waiter a round trip; otherwise the notice "ownerToken" invites it to try.
+ * Nobody queued means nobody listens: every waiter queues before it waits, and one whose place
  * lapsed polls.
  */
 const HAND_OVER = `
@@ -94,15 +95,17 @@ ${GRANT}
 ${UNQUEUE}
 ${PRUNE}
 local nextId = redis.call('LINDEX', KEYS[2], 0)
-if nextId then
-  local spec = redis.call('HGET', KEYS[4], nextId)
-  if ARGV[2] == '1' and spec then
-    local ttl, owner = string.match(spec, '^(%d+) (.*)$')
+local spec = nextId and redis.call('HGET', KEYS[4], nextId)
+if spec then
+  local ttl, length, rest = string.match(spec, '^(%d+) (%d+) (.*)$')
+  local channel = string.sub(rest, 1, tonumber(length))
+  local owner = string.sub(rest, tonumber(length) + 2)
+  local notice = nextId
+  if ARGV[2] == '1' then
     unqueue(nextId)
-    redis.call('PUBLISH', KEYS[6], nextId .. ' ' .. grant(nextId, ttl, owner))
-  else
-    redis.call('PUBLISH', KEYS[6], nextId)
+    notice = nextId .. ' ' .. grant(nextId, ttl, owner)
   end
+  if channel ~= '' then redis.call('PUBLISH', channel, notice) end
 end
 `;
 
@@ -170,10 +173,11 @@ export interface LockKeys {
   queue: string;
   /** ownerToken → expiry by the server's clock: waiters that stop refreshing drop out. */
   waiters: string;
-  /** ownerToken → "ttlMs owner-text": what a release needs to hand the key to that waiter. */
+  /**
+   * ownerToken → "ttlMs channel-length channel owner-text": what a release needs to hand the key to
+   * that waiter and to tell it ("ownerToken token", or "ownerToken": your turn to try).
+   */
   pending: string;
-  /** Release notices: "ownerToken token" (handed over) or "ownerToken" (your turn to try). */
-  channel: string;
 }
 
 export function lockKeys(prefix: string, name: string): LockKeys {
@@ -184,7 +188,6 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     queue: `${tag}:queue`,
     waiters: `${tag}:waiters`,
     pending: `${tag}:pending`,
-    channel: `${tag}:released`,
   };
 }
 
@@ -195,6 +198,8 @@ export interface AcquireArgs {
   wait: boolean;
   fair: boolean;
   waiterTtlMs: number;
+  /** Where a release tells this waiter that the key is its own ('' for none). */
+  channel: string;
 }
 
 /** inspect's answer: [pttl, token, owner, since, live waiters]. */
@@ -213,9 +218,9 @@ export class LockScripts {
       redis.defineCommand(name, { numberOfKeys, lua });
     };
     define('fencekitAcquire', 5, ACQUIRE);
-    define('fencekitRelease', 6, RELEASE);
+    define('fencekitRelease', 5, RELEASE);
     define('fencekitRenew', 1, RENEW);
-    define('fencekitLeave', 6, LEAVE);
+    define('fencekitLeave', 5, LEAVE);
     define('fencekitInspect', 4, INSPECT);
     define('fencekitRaiseFence', 1, RAISE_FENCE);
     this.#commands = redis as unknown as Record<string, Call>;
@@ -236,6 +241,7 @@ export class LockScripts {
       a.wait ? '1' : '0',
       a.fair ? '1' : '0',
       a.waiterTtlMs,
+      a.channel,
     ) as Promise<string | number>;
   }
 
@@ -261,7 +267,7 @@ export class LockScripts {
   }
 
   #all(k: LockKeys): string[] {
-    return [k.lock, k.queue, k.waiters, k.pending, k.fence, k.channel];
+    return [k.lock, k.queue, k.waiters, k.pending, k.fence];
   }
 
   #run(name: string, ...args: Array<string | number>): Promise<unknown> {

@@ -216,6 +216,8 @@ describe('Redis adapter on a real server', () => {
   });
 
   describe('hand-over scripts (fair mode), step by step on the raw keys', () => {
+    // Each waiter's notices go to its own channel (a provider's), here named after the waiter.
+    const inbox = (name: string, ownerToken: string) => `test-inbox:${name}:${ownerToken}`;
     let scripts: LockScripts;
     beforeAll(() => {
       scripts = new LockScripts(raw.duplicate());
@@ -229,6 +231,7 @@ describe('Redis adapter on a real server', () => {
         wait: true,
         fair: true,
         waiterTtlMs: 5_000,
+        channel: inbox(name, ownerToken),
       });
 
     it('release grants the first waiter with its own ttl and owner, and tells it the token', async () => {
@@ -236,8 +239,10 @@ describe('Redis adapter on a real server', () => {
       const keys = lockKeys('fencekit:', name);
       const listener = raw.duplicate();
       const notices: string[] = [];
-      listener.on('message', (_channel: string, message: string) => notices.push(message));
-      await listener.subscribe(keys.channel);
+      listener.on('pmessage', (_pattern: string, channel: string, message: string) =>
+        notices.push(`${channel}: ${message}`),
+      );
+      await listener.psubscribe(`test-inbox:${name}:*`);
       try {
         const first = await queue(name, 'A', 60_000);
         expect(typeof first).toBe('string');
@@ -251,7 +256,7 @@ describe('Redis adapter on a real server', () => {
         expect(await raw.pttl(keys.lock)).toBeLessThanOrEqual(9_000);
         expect(await raw.llen(keys.queue)).toBe(0);
         await eventually('the notice', async () => notices.length === 1);
-        expect(notices).toEqual([`B ${token}`]);
+        expect(notices).toEqual([`${inbox(name, 'B')}: B ${token}`]); // to B only
         // B's next attempt adopts the grant (same token) and restarts its PX.
         expect(await queue(name, 'B', 9_000)).toBe(token);
       } finally {

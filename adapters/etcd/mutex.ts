@@ -127,17 +127,13 @@ export async function guardedDelete(client: Etcd3, key: Buffer, revision: bigint
 
 /**
  * Waits until every key created before ours under the prefix is gone, watching only the newest of
- * them at a time. Each round is one read Txn: the newest predecessor, the head of the queue and our
- * own key, so a waiter whose session expired while it waited finds its key gone and does not win.
- *
- * When the predecessor we watch was also the head, its deletion leaves nobody before us: we hold
- * the lock without reading again, which saves the handoff a round trip. Our key is then vouched
- * for by the session, whose signal aborts before the server can expire its lease (the guarantee
- * every holder relies on); a lost session fails the wait instead.
+ * them at a time. Each round is one read Txn: the newest predecessor and our own key, so a waiter
+ * whose session expired while it waited finds its key gone and does not win. After the watched key
+ * is deleted, one light read comes first: the queue's head alone. When that is our key (so it still
+ * exists and nobody is before it) we hold the lock; only otherwise the full round follows.
  */
 export async function waitForTurn(call: MutexCall, queued: Queued, cancel: AbortSignal): Promise<void> {
   const prefix = Buffer.from(call.prefix);
-  const range = { key: prefix, range_end: prefixEnd(prefix), sort_target: SortTarget.Create, limit: 1 };
   for (;;) {
     cancel.throwIfAborted();
     let res: ITxnResponse;
@@ -148,12 +144,14 @@ export async function waitForTurn(call: MutexCall, queued: Queued, cancel: Abort
           success: [
             {
               request_range: {
-                ...range,
+                key: prefix,
+                range_end: prefixEnd(prefix),
                 max_create_revision: (queued.revision - 1n).toString(),
                 sort_order: SortOrder.Descend,
+                sort_target: SortTarget.Create,
+                limit: 1,
               },
             },
-            { request_range: { ...range, sort_order: SortOrder.Ascend, keys_only: true } },
             { request_range: { key: queued.key } },
           ],
           failure: [],
@@ -163,29 +161,58 @@ export async function waitForTurn(call: MutexCall, queued: Queued, cancel: Abort
     } catch (error) {
       throw unavailable('reading the queue failed', error);
     }
-    const mine = res.responses[2]?.response_range.kvs[0];
+    const mine = res.responses[1]?.response_range.kvs[0];
     if (!mine || BigInt(mine.create_revision) !== queued.revision) {
       throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
     }
     const predecessor = res.responses[0]?.response_range.kvs[0];
     if (!predecessor) return;
-    const head = res.responses[1]?.response_range.kvs[0];
-    const onlyOneAhead = head !== undefined && head.create_revision === predecessor.create_revision;
-    const deleted = await deletion(call, predecessor.key, BigInt(res.header.revision) + 1n, cancel);
-    if (deleted && onlyOneAhead && !call.session.signal.aborted) return;
+    const first = await afterDeletion(
+      call,
+      predecessor.key,
+      BigInt(res.header.revision) + 1n,
+      cancel,
+      (deleted) => (deleted ? firstCreateRevision(call) : Promise.resolve(undefined)),
+    );
+    if (first === queued.revision) return;
+  }
+}
+
+/** The create revision of the queue's head (the holder), keys only: the lightest read there is. */
+async function firstCreateRevision(call: MutexCall): Promise<bigint | undefined> {
+  const prefix = Buffer.from(call.prefix);
+  try {
+    const answer = await call.client.kv.range(
+      {
+        key: prefix,
+        range_end: prefixEnd(prefix),
+        sort_target: SortTarget.Create,
+        sort_order: SortOrder.Ascend,
+        limit: 1,
+        keys_only: true,
+      },
+      callOptions(call.callTimeoutMs),
+    );
+    const head = answer.kvs[0];
+    return head === undefined ? undefined : BigInt(head.create_revision);
+  } catch (error) {
+    throw unavailable('reading the queue failed', error);
   }
 }
 
 /**
- * Resolves with true when key is deleted at or after fromRevision, with false when the watch ended
- * otherwise (compacted start revision: read the queue again); rejects when cancel or the session aborts.
+ * Waits until key is deleted at or after fromRevision (deleted = true) or the watch ends otherwise
+ * (false: compacted start revision, read the queue again), then runs next(deleted) before the watch
+ * is cancelled: a cancel sent first delays that read by ~1.7 ms here. Rejects when cancel or the
+ * session aborts.
  */
-async function deletion(
+async function afterDeletion<T>(
   call: MutexCall,
   key: Buffer,
   fromRevision: bigint,
   cancel: AbortSignal,
-): Promise<boolean> {
+  next: (deleted: boolean) => Promise<T>,
+): Promise<T> {
   const watcher = await call.client
     .watch()
     .key(key)
@@ -197,9 +224,9 @@ async function deletion(
       if (/compacted/i.test((error as Error).message)) return undefined;
       throw unavailable('watch failed', error);
     });
-  if (!watcher) return false;
+  if (!watcher) return next(false);
   try {
-    return await new Promise<boolean>((resolve, reject) => {
+    const deleted = await new Promise<boolean>((resolve, reject) => {
       const stop = (reason: unknown) => reject(reason);
       const onCancel = () => stop(cancel.reason);
       const onSessionLost = () =>
@@ -223,8 +250,10 @@ async function deletion(
         resolve(false);
       });
     });
+    cancel.throwIfAborted();
+    return await next(deleted);
   } finally {
-    // Not awaited: the cancel's round trip must not delay the grant it just made possible.
+    // Not awaited: the cancel's round trip must not delay the grant.
     void watcher.cancel().catch(() => undefined);
   }
 }

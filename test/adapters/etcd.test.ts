@@ -31,6 +31,16 @@ describe('etcd adapter on a real etcd', () => {
     await Promise.allSettled(providers.map((p) => p.close()));
     await etcd?.stop();
   });
+  /** Runs a test with a fault proxy in front of the single etcd, closed afterwards. */
+  const throughProxy = async (run: (proxy: FaultProxy) => Promise<void>) => {
+    const [host, port] = endpoints.replace('http://', '').split(':');
+    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
+    try {
+      await run(proxy);
+    } finally {
+      await proxy.close();
+    }
+  };
 
   it('connect("etcd://…") opens an etcd provider with the URL’s namespace', async () => {
     const url = `etcd://${endpoints.replace(/http:\/\//g, '')}?namespace=app1/`;
@@ -70,9 +80,7 @@ describe('etcd adapter on a real etcd', () => {
   });
 
   it('guardedTxn commits only while the lock is held: a stale holder’s write is rejected', async () => {
-    const [host, port] = endpoints.replace('http://', '').split(':');
-    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
-    try {
+    await throughProxy(async (proxy) => {
       const stale = open({ endpoints: [`http://${proxy.address}`], callTimeoutMs: 500 });
       const fresh = open();
       const key = uniqueKey('guarded-txn');
@@ -92,15 +100,11 @@ describe('etcd adapter on a real etcd', () => {
       expect(result?.committed).toBe(false);
       expect(await fresh.client.get('balance').string()).toBe('B1');
       await b.release();
-    } finally {
-      await proxy.close();
-    }
+    });
   });
 
   it('a waiter whose session expired while it waited is not granted; the one behind it is', async () => {
-    const [host, port] = endpoints.replace('http://', '').split(':');
-    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
-    try {
+    await throughProxy(async (proxy) => {
       const [a, c] = [open(), open()];
       const b = open({ endpoints: [`http://${proxy.address}`], callTimeoutMs: 500 });
       const key = uniqueKey('expired-waiter');
@@ -116,15 +120,11 @@ describe('etcd adapter on a real etcd', () => {
       const granted = await waitingC;
       expect(granted.fencingToken).toBeGreaterThan(lock.fencingToken);
       await granted.release();
-    } finally {
-      await proxy.close();
-    }
+    });
   });
 
   it('a waiter survives a reset connection: a release made while it reconnects still reaches it', async () => {
-    const [host, port] = endpoints.replace('http://', '').split(':');
-    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
-    try {
+    await throughProxy(async (proxy) => {
       const a = open();
       const b = open({ endpoints: [`http://${proxy.address}`], sessionTtlMs: 5_000 });
       const key = uniqueKey('reconnect');
@@ -138,15 +138,11 @@ describe('etcd adapter on a real etcd', () => {
       expect(granted.fencingToken).toBeGreaterThan(lock.fencingToken);
       expect(granted.signal.aborted).toBe(false);
       await granted.release();
-    } finally {
-      await proxy.close();
-    }
+    });
   });
 
   it('a waiter whose watch start revision was compacted reads the queue again and is still granted', async () => {
-    const [host, port] = endpoints.replace('http://', '').split(':');
-    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
-    try {
+    await throughProxy(async (proxy) => {
       const a = open();
       const b = open({ endpoints: [`http://${proxy.address}`], sessionTtlMs: 10_000, callTimeoutMs: 5_000 });
       const key = uniqueKey('compacted');
@@ -175,9 +171,7 @@ describe('etcd adapter on a real etcd', () => {
       expect(granted.fencingToken).toBeGreaterThan(lock.fencingToken);
       expect(watches, 'the compacted watch was replaced after a new read').toBeGreaterThanOrEqual(2);
       await granted.release();
-    } finally {
-      await proxy.close();
-    }
+    });
   });
 
   it('a revoked session aborts its locks at the next keepalive (session-lost); later acquires get a new one', async () => {

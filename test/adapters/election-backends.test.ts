@@ -6,37 +6,46 @@ import { EtcdElection } from '../../adapters/etcd/index.js';
 import { ZkElection } from '../../adapters/zookeeper/index.js';
 import { connect, createElection, LockElection, type LockProvider, runAsLeader } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import {
+  type EveryBackend,
+  endpoint,
+  FaultProxy,
+  type NetworkBackend,
+  startEveryBackend,
+} from '../servers/index.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-type Backend = 'etcd' | 'zookeeper' | 'redis' | 'postgres';
+type Backend = NetworkBackend;
 
 describe('leader election on every real backend', () => {
-  const servers: Partial<Record<Backend, ServerGroup>> = {};
-  const urls: Partial<Record<Backend, string>> = {};
+  let servers: EveryBackend;
   const opened: LockProvider[] = [];
   const open = async (backend: Backend) => {
-    const provider = await connect(urls[backend] as string, { sessionTtlMs: 1_000, sessionTimeoutMs: 2_000 });
+    const provider = await connect(servers.urls[backend], { sessionTtlMs: 1_000, sessionTimeoutMs: 2_000 });
     opened.push(provider);
     return provider;
   };
+  /** A candidate that records when it is elected and leads until stop aborts. */
+  const campaignUntilStopped = async (backend: Backend, name: string, stop: AbortSignal) => {
+    const successor = { electedAt: 0, done: Promise.resolve() };
+    successor.done = runAsLeader(
+      await open(backend),
+      name,
+      async ({ signal }) => {
+        successor.electedAt = performance.now();
+        await new Promise((r) => signal.addEventListener('abort', r));
+      },
+      { signal: stop, ttlMs: 1_000, backoff: { initialMs: 10, maxMs: 50 } },
+    );
+    return successor;
+  };
   beforeAll(async () => {
-    const [etcd, zookeeper, redis, postgres] = await Promise.all([
-      startServers('etcd'),
-      startServers('zookeeper'),
-      startServers('redis'),
-      startServers('postgres'),
-    ]);
-    Object.assign(servers, { etcd, zookeeper, redis, postgres });
-    urls.etcd = `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}`;
-    urls.zookeeper = `zk://${endpoint(zookeeper, 'ZK_CONNECT')}`;
-    urls.redis = endpoint(redis, 'REDIS_URL');
-    urls.postgres = endpoint(postgres, 'PG_URL');
+    servers = await startEveryBackend();
   });
   afterAll(async () => {
     await Promise.allSettled(opened.map((p) => p.close()));
-    await Promise.all(Object.values(servers).map((s) => s?.stop()));
+    await servers?.stop();
   });
 
   it('createElection uses the native election where there is one', async () => {
@@ -88,7 +97,7 @@ describe('leader election on every real backend', () => {
           '--input-type=module',
           '-e',
           `import { connect, runAsLeader } from '${root}/dist/index.js';
-           const p = await connect(${JSON.stringify(urls[backend])}, { sessionTtlMs: 1000 });
+           const p = await connect(${JSON.stringify(servers.urls[backend])}, { sessionTtlMs: 1000 });
            await runAsLeader(p, ${JSON.stringify(name)}, async ({ term }) => {
              console.log('leading ' + term);
              await new Promise(() => {});
@@ -98,26 +107,17 @@ describe('leader election on every real backend', () => {
       );
       try {
         await once(child.stdout as NodeJS.ReadableStream, 'data');
-        let electedAt = 0;
         const stop = new AbortController();
-        const successor = runAsLeader(
-          await open(backend),
-          name,
-          async ({ signal }) => {
-            electedAt = performance.now();
-            await new Promise((r) => signal.addEventListener('abort', r));
-          },
-          { signal: stop.signal, ttlMs: 1_000, backoff: { initialMs: 10, maxMs: 50 } },
-        );
+        const successor = await campaignUntilStopped(backend, name, stop.signal);
         await sleep(200);
         const killedAt = performance.now();
         child.kill('SIGKILL');
         const deadline = killedAt + 5_000;
-        while (!electedAt && performance.now() < deadline) await sleep(10);
+        while (!successor.electedAt && performance.now() < deadline) await sleep(10);
         stop.abort();
-        await successor;
-        expect(electedAt).toBeGreaterThan(killedAt);
-        expect(electedAt - killedAt).toBeLessThan(1_000 + 1_000); // lease 1 s, + backoff and slack
+        await successor.done;
+        expect(successor.electedAt).toBeGreaterThan(killedAt);
+        expect(successor.electedAt - killedAt).toBeLessThan(1_000 + 1_000); // lease 1 s, + backoff and slack
       } finally {
         child.kill('SIGKILL');
       }
@@ -128,7 +128,7 @@ describe('leader election on every real backend', () => {
     '%s: a partitioned leader’s term signal aborts before a successor is elected',
     async (backend) => {
       const name = uniqueKey(`partition-${backend}`);
-      const server = servers[backend] as ServerGroup;
+      const server = servers.groups[backend];
       const address =
         backend === 'etcd'
           ? endpoint(server, 'ETCD_ENDPOINTS').replace('http://', '')
@@ -161,25 +161,16 @@ describe('leader election on every real backend', () => {
       );
       try {
         while (!leading) await sleep(5);
-        let electedAt = 0;
-        const successor = runAsLeader(
-          await open(backend),
-          name,
-          async ({ signal }) => {
-            electedAt = performance.now();
-            await new Promise((r) => signal.addEventListener('abort', r));
-          },
-          { signal: stop.signal, ttlMs: 1_000, backoff: { initialMs: 10, maxMs: 50 } },
-        );
+        const successor = await campaignUntilStopped(backend, name, stop.signal);
         proxy.setMode({ kind: 'blackhole' });
         const deadline = performance.now() + 8_000;
-        while (!electedAt && performance.now() < deadline) await sleep(10);
-        expect(electedAt).toBeGreaterThan(0);
+        while (!successor.electedAt && performance.now() < deadline) await sleep(10);
+        expect(successor.electedAt).toBeGreaterThan(0);
         expect(abortedAt).toBeGreaterThan(0);
-        expect(abortedAt).toBeLessThan(electedAt);
+        expect(abortedAt).toBeLessThan(successor.electedAt);
         stop.abort();
         proxy.setMode({ kind: 'pass' });
-        await Promise.all([leader, successor]);
+        await Promise.all([leader, successor.done]);
       } finally {
         stop.abort();
         await proxy.close();

@@ -7,6 +7,7 @@ import { connect, type Lock, type LockLostError } from '../../src/index.js';
 import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { etcdctl, stopChild } from '../servers/processes.js';
+import { expectOneWakeupPerRelease } from './herd.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -191,23 +192,8 @@ describe('etcd adapter on a real etcd', () => {
   });
 
   it('100 waiters: each release wakes exactly one of them', async () => {
-    const key = uniqueKey('herd-100');
-    const holder = open();
     const waiters = Array.from({ length: 100 }, () => open());
-    const first = await holder.acquire(key);
-    const granted: Lock[] = [];
-    const pending = waiters.map((w) => w.acquire(key, { waitMs: 60_000 }).then((l) => granted.push(l)));
-    await eventually('100 waiters queued', async () => (await holder.inspect(key))?.waiters === 100, 20_000);
-    const wakeups = () => waiters.reduce((sum, w) => sum + w.wakeups, 0);
-    const before = wakeups();
-    await first.release();
-    for (let i = 1; i <= 100; i++) {
-      await eventually(`grant ${i}`, async () => granted.length === i, 10_000);
-      expect(wakeups() - before, `after ${i} releases`).toBe(i);
-      if (i < 100) await (granted[i - 1] as Lock).release();
-    }
-    await (granted[99] as Lock).release();
-    await Promise.all(pending);
+    await expectOneWakeupPerRelease(open(), waiters, uniqueKey('herd-100'));
   }, 120_000);
 
   it('a SIGKILLed holder process: the next waiter is granted within the session TTL + 1 s', async () => {

@@ -8,6 +8,7 @@ import { connect, type LeaderInfo, type Lock } from '../../src/index.js';
 import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { stopChild } from '../servers/processes.js';
+import { expectOneWakeupPerRelease } from './herd.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const CREATE_OP = 1; // ZooKeeper request type of create
@@ -200,20 +201,7 @@ describe('ZooKeeper adapter on a real server', () => {
     // 101 sessions in one test process: a longer timeout keeps their heartbeats from racing the deadline.
     const holder = open({ sessionTimeoutMs: 4_000 });
     const waiters = Array.from({ length: 100 }, () => open({ sessionTimeoutMs: 4_000 }));
-    const first = await holder.acquire(key);
-    const granted: Lock[] = [];
-    const pending = waiters.map((w) => w.acquire(key, { waitMs: 60_000 }).then((l) => granted.push(l)));
-    await eventually('100 waiters queued', async () => (await holder.inspect(key))?.waiters === 100, 20_000);
-    const wakeups = () => waiters.reduce((sum, w) => sum + w.wakeups, 0);
-    const before = wakeups();
-    await first.release();
-    for (let i = 1; i <= 100; i++) {
-      await eventually(`grant ${i}`, async () => granted.length === i, 10_000);
-      expect(wakeups() - before, `after ${i} releases`).toBe(i);
-      if (i < 100) await (granted[i - 1] as Lock).release();
-    }
-    await (granted[99] as Lock).release();
-    await Promise.all(pending);
+    await expectOneWakeupPerRelease(holder, waiters, key);
     expect(await children(raw, holder.folder(key))).toEqual([]);
     await Promise.all(waiters.map((w) => w.close()));
   }, 120_000);

@@ -62,3 +62,35 @@ export function endpoint(group: ServerGroup, name: string): string {
   if (!value) throw new Error(`${group.kind} servers (${group.origin}) did not provide ${name}`);
   return value;
 }
+
+export type NetworkBackend = 'etcd' | 'zookeeper' | 'redis' | 'postgres';
+
+/** One single server of each network backend, with the `connect()` URL that reaches each. */
+export interface EveryBackend {
+  groups: Record<NetworkBackend, ServerGroup>;
+  urls: Record<NetworkBackend, string>;
+  stop(): Promise<void>;
+}
+
+/** Starts one server of every network backend at once (for tests that run a story on each). */
+export async function startEveryBackend(): Promise<EveryBackend> {
+  const [etcd, zookeeper, redis, postgres] = await Promise.all([
+    startServers('etcd'),
+    startServers('zookeeper'),
+    startServers('redis'),
+    startServers('postgres'),
+  ]);
+  const groups = { etcd, zookeeper, redis, postgres };
+  return {
+    groups,
+    urls: {
+      etcd: `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}`,
+      zookeeper: `zk://${endpoint(zookeeper, 'ZK_CONNECT')}`,
+      redis: endpoint(redis, 'REDIS_URL'),
+      postgres: endpoint(postgres, 'PG_URL'),
+    },
+    stop: async () => {
+      await Promise.all(Object.values(groups).map((group) => group.stop()));
+    },
+  };
+}

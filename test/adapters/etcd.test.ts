@@ -3,11 +3,11 @@ import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider, namePrefix } from '../../adapters/etcd/index.js';
-import { connect, type Lock, type LockLostError } from '../../src/index.js';
-import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
+import { connect, type LockLostError } from '../../src/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { etcdctl, stopChild } from '../servers/processes.js';
-import { expectOneWakeupPerRelease } from './herd.js';
+import { contendThroughLeaderKill, expectOneWakeupPerRelease } from './scenarios.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -242,35 +242,13 @@ describe('etcd adapter on a 3-member cluster with faults', () => {
       { length: 4 },
       () => new EtcdLockProvider({ endpoints, sessionTtlMs: 2_000, callTimeoutMs: 1_000 }),
     );
-    const monitor = new ExclusionMonitor();
-    const key = uniqueKey('leader-kill');
-    const deadline = performance.now() + 8_000;
-    const failuresAt: number[] = [];
-    const contend = async (client: EtcdLockProvider) => {
-      while (performance.now() < deadline) {
-        try {
-          await client.withLock(
-            key,
-            async (lock) => {
-              monitor.enter(lock);
-              await new Promise((r) => setTimeout(r, 5));
-              monitor.exit(lock);
-            },
-            { waitMs: 3_000 },
-          );
-        } catch {
-          failuresAt.push(performance.now()); // unavailable or timed out while the cluster elects: again
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
-    };
-    const running = clients.map(contend);
-    await new Promise((r) => setTimeout(r, 1_500));
-    const leader = await findLeader(endpoints);
-    await cluster.members[leader]?.kill();
-    const killedAt = performance.now();
-    await Promise.all(running);
-    await Promise.allSettled(clients.map((c) => c.close()));
+    const { monitor, failuresAt, killedAt } = await contendThroughLeaderKill(
+      clients,
+      uniqueKey('leader-kill'),
+      async () => {
+        await cluster.members[await findLeader(endpoints)]?.kill();
+      },
+    );
     expect(monitor.entries).toBeGreaterThan(20);
     // Sessions on the dead member may be lost; once the survivors have a leader, calls go through.
     const lateFailures = failuresAt.filter((t) => t > killedAt + 3_000);

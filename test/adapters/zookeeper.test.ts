@@ -4,11 +4,11 @@ import { resolve } from 'node:path';
 import zookeeper from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
-import { connect, type LeaderInfo, type Lock } from '../../src/index.js';
-import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
+import { connect, type LeaderInfo } from '../../src/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { stopChild } from '../servers/processes.js';
-import { expectOneWakeupPerRelease } from './herd.js';
+import { contendThroughLeaderKill, expectOneWakeupPerRelease } from './scenarios.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const CREATE_OP = 1; // ZooKeeper request type of create
@@ -295,32 +295,9 @@ describe('ZooKeeper adapter on a 3-node ensemble with faults', () => {
       { length: 4 },
       () => new ZooKeeperLockProvider({ connectString, sessionTimeoutMs: 4_000, callTimeoutMs: 1_000 }),
     );
-    const monitor = new ExclusionMonitor();
-    const key = uniqueKey('leader-kill');
-    const deadline = performance.now() + 8_000;
-    const contend = async (client: ZooKeeperLockProvider) => {
-      while (performance.now() < deadline) {
-        try {
-          await client.withLock(
-            key,
-            async (lock) => {
-              monitor.enter(lock);
-              await new Promise((r) => setTimeout(r, 5));
-              monitor.exit(lock);
-            },
-            { waitMs: 3_000 },
-          );
-        } catch {
-          await new Promise((r) => setTimeout(r, 50)); // unavailable while the ensemble elects
-        }
-      }
-    };
-    const running = clients.map(contend);
-    await new Promise((r) => setTimeout(r, 1_500));
-    const leader = await findLeader(ensemble);
-    await ensemble.members[leader]?.kill();
-    await Promise.all(running);
-    await Promise.allSettled(clients.map((c) => c.close()));
+    const { monitor } = await contendThroughLeaderKill(clients, uniqueKey('leader-kill'), async () => {
+      await ensemble.members[await findLeader(ensemble)]?.kill();
+    });
     expect(monitor.entries).toBeGreaterThan(20);
   }, 60_000);
 });

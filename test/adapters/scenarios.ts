@@ -1,0 +1,76 @@
+import { expect } from 'vitest';
+import type { Lock, LockProvider } from '../../src/index.js';
+import { ExclusionMonitor, eventually } from '../../src/testing/index.js';
+
+/** A provider that counts the wake-ups of its waiters (etcd, ZooKeeper, Redis). */
+type CountingWakeups = LockProvider & { readonly wakeups: number };
+
+/**
+ * The herd check at scale: every waiter queues behind the holder, then each release must grant the
+ * next one and wake exactly one (the wake-up count rises by one per release). Releases them all.
+ */
+export async function expectOneWakeupPerRelease(
+  holder: LockProvider,
+  waiters: CountingWakeups[],
+  key: string,
+): Promise<void> {
+  const first = await holder.acquire(key);
+  const granted: Lock[] = [];
+  const pending = waiters.map((w) => w.acquire(key, { waitMs: 60_000 }).then((l) => granted.push(l)));
+  const count = waiters.length;
+  await eventually(
+    `${count} waiters queued`,
+    async () => (await holder.inspect(key))?.waiters === count,
+    20_000,
+  );
+  const wakeups = () => waiters.reduce((sum, w) => sum + w.wakeups, 0);
+  const before = wakeups();
+  await first.release();
+  for (let i = 1; i <= count; i++) {
+    await eventually(`grant ${i}`, async () => granted.length === i, 10_000);
+    expect(wakeups() - before, `after ${i} releases`).toBe(i);
+    if (i < count) await (granted[i - 1] as Lock).release();
+  }
+  await (granted[count - 1] as Lock).release();
+  await Promise.all(pending);
+}
+
+/**
+ * Clients contend for key with 5 ms holds for 8 s; after 1.5 s `killLeader` runs. Every grant goes
+ * through the monitor (overlapping grants or falling tokens throw there). Failed attempts
+ * (unavailable or timed out while the cluster elects) are recorded and retried. Closes the clients.
+ */
+export async function contendThroughLeaderKill(
+  clients: LockProvider[],
+  key: string,
+  killLeader: () => Promise<void>,
+): Promise<{ monitor: ExclusionMonitor; failuresAt: number[]; killedAt: number }> {
+  const monitor = new ExclusionMonitor();
+  const deadline = performance.now() + 8_000;
+  const failuresAt: number[] = [];
+  const contend = async (client: LockProvider) => {
+    while (performance.now() < deadline) {
+      try {
+        await client.withLock(
+          key,
+          async (lock) => {
+            monitor.enter(lock);
+            await new Promise((r) => setTimeout(r, 5));
+            monitor.exit(lock);
+          },
+          { waitMs: 3_000 },
+        );
+      } catch {
+        failuresAt.push(performance.now());
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  };
+  const running = clients.map(contend);
+  await new Promise((r) => setTimeout(r, 1_500));
+  await killLeader();
+  const killedAt = performance.now();
+  await Promise.all(running);
+  await Promise.allSettled(clients.map((c) => c.close()));
+  return { monitor, failuresAt, killedAt };
+}

@@ -1,4 +1,12 @@
-import { CompareResult, CompareTarget, type Etcd3, type ITxnResponse, SortOrder, SortTarget } from 'etcd3';
+import {
+  CompareResult,
+  CompareTarget,
+  type Etcd3,
+  type IRangeRequest,
+  type ITxnResponse,
+  SortOrder,
+  SortTarget,
+} from 'etcd3';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { prefixEnd } from './keys.js';
 import type { EtcdSession } from './session.js';
@@ -41,16 +49,7 @@ export function unavailable(what: string, error: unknown): BackendUnavailableErr
  */
 export async function enqueue(call: MutexCall): Promise<Queued> {
   const key = Buffer.from(call.prefix + call.session.leaseHex);
-  const prefix = Buffer.from(call.prefix);
-  const first = {
-    request_range: {
-      key: prefix,
-      range_end: prefixEnd(prefix),
-      sort_order: SortOrder.Ascend,
-      sort_target: SortTarget.Create,
-      limit: 1,
-    },
-  };
+  const first = { request_range: queueRange(call.prefix) };
   for (let attempt = 0; ; attempt++) {
     let res: ITxnResponse;
     try {
@@ -133,7 +132,6 @@ export async function guardedDelete(client: Etcd3, key: Buffer, revision: bigint
  * exists and nobody is before it) we hold the lock; only otherwise the full round follows.
  */
 export async function waitForTurn(call: MutexCall, queued: Queued, cancel: AbortSignal): Promise<void> {
-  const prefix = Buffer.from(call.prefix);
   for (;;) {
     cancel.throwIfAborted();
     let res: ITxnResponse;
@@ -142,16 +140,7 @@ export async function waitForTurn(call: MutexCall, queued: Queued, cancel: Abort
         {
           compare: [],
           success: [
-            {
-              request_range: {
-                key: prefix,
-                range_end: prefixEnd(prefix),
-                max_create_revision: (queued.revision - 1n).toString(),
-                sort_order: SortOrder.Descend,
-                sort_target: SortTarget.Create,
-                limit: 1,
-              },
-            },
+            { request_range: queueRange(call.prefix, queued.revision) },
             { request_range: { key: queued.key } },
           ],
           failure: [],
@@ -178,26 +167,32 @@ export async function waitForTurn(call: MutexCall, queued: Queued, cancel: Abort
   }
 }
 
-/** The create revision of the queue's head (the holder), keys only: the lightest read there is. */
+/** The create revision of the queue's head (the holder): the lightest read there is. */
 async function firstCreateRevision(call: MutexCall): Promise<bigint | undefined> {
-  const prefix = Buffer.from(call.prefix);
   try {
-    const answer = await call.client.kv.range(
-      {
-        key: prefix,
-        range_end: prefixEnd(prefix),
-        sort_target: SortTarget.Create,
-        sort_order: SortOrder.Ascend,
-        limit: 1,
-        keys_only: true,
-      },
-      callOptions(call.callTimeoutMs),
-    );
-    const head = answer.kvs[0];
+    const head = (await call.client.kv.range(queueRange(call.prefix), callOptions(call.callTimeoutMs)))
+      .kvs[0];
     return head === undefined ? undefined : BigInt(head.create_revision);
   } catch (error) {
     throw unavailable('reading the queue failed', error);
   }
+}
+
+/**
+ * One key of the queue under prefix, keys only: its head (the smallest create revision), or with
+ * `before`, the newest key created before that revision (the one a waiter watches).
+ */
+function queueRange(prefix: string, before?: bigint): IRangeRequest {
+  const key = Buffer.from(prefix);
+  return {
+    key,
+    range_end: prefixEnd(key),
+    sort_target: SortTarget.Create,
+    sort_order: before === undefined ? SortOrder.Ascend : SortOrder.Descend,
+    ...(before === undefined ? {} : { max_create_revision: (before - 1n).toString() }),
+    limit: 1,
+    keys_only: true,
+  };
 }
 
 /**

@@ -87,12 +87,11 @@ return -math.max(redis.call('PTTL', KEYS[1]), 1)
  * waiter's ttl and owner text) and the notice "ownerToken token" on that waiter's channel tells it
  * so, which saves the waiter a round trip; otherwise the notice "ownerToken" invites it to try.
  * Nobody queued means nobody listens: every waiter queues before it waits, and one whose place
- * lapsed polls.
+ * lapsed polls. Needs OURS and UNQUEUE defined before it.
  */
 const HAND_OVER = `
 ${NOW}
 ${GRANT}
-${UNQUEUE}
 ${PRUNE}
 local nextId = redis.call('LINDEX', KEYS[2], 0)
 local spec = nextId and redis.call('HGET', KEYS[4], nextId)
@@ -114,6 +113,7 @@ end
  * 1 = deleted, 0 = not ours.
  */
 export const RELEASE = `${OURS}
+${UNQUEUE}
 if not ours(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -134,9 +134,8 @@ return 1
  * meantime; if the key is free then, hands it over to whoever is first now.
  */
 export const LEAVE = `${OURS}
-redis.call('LREM', KEYS[2], 0, ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
+${UNQUEUE}
+unqueue(ARGV[1])
 local held = redis.call('GET', KEYS[1])
 if ours(held, ARGV[1]) then redis.call('DEL', KEYS[1]) end
 if (not held or ours(held, ARGV[1])) and redis.call('EXISTS', KEYS[2]) == 1 then

@@ -13,6 +13,7 @@ export class WaiterNotices {
   /** ownerToken → the listener of that waiting request. */
   readonly #listeners = new Map<string, (message: string) => void>();
   #subscribing: Promise<void> | undefined;
+  /** Redis confirmed the first SUBSCRIBE; ioredis subscribes again by itself after a reconnect. */
   #subscribed = false;
 
   constructor(redis: Redis, prefix: string) {
@@ -21,13 +22,6 @@ export class WaiterNotices {
     this.#subscriber.on('error', () => undefined);
     this.#subscriber.on('message', (_channel: string, message: string) => {
       this.#listeners.get(message.split(' ', 1)[0] as string)?.(message);
-    });
-    // ioredis subscribes again after a reconnect; notices sent while it was away are lost (polls).
-    this.#subscriber.on('close', () => {
-      this.#subscribed = false;
-    });
-    this.#subscriber.on('ready', () => {
-      if (this.#subscribing) this.#subscribed = true;
     });
   }
 
@@ -47,7 +41,8 @@ export class WaiterNotices {
   /**
    * Whether notices already reach this client. A listener added in the same turn as a command's
    * reply then misses no notice published after that command: the notice arrives on the
-   * subscriber connection as a later I/O event.
+   * subscriber connection as a later I/O event. (Right after a reconnect ioredis reports ready
+   * before its new SUBSCRIBE is answered: a notice lost then costs the waiter a poll.)
    */
   get subscribed(): boolean {
     return this.#subscribed && this.#subscriber.status === 'ready';

@@ -22,28 +22,21 @@ export async function benchRedis() {
   }
 }
 
+function fencekit(options) {
+  const p = new RedisLockProvider(options);
+  return {
+    acquire: async (key) => {
+      const l = await p.acquire(key, { ttlMs: 5_000 });
+      return () => l.release();
+    },
+    close: () => p.close(),
+  };
+}
+
 /** Each contender: { acquire(key) → release function }. */
 const contenders = {
-  'fencekit (fair, default)': (url) => {
-    const p = new RedisLockProvider({ url });
-    return {
-      acquire: async (key) => {
-        const l = await p.acquire(key, { ttlMs: 5_000 });
-        return () => l.release();
-      },
-      close: () => p.close(),
-    };
-  },
-  'fencekit (fair: false)': (url) => {
-    const p = new RedisLockProvider({ url, fair: false });
-    return {
-      acquire: async (key) => {
-        const l = await p.acquire(key, { ttlMs: 5_000 });
-        return () => l.release();
-      },
-      close: () => p.close(),
-    };
-  },
+  'fencekit (fair, default)': (url) => fencekit({ url }),
+  'fencekit (fair: false)': (url) => fencekit({ url, fair: false }),
   'redlock@4 (retryDelay 10 ms)': (url) => {
     const client = new Redis(url);
     const redlock = new Redlock([client], { retryCount: -1, retryDelay: 10, retryJitter: 5 });

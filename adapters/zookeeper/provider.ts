@@ -1,4 +1,3 @@
-import zookeeper from 'node-zookeeper-client';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
@@ -17,8 +16,9 @@ import {
   waitForTurn,
   type ZkQueueCall,
   type ZkQueued,
-  zxid,
 } from './mutex.js';
+import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
+import { Transaction } from './wire/transaction.js';
 
 export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /** host:port,host:port[/chroot] */
@@ -51,7 +51,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly #options: ZooKeeperProviderOptions;
   readonly #sessionTimeoutMs: number;
   readonly #callTimeoutMs: number;
-  readonly #acl: zookeeper.ACL[];
+  readonly #acl: readonly ACL[];
   readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
   readonly #folderLingerMs: number;
   /** Folders to delete (if still empty) once their linger time passes, with the session to use. */
@@ -80,9 +80,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
     this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
     this.#folderLingerMs = options.folderLingerMs ?? 1_000;
-    // The library has these two lists; its type definitions do not declare them.
-    const lists = zookeeper.ACL as unknown as Record<'CREATOR_ALL_ACL' | 'OPEN_ACL_UNSAFE', zookeeper.ACL[]>;
-    this.#acl = options.creatorOnlyAcl ? lists.CREATOR_ALL_ACL : lists.OPEN_ACL_UNSAFE;
+    this.#acl = options.creatorOnlyAcl ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
   }
 
   /** The session timeout the server granted (after clamping), once a session exists. */
@@ -104,9 +102,9 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     try {
       // A server answers reads from its own copy, which may lag behind another client's write. A
       // multi (a write, even with only a check in it) goes through the leader: once it is answered,
-      // this session's server has applied everything before it. (The client library has no sync().)
-      await session.call((cb) => session.client.transaction().check('/').commit(cb));
-      children = await session.call<string[]>((cb) => session.client.getChildren(parent, cb));
+      // this session's server has applied everything before it.
+      await session.client.multi([{ op: 'check', path: '/', version: -1 }]);
+      children = await session.client.getChildren(parent);
     } catch (error) {
       if (zkCode(error) === 'NO_NODE') return null;
       throw unavailable('inspect failed', error);
@@ -114,11 +112,9 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     const [head, ...waiters] = queueOrder(children, 'lock-');
     if (!head) return null;
     try {
-      const [data, stat] = await session.call<[Buffer, zookeeper.Stat]>((cb) =>
-        session.client.getData(`${parent}/${head.name}`, (error, value, st) => cb(error, [value, st])),
-      );
+      const { data, stat } = await session.client.getData(`${parent}/${head.name}`);
       const stored = decodeHolder(data);
-      return { key, holder: { ...stored, fencingToken: zxid(stat.czxid) }, waiters: waiters.length };
+      return { key, holder: { ...stored, fencingToken: stat.czxid }, waiters: waiters.length };
     } catch (error) {
       if (zkCode(error) === 'NO_NODE') return { key, holder: null, waiters: waiters.length };
       throw unavailable('inspect failed', error);
@@ -126,7 +122,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    const session = await this.#currentSession();
+    const session = await this.#currentSession(cancel);
     const call: ZkQueueCall = {
       session,
       parent: this.folder(req.key),
@@ -139,7 +135,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       },
     };
     const queued = await protectedCreate(call);
-    let stat: zookeeper.Stat | null;
+    let stat: Stat | null;
     try {
       stat = await waitForTurn(call, queued, req.wait, cancel);
     } catch (error) {
@@ -151,7 +147,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       await removeNode(session, queued.path);
       return null;
     }
-    return this.#grant(req, session, call.parent, queued, zxid(stat.czxid));
+    return this.#grant(req, session, call.parent, queued, stat.czxid);
   }
 
   #grant(req: LockRequest, session: ZkSession, parent: string, queued: ZkQueued, token: bigint): OwnedLock {
@@ -175,17 +171,13 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
    * Runs a ZooKeeper multi that begins with check(lock node): it commits only while the lock is
    * held. Resolves true when it committed, false when the lock is gone.
    */
-  async guardedMulti(
-    lock: Lock,
-    build: (tx: zookeeper.Transaction) => zookeeper.Transaction,
-  ): Promise<boolean> {
+  async guardedMulti(lock: Lock, build: (tx: Transaction) => Transaction): Promise<boolean> {
     const node = this.#nodes.get(lock);
     if (!node) throw new NotHolderError(lock.key, 'this lock was not granted by this ZooKeeper provider');
-    // check() with no version: the node's path is unique to this grant, so its existence is the
-    // guard (node-zookeeper-client would also turn a version 0 into "any version").
-    const tx = build(node.session.client.transaction().check(node.path));
+    // check() with any version: the node's path is unique to this grant, so its existence is the guard.
+    const tx = build(new Transaction().check(node.path));
     try {
-      await node.session.call((cb) => tx.commit(cb));
+      await node.session.client.multi(tx.ops);
       return true;
     } catch (error) {
       const code = zkCode(error);
@@ -205,29 +197,37 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     return new ZkElection(host, name);
   }
 
-  #currentSession(): Promise<ZkSession> {
-    const current = this.#session;
-    const fresh = () => {
-      const opening = ZkSession.open({
-        connectString: this.#options.connectString,
-        sessionTimeoutMs: this.#sessionTimeoutMs,
-        driftRate: this.driftRate,
-        callTimeoutMs: this.#callTimeoutMs,
-        connectTimeoutMs: Math.max(this.#callTimeoutMs, 2 * this.#sessionTimeoutMs),
-        ...(this.#options.digest ? { digest: this.#options.digest } : {}),
-      });
-      this.#session = opening;
-      opening.catch(() => {
-        if (this.#session === opening) this.#session = undefined;
-      });
-      return opening;
-    };
-    if (!current) return fresh();
-    return current.then((session) => {
-      if (session.alive) return session;
-      session.close(); // a lost session's client would otherwise keep reconnecting
-      return fresh();
+  /**
+   * The live session, opening one when there is none or the last was lost. Concurrent callers that
+   * find it lost share ONE new session (the first to notice replaces it and closes the old one).
+   * With `cancel`, the caller stops waiting when it aborts; the opening goes on for the others.
+   */
+  async #currentSession(cancel?: AbortSignal): Promise<ZkSession> {
+    const current = this.#session ?? this.#open();
+    const session = await (cancel ? untilAborted(current, cancel) : current);
+    if (session.alive) return session;
+    if (this.#session === current) {
+      void session.close(); // a lost session is closed at once, so the server drops its nodes
+      this.#open();
+    }
+    return this.#currentSession(cancel);
+  }
+
+  #open(): Promise<ZkSession> {
+    const opening = ZkSession.open({
+      connectString: this.#options.connectString,
+      sessionTimeoutMs: this.#sessionTimeoutMs,
+      driftRate: this.driftRate,
+      callTimeoutMs: this.#callTimeoutMs,
+      // A backend never reached fails within callTimeoutMs, not after a session timeout or two.
+      connectTimeoutMs: this.#callTimeoutMs,
+      ...(this.#options.digest ? { digest: this.#options.digest } : {}),
     });
+    this.#session = opening;
+    opening.catch(() => {
+      if (this.#session === opening) this.#session = undefined;
+    });
+    return opening;
   }
 
   /** Empty folders go after folderLingerMs (deleting a non-empty one fails harmlessly: someone uses it). */
@@ -248,13 +248,32 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     });
     this.#lingering.clear();
     await Promise.all(pending);
-    (await this.#session?.catch(() => undefined))?.close();
+    await (await this.#session?.catch(() => undefined))?.close();
   }
 
   /** For tests of holder death: drops the connection without closing the session, as a killed process would. */
   async abandon(): Promise<void> {
     (await this.#session?.catch(() => undefined))?.abandon();
   }
+}
+
+/** promise, or the signal's reason as soon as it aborts (the promise goes on for whoever else waits). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 export async function createProvider(

@@ -251,6 +251,11 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     await (await this.#session?.catch(() => undefined))?.close();
   }
 
+  /** Watch registrations the current session holds (one per path and kind), for tests and metrics. */
+  async watchCount(): Promise<number> {
+    return (await this.#session?.catch(() => undefined))?.client.watchCount ?? 0;
+  }
+
   /** For tests of holder death: drops the connection without closing the session, as a killed process would. */
   async abandon(): Promise<void> {
     (await this.#session?.catch(() => undefined))?.abandon();

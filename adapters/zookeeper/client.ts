@@ -2,6 +2,7 @@ import zookeeper from 'node-zookeeper-client';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness } from '../../src/session-liveness.js';
+import { confirmThroughLeader, trustedSpanMs } from './heartbeat.js';
 
 const { Exception } = zookeeper;
 
@@ -17,6 +18,8 @@ export interface ZkSessionOptions {
   /** Deadline of each call. */
   callTimeoutMs: number;
   connectTimeoutMs: number;
+  /** The servers' tickTime (an upper bound), added to the safety margin: see heartbeat.ts. */
+  serverTickMs: number;
   /** 'user:password' for digest auth, added before any call. */
   digest?: string;
 }
@@ -26,9 +29,9 @@ type Callback<T> = (error: Error | zookeeper.Exception | null, value: T) => void
 /**
  * The one promise wrapper over node-zookeeper-client, and the session it holds. The client library
  * reconnects by itself within a session; this class decides when the session can no longer be
- * trusted: a heartbeat (exists('/')) every timeout/3, and ownership is confirmed until
- * `sent + timeout × (1 − drift) − rtt` after the last answered one, the earliest the server could
- * expire the session. Expiry reported by the server ends it at once. A lost session is never
+ * trusted: a heartbeat through the leader (heartbeat.ts) every timeout/3, and ownership is
+ * confirmed until `sent + (timeout − tick) × (1 − drift) − rtt` after the last answered one, the
+ * earliest the leader could expire the session. Expiry reported by the server ends it at once. A lost session is never
  * revived: the provider opens a new one for later calls.
  */
 export class ZkSession {
@@ -72,7 +75,7 @@ export class ZkSession {
     // The server may have negotiated another timeout (clamped to 2..20 ticks).
     session.#timeoutMs = client.getSessionTimeout() || options.sessionTimeoutMs;
     client.on('expired', () => session.#lose('session-lost'));
-    session.#liveness.confirmed(sentAt, session.#timeoutMs);
+    session.#liveness.confirmed(sentAt, session.#trustedSpan);
     session.#scheduleHeartbeat(session.#interval);
     return session;
   }
@@ -117,6 +120,10 @@ export class ZkSession {
     this.client.removeAllListeners();
   }
 
+  get #trustedSpan(): number {
+    return trustedSpanMs(this.#timeoutMs, this.#options.serverTickMs);
+  }
+
   get #interval(): number {
     return this.#timeoutMs / 3;
   }
@@ -129,12 +136,12 @@ export class ZkSession {
   async #heartbeat(): Promise<void> {
     const sentAt = monotonicNow();
     try {
-      await this.call<zookeeper.Stat>(
-        (cb) => this.client.exists('/', cb),
+      await this.call<unknown>(
+        (cb) => confirmThroughLeader(this.client, cb),
         Math.min(this.#interval, this.#options.callTimeoutMs),
       );
       if (!this.alive) return;
-      this.#liveness.confirmed(sentAt, this.#timeoutMs);
+      this.#liveness.confirmed(sentAt, this.#trustedSpan);
       this.#scheduleHeartbeat(this.#interval);
     } catch {
       this.#scheduleHeartbeat(Math.max(this.#timeoutMs / 10, 50));

@@ -29,6 +29,11 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
   sessionTimeoutMs?: number;
   /** Deadline of each call. Default 5 000 ms. */
   callTimeoutMs?: number;
+  /**
+   * The servers' tickTime (or more), which the client cannot learn: one tick is added to the loss
+   * signal's safety margin (at most half the granted session timeout). Default 2 000 ms.
+   */
+  serverTickMs?: number;
   /** Digest credentials 'user:password', added to every session. */
   digest?: string;
   /** With digest: create lock nodes with CREATOR_ALL_ACL so no other identity can delete them. */
@@ -51,6 +56,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly #options: ZooKeeperProviderOptions;
   readonly #sessionTimeoutMs: number;
   readonly #callTimeoutMs: number;
+  readonly #serverTickMs: number;
   readonly #acl: zookeeper.ACL[];
   readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
   readonly #folderLingerMs: number;
@@ -75,6 +81,14 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     if (options.creatorOnlyAcl && !options.digest) {
       throw new InvalidArgumentError('creatorOnlyAcl', 'needs digest credentials to name the creator');
     }
+    const tick = options.serverTickMs ?? 2_000;
+    if (typeof tick !== 'number' || !Number.isFinite(tick) || tick <= 0) {
+      throw new InvalidArgumentError(
+        'serverTickMs',
+        `${String(tick)} is not a positive number of milliseconds`,
+      );
+    }
+    this.#serverTickMs = tick;
     this.root = root;
     this.#options = options;
     this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
@@ -214,6 +228,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         driftRate: this.driftRate,
         callTimeoutMs: this.#callTimeoutMs,
         connectTimeoutMs: Math.max(this.#callTimeoutMs, 2 * this.#sessionTimeoutMs),
+        serverTickMs: this.#serverTickMs,
         ...(this.#options.digest ? { digest: this.#options.digest } : {}),
       });
       this.#session = opening;

@@ -8,11 +8,11 @@ import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
+import { removeOwned } from './entries.js';
 import {
   protectedCreate,
   queueOrder,
   removeFolderIfEmpty,
-  removeNode,
   unavailable,
   waitForTurn,
   type ZkQueueCall,
@@ -158,11 +158,11 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       stat = await waitForTurn(call, queued, req.wait, cancel);
     } catch (error) {
       // Timed out, aborted or cut off: take the node back (the session's end removes it otherwise).
-      await removeNode(session, queued.path).catch(() => undefined);
+      await removeOwned(session, queued.path).catch(() => undefined); // the session retries it
       throw error;
     }
     if (!stat) {
-      await removeNode(session, queued.path);
+      await removeOwned(session, queued.path);
       return null;
     }
     return this.#grant(req, session, call.parent, queued, zxid(stat.czxid));
@@ -176,7 +176,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
         if (!session.alive) return; // the session's end removed the node
-        await removeNode(session, path);
+        await removeOwned(session, path); // if it fails, the session retries until confirmed
         this.#removeFolderLater(session, parent);
       },
     });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { type PartitionableEnsemble, startPartitionableEnsemble } from '../servers/zk-peer-links.js';
 
 /** Milliseconds from `since` until `signal` aborts, or undefined if it did not within `limitMs`. */
@@ -62,4 +63,56 @@ describe('ZooKeeper safety on a 3-node ensemble (tickTime 200, syncLimit 10)', (
     expect(abortedAt as number).toBeLessThan(grant.at);
     await grant.lock.release();
   }, 60_000);
+});
+
+describe('ZooKeeper: the session owns the nodes it created', () => {
+  let zk: ServerGroup;
+  const providers: ZooKeeperLockProvider[] = [];
+  beforeAll(async () => {
+    zk = await startServers('zookeeper', { faults: true });
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    await zk?.stop();
+  });
+
+  it('a release whose delete is lost is retried by the session: the name is free while the provider stays open', async () => {
+    const [host = '', port = ''] = endpoint(zk, 'ZK_CONNECT').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const options = { sessionTimeoutMs: 4_000, serverTickMs: 200, callTimeoutMs: 500 };
+      const holderSide = new ZooKeeperLockProvider({ connectString: proxy.address, ...options });
+      const otherSide = new ZooKeeperLockProvider({ connectString: `${host}:${port}`, ...options });
+      providers.push(holderSide, otherSide);
+      const key = uniqueKey('lost-delete');
+      const held = await holderSide.acquire(key);
+      const waiting = otherSide.acquire(key, { waitMs: 10_000 });
+      waiting.catch(() => undefined); // awaited below
+      await new Promise((r) => setTimeout(r, 300)); // the waiter is queued behind the holder
+
+      proxy.setMode({ kind: 'blackhole' }); // the delete goes into the void and times out
+      const releasedAt = performance.now();
+      const release = await held.release().then(
+        () => 'confirmed',
+        (error: Error) => error.name,
+      );
+      await new Promise((r) => setTimeout(r, 700)); // well inside the session's deadline
+      proxy.setMode({ kind: 'pass' });
+      proxy.cutAll(); // the client reconnects to the same, live session
+
+      const outcome = await waiting.then(
+        (lock) => ({ lock, at: performance.now() - releasedAt }),
+        (error: Error) => ({ lock: undefined, at: performance.now() - releasedAt, error: error.name }),
+      );
+      console.log(
+        `release: ${release}; other side: ${outcome.lock ? 'granted' : outcome.error} at ${outcome.at.toFixed(0)} ms`,
+      );
+      expect(holderSide.closed).toBe(false);
+      expect(outcome.lock).toBeDefined();
+      expect(outcome.at).toBeLessThan(5_000);
+      await outcome.lock?.release();
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
 });

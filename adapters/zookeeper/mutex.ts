@@ -1,6 +1,7 @@
 import zookeeper from 'node-zookeeper-client';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { type ZkSession, zkCode } from './client.js';
+import type { OwnNodeWatch } from './node-watch.js';
 
 const { CreateMode, Event } = zookeeper;
 
@@ -189,10 +190,14 @@ export async function waitForTurn(
   queued: ZkQueued,
   wait: boolean,
   cancel: AbortSignal,
+  /** Armed by the read of our own stat: tells a holder at once when its node is deleted. */
+  watch?: OwnNodeWatch,
 ): Promise<zookeeper.Stat | null> {
   const ours = `${call.parent}/${queued.name}`;
   // Our own stat is read in parallel with the first listing: ZooKeeper answers one session's calls in order.
-  const ownStat = call.session.call<zookeeper.Stat>((cb) => call.session.client.exists(ours, cb));
+  const ownStat = call.session.call<zookeeper.Stat>((cb) =>
+    watch ? call.session.client.exists(ours, watch.watcher, cb) : call.session.client.exists(ours, cb),
+  );
   ownStat.catch(() => undefined);
   for (;;) {
     cancel.throwIfAborted();

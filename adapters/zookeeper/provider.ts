@@ -19,6 +19,7 @@ import {
   type ZkQueued,
   zxid,
 } from './mutex.js';
+import { OwnNodeWatch } from './node-watch.js';
 
 export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /** host:port,host:port[/chroot] */
@@ -153,9 +154,10 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       },
     };
     const queued = await protectedCreate(call);
+    const watch = new OwnNodeWatch(session, queued.path);
     let stat: zookeeper.Stat | null;
     try {
-      stat = await waitForTurn(call, queued, req.wait, cancel);
+      stat = await waitForTurn(call, queued, req.wait, cancel, watch);
     } catch (error) {
       // Timed out, aborted or cut off: take the node back (the session's end removes it otherwise).
       await removeOwned(session, queued.path).catch(() => undefined); // the session retries it
@@ -165,10 +167,17 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       await removeOwned(session, queued.path);
       return null;
     }
-    return this.#grant(req, session, call.parent, queued, zxid(stat.czxid));
+    return this.#grant(req, session, call.parent, queued, zxid(stat.czxid), watch);
   }
 
-  #grant(req: LockRequest, session: ZkSession, parent: string, queued: ZkQueued, token: bigint): OwnedLock {
+  #grant(
+    req: LockRequest,
+    session: ZkSession,
+    parent: string,
+    queued: ZkQueued,
+    token: bigint,
+    watch: OwnNodeWatch,
+  ): OwnedLock {
     const { path } = queued;
     const lock = new OwnedLock({
       key: req.key,
@@ -182,6 +191,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     });
     this.#nodes.set(lock, { session, path });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+    lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
     return lock;
   }
 

@@ -1,3 +1,4 @@
+import zookeeper from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
@@ -113,6 +114,57 @@ describe('ZooKeeper: the session owns the nodes it created', () => {
       await outcome.lock?.release();
     } finally {
       await proxy.close();
+    }
+  }, 30_000);
+
+  it('a holder whose node is deleted behind its back loses its signal on the watch event, not at a heartbeat', async () => {
+    const connectString = endpoint(zk, 'ZK_CONNECT');
+    const options = { connectString, sessionTimeoutMs: 4_000, serverTickMs: 200 };
+    const first = new ZooKeeperLockProvider(options);
+    const second = new ZooKeeperLockProvider(options);
+    providers.push(first, second);
+    const raw = zookeeper.createClient(connectString, { retries: 0 });
+    await new Promise<void>((ok) => {
+      raw.once('connected', () => ok());
+      raw.connect();
+    });
+    const removeBehindTheirBack = async (provider: ZooKeeperLockProvider, key: string) => {
+      const parent = provider.folder(key);
+      const [node] = await new Promise<string[]>((ok, fail) =>
+        raw.getChildren(parent, (e, c) => (e ? fail(e) : ok(c))),
+      );
+      const deletedAt = performance.now();
+      await new Promise<void>((ok, fail) => raw.remove(`${parent}/${node}`, -1, (e) => (e ? fail(e) : ok())));
+      return deletedAt;
+    };
+    try {
+      // Uncontended: the watch is set by the first read of our node.
+      const key = uniqueKey('deleted-node');
+      const lock = await first.acquire(key);
+      const deletedAt = await removeBehindTheirBack(first, key);
+      const uncontended = await abortTime(lock.signal, deletedAt, 5_000);
+      // After waiting behind another holder: the same watch, armed while it queued.
+      const key2 = uniqueKey('deleted-node-waited');
+      const ahead = await first.acquire(key2);
+      const waiting = second.acquire(key2, { waitMs: 5_000 });
+      await new Promise((r) => setTimeout(r, 200));
+      await ahead.release();
+      const waited = await waiting;
+      const deletedAt2 = await removeBehindTheirBack(second, key2);
+      const afterWait = await abortTime(waited.signal, deletedAt2, 5_000);
+      console.log(
+        `signal aborted ${uncontended?.toFixed(0) ?? 'never (5 s)'} ms after the delete (uncontended), ` +
+          `${afterWait?.toFixed(0) ?? 'never (5 s)'} ms (after waiting)`,
+      );
+      expect(uncontended).toBeDefined();
+      expect(uncontended as number).toBeLessThan(500); // a heartbeat is 1.3 s away, the deadline 3.7 s
+      expect(afterWait).toBeDefined();
+      expect(afterWait as number).toBeLessThan(500);
+      expect(lock.held).toBe(false);
+      await lock.release();
+      await waited.release();
+    } finally {
+      raw.close();
     }
   }, 30_000);
 });

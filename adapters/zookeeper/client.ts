@@ -29,7 +29,7 @@ type Callback<T> = (error: Error | zookeeper.Exception | null, value: T) => void
 /**
  * The one promise wrapper over node-zookeeper-client, and the session it holds. The client library
  * reconnects by itself within a session; this class decides when the session can no longer be
- * trusted: a heartbeat through the leader (heartbeat.ts) every timeout/3, and ownership is
+ * trusted: a heartbeat through the leader (heartbeat.ts) every (timeout − tick)/3, and ownership is
  * confirmed until `sent + (timeout − tick) × (1 − drift) − rtt` after the last answered one, the
  * earliest the leader could expire the session. Expiry reported by the server ends it at once. A lost session is never
  * revived: the provider opens a new one for later calls.
@@ -124,8 +124,9 @@ export class ZkSession {
     return trustedSpanMs(this.#timeoutMs, this.#options.serverTickMs);
   }
 
+  /** A third of the span one answer vouches for: two more tries fit before its deadline. */
   get #interval(): number {
-    return this.#timeoutMs / 3;
+    return this.#trustedSpan / 3;
   }
 
   #scheduleHeartbeat(delay: number): void {
@@ -144,7 +145,7 @@ export class ZkSession {
       this.#liveness.confirmed(sentAt, this.#trustedSpan);
       this.#scheduleHeartbeat(this.#interval);
     } catch {
-      this.#scheduleHeartbeat(Math.max(this.#timeoutMs / 10, 50));
+      this.#scheduleHeartbeat(Math.max(this.#trustedSpan / 10, 50));
     }
   }
 

@@ -1,6 +1,7 @@
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness } from '../../src/session-liveness.js';
+import { confirmThroughLeader, trustedSpanMs } from './heartbeat.js';
 import { ZkClient } from './wire/client.js';
 
 export { zkCode } from './wire/codes.js';
@@ -13,6 +14,8 @@ export interface ZkSessionOptions {
   callTimeoutMs: number;
   /** Opening gives up after this long (BackendUnavailableError). */
   connectTimeoutMs: number;
+  /** The servers' tickTime (an upper bound), added to the safety margin: see heartbeat.ts. */
+  serverTickMs: number;
   /** 'user:password' for digest auth, added before any call. */
   digest?: string;
 }
@@ -20,9 +23,9 @@ export interface ZkSessionOptions {
 /**
  * The session the adapter works in, over fencekit's own protocol client (wire/). The client
  * reconnects by itself within a session; this class decides when the session can no longer be
- * trusted: a heartbeat (exists('/')) every timeout/3, and ownership is confirmed until
- * `sent + timeout × (1 − drift) − rtt` after the last answered one, the earliest the server could
- * expire the session. Expiry reported by the server ends it at once. A session lost locally is
+ * trusted: a heartbeat through the leader (heartbeat.ts) every (timeout − tick)/3, and ownership is
+ * confirmed until `sent + (timeout − tick) × (1 − drift) − rtt` after the last answered one, the
+ * earliest the leader could expire the session. Expiry reported by the server ends it at once. A session lost locally is
  * closed at once (the server then drops its nodes instead of keeping them for a client that
  * reconnects and pings), and never revived: the provider opens a new one for later calls.
  */
@@ -65,7 +68,7 @@ export class ZkSession {
     client.onState((state) => {
       if (state === 'expired' || state === 'closed') session.#lose('session-lost');
     });
-    session.#liveness.confirmed(sentAt, client.sessionTimeoutMs);
+    session.#liveness.confirmed(sentAt, session.#trustedSpan);
     session.#scheduleHeartbeat(session.#interval);
     return session;
   }
@@ -105,8 +108,13 @@ export class ZkSession {
     this.#lose('closed');
   }
 
+  get #trustedSpan(): number {
+    return trustedSpanMs(this.client.sessionTimeoutMs, this.#options.serverTickMs);
+  }
+
+  /** A third of the span one answer vouches for: two more tries fit before its deadline. */
   get #interval(): number {
-    return this.client.sessionTimeoutMs / 3;
+    return this.#trustedSpan / 3;
   }
 
   #scheduleHeartbeat(delay: number): void {
@@ -118,13 +126,13 @@ export class ZkSession {
   async #heartbeat(): Promise<void> {
     const sentAt = monotonicNow();
     try {
-      await this.client.exists('/', { timeoutMs: Math.min(this.#interval, this.#options.callTimeoutMs) });
+      await confirmThroughLeader(this.client, Math.min(this.#interval, this.#options.callTimeoutMs));
       if (!this.alive) return;
-      this.#liveness.confirmed(sentAt, this.client.sessionTimeoutMs);
+      this.#liveness.confirmed(sentAt, this.#trustedSpan);
       this.#scheduleHeartbeat(this.#interval);
     } catch {
       // Not answered: try again soon; the liveness deadline decides when the session is lost.
-      this.#scheduleHeartbeat(Math.max(this.client.sessionTimeoutMs / 10, 50));
+      this.#scheduleHeartbeat(Math.max(this.#trustedSpan / 10, 50));
     }
   }
 

@@ -1,5 +1,6 @@
 import { BackendUnavailableError } from '../../src/errors.js';
 import { type ZkSession, zkCode } from './client.js';
+import type { OwnNodeWatch } from './node-watch.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
 
@@ -28,19 +29,20 @@ export interface ZkNode {
 }
 
 /**
- * The queue order of a folder's nodes of one kind, by sequence suffix. The suffix is a signed
- * 32-bit counter that wraps to negative: when both very high and negative numbers are present, the
- * negative ones came after the wrap and sort last.
+ * The queue order of a folder's nodes of one kind: exactly Curator's (LockInternals sorts by the
+ * text after the kind, compared as a string), so that fencekit and Curator always agree on the head.
+ * The suffix is ZooKeeper's zero-padded signed 32-bit sequence (the folder's child-change counter):
+ * after 2³¹ changes it wraps to "-…", which sorts before every older node. Neither side reorders at
+ * the wrap; see the README for the limit.
  */
 export function queueOrder(children: string[], kind: NodeKind): ZkNode[] {
-  const nodes: ZkNode[] = [];
+  const nodes: (ZkNode & { suffix: string })[] = [];
   for (const name of children) {
     const m = NODE_NAME.exec(name);
-    if (m && m[2] === kind) nodes.push({ name, seq: Number(m[3]) });
+    if (m && m[2] === kind) nodes.push({ name, seq: Number(m[3]), suffix: m[3] as string });
   }
-  const wrapped = nodes.some((n) => n.seq > 2 ** 30) && nodes.some((n) => n.seq < 0);
-  const key = (n: ZkNode) => (wrapped && n.seq < 0 ? n.seq + 2 ** 32 : n.seq);
-  return nodes.sort((a, b) => key(a) - key(b));
+  nodes.sort((a, b) => (a.suffix < b.suffix ? -1 : a.suffix > b.suffix ? 1 : 0));
+  return nodes.map(({ name, seq }) => ({ name, seq }));
 }
 
 /**
@@ -177,10 +179,12 @@ export async function waitForTurn(
   queued: ZkQueued,
   wait: boolean,
   cancel: AbortSignal,
+  /** Armed by the read of our own stat: tells a holder at once when its node is deleted. */
+  watch?: OwnNodeWatch,
 ): Promise<Stat | null> {
   const ours = `${call.parent}/${queued.name}`;
   // Our own stat is read in parallel with the first listing: ZooKeeper answers one session's calls in order.
-  const ownStat = call.session.client.exists(ours);
+  const ownStat = call.session.client.exists(ours, watch ? { watch: watch.watcher } : {});
   ownStat.catch(() => undefined);
   for (;;) {
     cancel.throwIfAborted();

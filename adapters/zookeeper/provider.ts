@@ -7,16 +7,17 @@ import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
+import { removeOwned } from './entries.js';
 import {
   protectedCreate,
   queueOrder,
   removeFolderIfEmpty,
-  removeNode,
   unavailable,
   waitForTurn,
   type ZkQueueCall,
   type ZkQueued,
 } from './mutex.js';
+import { OwnNodeWatch } from './node-watch.js';
 import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
 import { Transaction } from './wire/transaction.js';
 
@@ -27,8 +28,11 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
   root?: string;
   /** Requested session timeout; the server clamps it to 2..20 × its tickTime. Default 10 000 ms. */
   sessionTimeoutMs?: number;
-  /** Deadline of each call. Default 5 000 ms. */
-  callTimeoutMs?: number;
+  /**
+   * The servers' tickTime (or more), which the client cannot learn: one tick is added to the loss
+   * signal's safety margin (at most half the granted session timeout). Default 2 000 ms.
+   */
+  serverTickMs?: number;
   /** Digest credentials 'user:password', added to every session. */
   digest?: string;
   /** With digest: create lock nodes with CREATOR_ALL_ACL so no other identity can delete them. */
@@ -50,13 +54,15 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly root: string;
   readonly #options: ZooKeeperProviderOptions;
   readonly #sessionTimeoutMs: number;
-  readonly #callTimeoutMs: number;
+  readonly #serverTickMs: number;
   readonly #acl: readonly ACL[];
   readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
   readonly #folderLingerMs: number;
   /** Folders to delete (if still empty) once their linger time passes, with the session to use. */
   readonly #lingering = new Map<string, { timer: NodeJS.Timeout; session: ZkSession }>();
   #session: Promise<ZkSession> | undefined;
+  /** Whether the current session's client is connected (kept by #open, read by backendReachable). */
+  #connected = false;
   /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
   wakeups = 0;
 
@@ -75,10 +81,17 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     if (options.creatorOnlyAcl && !options.digest) {
       throw new InvalidArgumentError('creatorOnlyAcl', 'needs digest credentials to name the creator');
     }
+    const tick = options.serverTickMs ?? 2_000;
+    if (typeof tick !== 'number' || !Number.isFinite(tick) || tick <= 0) {
+      throw new InvalidArgumentError(
+        'serverTickMs',
+        `${String(tick)} is not a positive number of milliseconds`,
+      );
+    }
+    this.#serverTickMs = tick;
     this.root = root;
     this.#options = options;
     this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
-    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
     this.#folderLingerMs = options.folderLingerMs ?? 1_000;
     this.#acl = options.creatorOnlyAcl ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
   }
@@ -135,22 +148,30 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       },
     };
     const queued = await protectedCreate(call);
+    const watch = new OwnNodeWatch(session, queued.path);
     let stat: Stat | null;
     try {
-      stat = await waitForTurn(call, queued, req.wait, cancel);
+      stat = await waitForTurn(call, queued, req.wait, cancel, watch);
     } catch (error) {
       // Timed out, aborted or cut off: take the node back (the session's end removes it otherwise).
-      await removeNode(session, queued.path).catch(() => undefined);
+      await removeOwned(session, queued.path).catch(() => undefined); // the session retries it
       throw error;
     }
     if (!stat) {
-      await removeNode(session, queued.path);
+      await removeOwned(session, queued.path);
       return null;
     }
-    return this.#grant(req, session, call.parent, queued, stat.czxid);
+    return this.#grant(req, session, call.parent, queued, stat.czxid, watch);
   }
 
-  #grant(req: LockRequest, session: ZkSession, parent: string, queued: ZkQueued, token: bigint): OwnedLock {
+  #grant(
+    req: LockRequest,
+    session: ZkSession,
+    parent: string,
+    queued: ZkQueued,
+    token: bigint,
+    watch: OwnNodeWatch,
+  ): OwnedLock {
     const { path } = queued;
     const lock = new OwnedLock({
       key: req.key,
@@ -158,12 +179,13 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
         if (!session.alive) return; // the session's end removed the node
-        await removeNode(session, path);
+        await removeOwned(session, path); // if it fails, the session retries until confirmed
         this.#removeFolderLater(session, parent);
       },
     });
     this.#nodes.set(lock, { session, path });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+    lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
     return lock;
   }
 
@@ -214,19 +236,36 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   }
 
   #open(): Promise<ZkSession> {
-    const opening = ZkSession.open({
-      connectString: this.#options.connectString,
-      sessionTimeoutMs: this.#sessionTimeoutMs,
-      driftRate: this.driftRate,
-      callTimeoutMs: this.#callTimeoutMs,
-      // A backend never reached fails within callTimeoutMs, not after a session timeout or two.
-      connectTimeoutMs: this.#callTimeoutMs,
-      ...(this.#options.digest ? { digest: this.#options.digest } : {}),
-    });
+    this.#connected = false;
+    const opening = ZkSession.open(
+      {
+        connectString: this.#options.connectString,
+        sessionTimeoutMs: this.#sessionTimeoutMs,
+        driftRate: this.driftRate,
+        callTimeoutMs: this.callTimeoutMs,
+        // A backend never reached fails within callTimeoutMs, not after a session timeout or two.
+        connectTimeoutMs: this.callTimeoutMs,
+        serverTickMs: this.#serverTickMs,
+        ...(this.#options.digest ? { digest: this.#options.digest } : {}),
+      },
+      this.closeSignal,
+    );
     this.#session = opening;
-    opening.catch(() => {
-      if (this.#session === opening) this.#session = undefined;
-    });
+    opening.then(
+      (session) => {
+        this.noteReached();
+        this.#connected = true;
+        session.client.onState((state) => {
+          if (this.#session === opening) this.#connected = state === 'connected';
+        });
+      },
+      () => {
+        if (this.#session === opening) {
+          this.#session = undefined;
+          this.#connected = false;
+        }
+      },
+    );
     return opening;
   }
 
@@ -249,6 +288,11 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     this.#lingering.clear();
     await Promise.all(pending);
     await (await this.#session?.catch(() => undefined))?.close();
+  }
+
+  /** Reachable while the current session's connection is up: a wait that runs out otherwise is an outage. */
+  protected override backendReachable(): boolean {
+    return this.#connected;
   }
 
   /** Watch registrations the current session holds (one per path and kind), for tests and metrics. */

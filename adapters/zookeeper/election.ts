@@ -64,6 +64,7 @@ export class ZkElection implements Election {
         yield leader;
       }
       signal?.addEventListener('abort', onChange, { once: true });
+      if (signal?.aborted) onChange(); // stopped while the caller had the value: no abort event comes
       const unsubscribe = session.whenLost(onChange);
       await changed;
       unsubscribe();

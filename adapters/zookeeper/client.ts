@@ -96,10 +96,11 @@ export class ZkSession {
     return this.#liveness.whenLost(onLost);
   }
 
-  /** Closes the session (its ephemeral nodes go at once); bounded by callTimeoutMs. */
-  close(): Promise<void> {
+  /** Closes the session (its ephemeral nodes go at once); bounded by timeoutMs (default callTimeoutMs). */
+  close(timeoutMs?: number): Promise<void> {
+    const closing = this.client.close(timeoutMs); // first: losing the session would close with the default bound
     this.#lose('closed');
-    return this.client.close();
+    return closing;
   }
 
   /** For tests of holder death: drop the connection without closing; the server expires the session. */

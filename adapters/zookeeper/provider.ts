@@ -286,8 +286,11 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       return session.alive ? removeFolderIfEmpty(session, parent) : undefined;
     });
     this.#lingering.clear();
-    await Promise.all(pending);
-    await (await this.#session?.catch(() => undefined))?.close();
+    // Bounded by callTimeoutMs in all: half for the folders, half for closeSession's answer.
+    const half = this.callTimeoutMs / 2;
+    await Promise.race([Promise.all(pending), delay(half)]);
+    const session = await Promise.race([this.#session?.catch(() => undefined), delay(half)]);
+    await session?.close(half);
   }
 
   /** Reachable while the current session's connection is up: a wait that runs out otherwise is an outage. */
@@ -305,6 +308,9 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     (await this.#session?.catch(() => undefined))?.abandon();
   }
 }
+
+const delay = (ms: number) =>
+  new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref());
 
 /** promise, or the signal's reason as soon as it aborts (the promise goes on for whoever else waits). */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {

@@ -274,19 +274,19 @@ export class ZkClient {
 
   /**
    * Ends the session: sends closeSession so the server removes its ephemeral nodes at once, and
-   * stops reconnecting. Bounded by callTimeoutMs; idempotent.
+   * stops reconnecting. Bounded by timeoutMs (default callTimeoutMs); idempotent.
    */
-  close(): Promise<void> {
-    this.#closing ??= this.#close();
+  close(timeoutMs = this.#options.callTimeoutMs): Promise<void> {
+    this.#closing ??= this.#close(timeoutMs);
     return this.#closing;
   }
 
-  async #close(): Promise<void> {
+  async #close(timeoutMs: number): Promise<void> {
     const conn = this.#conn;
     this.#end('closed', new ZkError(Code.CONNECTION_LOSS, undefined, 'client closed'));
     if (!conn || conn.closed) return;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, this.#options.callTimeoutMs);
+      const timer = setTimeout(resolve, timeoutMs);
       const done = () => {
         clearTimeout(timer);
         resolve();

@@ -40,12 +40,18 @@ export class ZkSession {
   readonly #liveness: SessionLiveness;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #timeoutMs: number;
+  #ended = false;
 
   private constructor(client: zookeeper.Client, options: ZkSessionOptions) {
     this.client = client;
     this.#options = options;
     this.#timeoutMs = options.sessionTimeoutMs;
-    this.#liveness = new SessionLiveness(options.driftRate, () => clearTimeout(this.#heartbeatTimer));
+    // A session written off here must end on the server too: the library would otherwise reconnect
+    // and ping it alive, and its nodes would keep blocking their names.
+    this.#liveness = new SessionLiveness(options.driftRate, () => {
+      clearTimeout(this.#heartbeatTimer);
+      this.#end();
+    });
   }
 
   static async open(options: ZkSessionOptions): Promise<ZkSession> {
@@ -105,11 +111,18 @@ export class ZkSession {
   /** Closes the session (its ephemeral nodes go at once). */
   close(): void {
     this.#lose('closed');
+    this.#end();
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
     this.client.close();
   }
 
   /** For tests of holder death: drop the connection without closing; the server expires the session. */
   abandon(): void {
+    this.#ended = true; // no goodbye: the server must expire it
     this.#lose('closed');
     const manager = (this.client as unknown as { connectionManager: { socket?: import('node:net').Socket } })
       .connectionManager;

@@ -242,9 +242,12 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         ...(this.#options.digest ? { digest: this.#options.digest } : {}),
       });
       this.#session = opening;
-      opening.catch(() => {
-        if (this.#session === opening) this.#session = undefined;
-      });
+      opening.then(
+        () => this.noteReached(), // a session is an answer: later outages are ridden through
+        () => {
+          if (this.#session === opening) this.#session = undefined;
+        },
+      );
       return opening;
     };
     if (!current) return fresh();

@@ -117,6 +117,40 @@ describe('ZooKeeper: the session owns the nodes it created', () => {
     }
   }, 30_000);
 
+  it('a session written off here but alive on the server is closed: its nodes do not block the name', async () => {
+    const [host = '', port = ''] = endpoint(zk, 'ZK_CONNECT').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const options = { sessionTimeoutMs: 4_000, serverTickMs: 200, callTimeoutMs: 1_000 };
+      const holderSide = new ZooKeeperLockProvider({ connectString: proxy.address, ...options });
+      const otherSide = new ZooKeeperLockProvider({ connectString: `${host}:${port}`, ...options });
+      providers.push(holderSide, otherSide);
+      const key = uniqueKey('written-off');
+      const held = await holderSide.acquire(key);
+      await (await otherSide.acquire(uniqueKey('warm-up'))).release();
+      // Late replies: the server hears every ping (the session lives there), the holder cannot
+      // confirm it in time and writes it off.
+      proxy.setMode({ kind: 'delay', direction: 'toClient', ms: 5_000 });
+      expect(await abortTime(held.signal, performance.now(), 10_000)).toBeDefined();
+      proxy.setMode({ kind: 'pass' });
+      await new Promise((r) => setTimeout(r, 1_000));
+      const releasedAt = performance.now();
+      await held.release().catch(() => undefined);
+      const outcome = await otherSide.acquire(key, { waitMs: 10_000 }).then(
+        (lock) => ({ lock, at: performance.now() - releasedAt }),
+        (error: Error) => ({ lock: undefined, at: performance.now() - releasedAt, error: error.name }),
+      );
+      console.log(
+        `other side: ${outcome.lock ? 'granted' : outcome.error} ${outcome.at.toFixed(0)} ms after release()`,
+      );
+      expect(holderSide.closed).toBe(false);
+      expect(outcome.lock).toBeDefined();
+      await outcome.lock?.release();
+    } finally {
+      await proxy.close();
+    }
+  }, 40_000);
+
   it('a holder whose node is deleted behind its back loses its signal on the watch event, not at a heartbeat', async () => {
     const connectString = endpoint(zk, 'ZK_CONNECT');
     const options = { connectString, sessionTimeoutMs: 4_000, serverTickMs: 200 };

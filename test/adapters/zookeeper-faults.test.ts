@@ -276,6 +276,15 @@ describe('ZooKeeper standalone server faults', () => {
     console.log(`unreachable: ${(error as Error).name} after ${Math.round(elapsed)} ms`);
     expect(error).toBeInstanceOf(BackendUnavailableError);
     expect(elapsed).toBeLessThan(2_500);
+    // Issue 12's own case: the default callTimeoutMs (5 s) and a shorter wait.
+    const defaults = open({ connectString: `127.0.0.1:${closedPort}` });
+    const again = performance.now();
+    const second = await defaults.acquire('k', { waitMs: 2_000 }).catch((e: unknown) => e);
+    console.log(
+      `unreachable, defaults: ${(second as Error).name} after ${Math.round(performance.now() - again)} ms`,
+    );
+    expect(second).toBeInstanceOf(BackendUnavailableError);
+    expect(performance.now() - again).toBeLessThan(2_500);
   });
 });
 

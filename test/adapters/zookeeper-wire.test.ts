@@ -1,12 +1,14 @@
 import net from 'node:net';
 import fc from 'fast-check';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { ZkClient } from '../../adapters/zookeeper/wire/client.js';
 import { FrameDecoder } from '../../adapters/zookeeper/wire/frames.js';
 import { JuteReader, JuteWriter, WireError } from '../../adapters/zookeeper/wire/jute.js';
-import { decodeMulti, readStat } from '../../adapters/zookeeper/wire/ops.js';
+import { CreateMode, decodeMulti, OPEN_ACL_UNSAFE, readStat } from '../../adapters/zookeeper/wire/ops.js';
 import { BackendUnavailableError } from '../../src/index.js';
+import { eventually } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
 const frame = (payload: Buffer) => new JuteWriter().buffer(payload).frame().subarray(4);
 
@@ -167,4 +169,143 @@ describe('a server that sends garbage', () => {
       await client.close();
     }
   }, 60_000);
+});
+
+describe('ZkClient on a real server', () => {
+  let zk: ServerGroup;
+  let connectString: string;
+  const clients: ZkClient[] = [];
+  const open = async (connect = connectString) => {
+    const client = await ZkClient.connect(
+      { connectString: connect, sessionTimeoutMs: 4_000, callTimeoutMs: 2_000 },
+      { timeoutMs: 5_000 },
+    );
+    clients.push(client);
+    return client;
+  };
+  beforeAll(async () => {
+    zk = await startServers('zookeeper');
+    connectString = endpoint(zk, 'ZK_CONNECT');
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    await zk?.stop();
+  });
+
+  it('create2, getChildren2, getData, setData, sync, delete with version; errors by name', async () => {
+    const client = await open();
+    const base = `/wire-${crypto.randomUUID()}`;
+    await client.mkdirp(base);
+    const { path, stat } = await client.create2(
+      `${base}/n-`,
+      Buffer.from('v1'),
+      OPEN_ACL_UNSAFE,
+      CreateMode.PERSISTENT_SEQUENTIAL,
+    );
+    expect(path).toMatch(/\/n-0000000000$/);
+    expect(stat.czxid).toBeGreaterThan(0n);
+    const listed = await client.getChildren2(base);
+    expect(listed.children).toEqual([path.slice(base.length + 1)]);
+    expect(listed.stat.numChildren).toBe(1);
+    expect((await client.setData(path, Buffer.from('v2'), 0)).version).toBe(1);
+    await client.sync(path);
+    expect((await client.getData(path)).data.toString()).toBe('v2');
+    await expect(client.delete(path, 0)).rejects.toMatchObject({ name: 'BAD_VERSION' });
+    await expect(client.delete(base)).rejects.toMatchObject({ name: 'NOT_EMPTY' });
+    await expect(client.create(path, Buffer.alloc(0), OPEN_ACL_UNSAFE, 0)).rejects.toMatchObject({
+      name: 'NODE_EXISTS',
+    });
+    await client.delete(path, 1);
+    expect(await client.exists(path)).toBeNull();
+  });
+
+  it('multi: all or nothing, the failing operation’s code', async () => {
+    const client = await open();
+    const base = `/wire-${crypto.randomUUID()}`;
+    await client.mkdirp(base);
+    await expect(
+      client.multi([
+        { op: 'create', path: `${base}/a`, data: Buffer.alloc(0), acl: OPEN_ACL_UNSAFE, mode: 0 },
+        { op: 'check', path: `${base}/missing`, version: -1 },
+      ]),
+    ).rejects.toMatchObject({ name: 'NO_NODE' });
+    expect(await client.exists(`${base}/a`)).toBeNull();
+    const results = await client.multi([
+      { op: 'create', path: `${base}/a`, data: Buffer.alloc(0), acl: OPEN_ACL_UNSAFE, mode: 0 },
+      { op: 'setData', path: `${base}/a`, data: Buffer.from('x'), version: 0 },
+      { op: 'delete', path: `${base}/a`, version: 1 },
+    ]);
+    expect(results.map((r) => r.op)).toEqual(['create', 'setData', 'delete']);
+  });
+
+  it('chroot: paths in and out are relative to it', async () => {
+    const outside = await open();
+    const chroot = `/chroot-${crypto.randomUUID()}`;
+    await outside.mkdirp(chroot);
+    const inside = await open(`${connectString}${chroot}`);
+    const created = await inside.create('/x', Buffer.alloc(0), OPEN_ACL_UNSAFE, 0);
+    expect(created).toBe('/x');
+    expect(await outside.getChildren(chroot)).toEqual(['x']);
+    let told!: (event: unknown) => void;
+    const seen = new Promise((resolve) => {
+      told = resolve;
+    });
+    await inside.exists('/x', { watch: told });
+    await outside.delete(`${chroot}/x`);
+    expect(await seen).toEqual({ type: 'deleted', path: '/x' });
+  });
+
+  it('many listeners on one path share one registration; one that gives up leaves', async () => {
+    const client = await open();
+    const other = await open();
+    const path = `/wire-${crypto.randomUUID()}`;
+    await other.create(path, Buffer.alloc(0), OPEN_ACL_UNSAFE, 0);
+    let fired = 0;
+    const listeners = Array.from({ length: 50 }, () => () => {
+      fired += 1;
+    });
+    for (const listener of listeners) await client.exists(path, { watch: listener });
+    expect(client.watchCount).toBe(1);
+    client.unwatch(path, listeners[0] as () => void);
+    expect(client.watchCount).toBe(1);
+    await other.setData(path, Buffer.from('changed'));
+    await eventually('49 listeners told', async () => fired === 49);
+    expect(client.watchCount).toBe(0);
+  });
+
+  it('watches survive a lost connection (SetWatches): a change while disconnected is still told', async () => {
+    const [host = '', port = ''] = connectString.split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const client = await open(proxy.address);
+      const other = await open();
+      const path = `/wire-${crypto.randomUUID()}`;
+      await other.create(path, Buffer.alloc(0), OPEN_ACL_UNSAFE, 0);
+      let told!: (event: unknown) => void;
+      const seen = new Promise((resolve) => {
+        told = resolve;
+      });
+      expect(await client.exists(path, { watch: told })).not.toBeNull(); // registered
+      const sessionId = client.sessionId;
+      proxy.setMode({ kind: 'blackhole' });
+      proxy.cutAll();
+      await other.delete(path); // while our client has no connection
+      proxy.setMode({ kind: 'pass' });
+      expect(await seen).toEqual({ type: 'deleted', path });
+      expect(client.sessionId).toBe(sessionId); // the same session, resumed
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('close() ends the session on the server: its ephemeral node goes at once', async () => {
+    const client = await open();
+    const other = await open();
+    const path = `/wire-${crypto.randomUUID()}`;
+    await client.create(path, Buffer.alloc(0), OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
+    await client.close();
+    expect(client.state).toBe('closed');
+    expect(await other.exists(path)).toBeNull();
+    await expect(client.getChildren('/')).rejects.toMatchObject({ name: 'CONNECTION_LOSS' });
+  });
 });

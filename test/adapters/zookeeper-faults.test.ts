@@ -11,6 +11,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** 3 rounds in CI; FENCEKIT_ZK_FAULT_ROUNDS=20 by hand. */
 const ROUNDS = Number(process.env.FENCEKIT_ZK_FAULT_ROUNDS ?? 3);
 const SESSION_MS = 2_000;
+/** A test of fault rounds: start-up plus each round's fault and recovery, with room for a slow machine. */
+const ROUND_BUDGET_MS = 30_000 + ROUNDS * 20_000;
 /** Pause length: 1.5 s past the session timeout in CI; FENCEKIT_ZK_PAUSE_MS=8000 is issue 13's case. */
 const PAUSE_MS = Number(process.env.FENCEKIT_ZK_PAUSE_MS ?? SESSION_MS + 1_500);
 
@@ -162,22 +164,30 @@ describe('ZooKeeper standalone server faults', () => {
     await zk?.stop();
   });
 
-  it('SIGSTOP past the session timeout, then SIGCONT: the process survives, leadership and locks come back', async () => {
-    const server = controls(zk);
-    await faultRounds(connectString, async () => {
-      server.pause(0);
-      await sleep(PAUSE_MS);
-      server.resume(0);
-    });
-  }, 90_000);
+  it(
+    'SIGSTOP past the session timeout, then SIGCONT: the process survives, leadership and locks come back',
+    async () => {
+      const server = controls(zk);
+      await faultRounds(connectString, async () => {
+        server.pause(0);
+        await sleep(PAUSE_MS);
+        server.resume(0);
+      });
+    },
+    ROUND_BUDGET_MS,
+  );
 
-  it('SIGKILL and restart: the process survives, leadership and locks come back', async () => {
-    const server = controls(zk);
-    await faultRounds(connectString, async () => {
-      await server.kill(0);
-      await server.start(0);
-    });
-  }, 90_000);
+  it(
+    'SIGKILL and restart: the process survives, leadership and locks come back',
+    async () => {
+      const server = controls(zk);
+      await faultRounds(connectString, async () => {
+        await server.kill(0);
+        await server.start(0);
+      });
+    },
+    ROUND_BUDGET_MS,
+  );
 
   it('a reply cut in the middle of its frame: the connection ends, the session and the lock carry on', async () => {
     const proxy = await cuttingProxy(connectString);
@@ -310,20 +320,28 @@ describe('ZooKeeper 3-node ensemble member faults', () => {
   });
   afterAll(() => ensemble?.stop());
 
-  it('a member paused past the session timeout, then resumed, each round another', async () => {
-    const members = controls(ensemble);
-    await faultRounds(endpoint(ensemble, 'ZK_CONNECT'), async (round) => {
-      members.pause(round % 3);
-      await sleep(PAUSE_MS);
-      members.resume(round % 3);
-    });
-  }, 90_000);
+  it(
+    'a member paused past the session timeout, then resumed, each round another',
+    async () => {
+      const members = controls(ensemble);
+      await faultRounds(endpoint(ensemble, 'ZK_CONNECT'), async (round) => {
+        members.pause(round % 3);
+        await sleep(PAUSE_MS);
+        members.resume(round % 3);
+      });
+    },
+    ROUND_BUDGET_MS,
+  );
 
-  it('a member killed and restarted, each round another', async () => {
-    const members = controls(ensemble);
-    await faultRounds(endpoint(ensemble, 'ZK_CONNECT'), async (round) => {
-      await members.kill(round % 3);
-      await members.start(round % 3);
-    });
-  }, 120_000);
+  it(
+    'a member killed and restarted, each round another',
+    async () => {
+      const members = controls(ensemble);
+      await faultRounds(endpoint(ensemble, 'ZK_CONNECT'), async (round) => {
+        await members.kill(round % 3);
+        await members.start(round % 3);
+      });
+    },
+    ROUND_BUDGET_MS,
+  );
 });

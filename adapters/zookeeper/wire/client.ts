@@ -445,7 +445,11 @@ export class ZkClient {
             zxid: (zxid) => {
               if (zxid > this.#lastZxid) this.#lastZxid = zxid;
             },
-            authFailed: () => this.#end('closed', new ZkError(Code.AUTH_FAILED)),
+            authFailed: () => {
+              // The server ends the session's connection too; end ours at once rather than wait for it.
+              this.#end('closed', new ZkError(Code.AUTH_FAILED));
+              this.#conn?.destroy(new ZkError(Code.AUTH_FAILED));
+            },
             closed: (reason) => ended(reason),
           },
         );

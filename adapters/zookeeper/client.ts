@@ -31,8 +31,8 @@ type Callback<T> = (error: Error | zookeeper.Exception | null, value: T) => void
  * reconnects by itself within a session; this class decides when the session can no longer be
  * trusted: a heartbeat through the leader (heartbeat.ts) every (timeout − tick)/3, and ownership is
  * confirmed until `sent + (timeout − tick) × (1 − drift) − rtt` after the last answered one, the
- * earliest the leader could expire the session. Expiry reported by the server ends it at once. A
- * lost session is closed (never revived): the provider opens a new one for later calls.
+ * earliest the leader could expire the session. Expiry reported by the server ends it at once. A lost session is never
+ * revived: the provider opens a new one for later calls.
  */
 export class ZkSession {
   readonly client: zookeeper.Client;

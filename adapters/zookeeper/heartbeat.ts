@@ -5,8 +5,7 @@ import type zookeeper from 'node-zookeeper-client';
  * whichever server the client is connected to, and a follower cut off from the quorum keeps
  * answering reads for up to syncLimit × tickTime while the leader expires our session. A multi is a
  * write: the follower forwards it to the leader, which commits it with a quorum, so its answer
- * proves that the ensemble still knew the session when it was sent. The price is one small log
- * write per heartbeat; a sync() would prove the same without one, but node-zookeeper-client has none.
+ * proves that the ensemble still knew the session when it was sent.
  */
 export function confirmThroughLeader(
   client: zookeeper.Client,

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 
 /**
  * Release notices over pub/sub, one channel per provider: a waiter queues with its provider's
@@ -16,9 +16,9 @@ export class WaiterNotices {
   /** Redis confirmed the first SUBSCRIBE; ioredis subscribes again by itself after a reconnect. */
   #subscribed = false;
 
-  constructor(redis: Redis, prefix: string) {
+  constructor(redis: Redis, prefix: string, options: RedisOptions = {}) {
     this.channel = `${prefix}inbox:${crypto.randomUUID()}`;
-    this.#subscriber = redis.duplicate({ lazyConnect: true });
+    this.#subscriber = redis.duplicate({ ...options, lazyConnect: true });
     this.#subscriber.on('error', () => undefined);
     this.#subscriber.on('message', (_channel: string, message: string) => {
       this.#listeners.get(message.split(' ', 1)[0] as string)?.(message);

@@ -16,6 +16,8 @@ export interface RedisProviderOptions extends ProviderDefaults {
   /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
   url?: string;
   redis?: RedisOptions;
+  /** ioredis options for the connection that receives hand-over notices, over those of `redis`. */
+  subscriber?: RedisOptions;
   /** Prefix of every key. Default 'fencekit:'. */
   prefix?: string;
   /**
@@ -70,7 +72,7 @@ export class RedisLockProvider extends BaseLockProvider {
     this.redis = options.url ? new Redis(options.url, redisOptions) : new Redis(redisOptions);
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
     this.#scripts = new LockScripts(this.redis);
-    this.#notices = new WaiterNotices(this.redis, this.prefix);
+    this.#notices = new WaiterNotices(this.redis, this.prefix, options.subscriber);
   }
 
   /** The keys of a name, all on the hash tag {name}. */
@@ -116,7 +118,7 @@ export class RedisLockProvider extends BaseLockProvider {
         const sentAt = monotonicNow();
         try {
           const answer = await this.#call('acquire', run);
-          return typeof answer === 'number' ? null : this.#grant(req, keys, BigInt(answer), sentAt);
+          return typeof answer === 'string' ? this.#grant(req, keys, BigInt(answer), sentAt) : null;
         } catch (error) {
           if (attempt >= 1 || cancel.aborted) throw error;
         }
@@ -129,7 +131,7 @@ export class RedisLockProvider extends BaseLockProvider {
     let answer = await this.#call('acquire', run).catch(() => null);
     if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
     const inbox = new WaiterInbox(req.ownerToken, this.fair);
-    if (answer !== null) inbox.refused(sentAt);
+    if (answer !== null) inbox.refused(sentAt, BigInt(answer[1]));
     const tryAgainAtOnce = !this.#notices.subscribed;
     let wake: () => void = () => undefined;
     const unsubscribe = await this.#notices.listen(req.ownerToken, (message) => {
@@ -153,7 +155,7 @@ export class RedisLockProvider extends BaseLockProvider {
         if ((attempt > 0 || !tryAgainAtOnce) && !inbox.noticed) {
           // A release announces itself; polling is for grants that expire without a word (the
           // holder died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
-          const untilExpiry = typeof answer === 'number' ? Math.max(-answer, 5) : this.#maxPollMs;
+          const untilExpiry = Array.isArray(answer) ? Math.max(-answer[0], 5) : this.#maxPollMs;
           const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
           wake = sleep.wake;
           await sleep.done;
@@ -172,7 +174,7 @@ export class RedisLockProvider extends BaseLockProvider {
           answer = null;
         }
         if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
-        if (answer !== null) inbox.refused(sentAt);
+        if (answer !== null) inbox.refused(sentAt, BigInt(answer[1]));
       }
     } catch (error) {
       // Timed out, aborted or failed: leave the queue, give back a grant handed to us meanwhile,

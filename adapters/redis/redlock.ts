@@ -7,7 +7,7 @@ import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
-import { type InspectAnswer, type LockKeys, LockScripts, lockKeys } from './scripts.js';
+import { type AcquireAnswer, type InspectAnswer, type LockKeys, LockScripts, lockKeys } from './scripts.js';
 
 export interface RedlockProviderOptions extends ProviderDefaults {
   /** Independent Redis instances (not replicas of one another): at least 3, an odd number. */
@@ -131,8 +131,8 @@ export class RedlockProvider extends BaseLockProvider {
     if (tokens.length >= this.quorum && validity > 0) {
       const token = largest(tokens);
       const raised = await this.#onAll((r, i) =>
-        (answers[i] as Outcome<string | number>).ok &&
-        typeof (answers[i] as { value: string | number }).value === 'string'
+        (answers[i] as Outcome<AcquireAnswer>).ok &&
+        typeof (answers[i] as { value: AcquireAnswer }).value === 'string'
           ? r.raiseFence(keys, token)
           : Promise.reject(new Error('not granted here')),
       );

@@ -47,8 +47,9 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do unqueu
 /**
  * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair ('1'/'0')  6 waiter TTL ms
  * 7 the pub/sub channel that reaches this waiter ('' if none).
- * Returns the fencing token (string) when granted, else −(ms until the current grant expires), at
- * most −1 (and, when waiting, our place is kept or refreshed). A grant that already exists for
+ * Returns the fencing token (string) when granted, else { −(ms until the current grant expires), at
+ * most −1; the fence counter } (and, when waiting, our place is kept or refreshed). The counter
+ * lets a waiter tell a hand-over notice made after this refusal (higher token) from a stale one. A grant that already exists for
  * ownerToken (an earlier reply was lost, or a release handed the key to us) is returned with its
  * expiry pushed to ttlMs from now, so the caller may count its lease from this call. A free key
  * with nobody queued takes the short path.
@@ -79,7 +80,7 @@ if ARGV[4] == '1' then
   -- The waiting keys vanish by themselves once nobody refreshes them.
   for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
 end
-return -math.max(redis.call('PTTL', KEYS[1]), 1)
+return { -math.max(redis.call('PTTL', KEYS[1]), 1), redis.call('GET', KEYS[5]) or '0' }
 `;
 
 /**
@@ -201,6 +202,11 @@ export interface AcquireArgs {
   channel: string;
 }
 
+/** "Not yours": [−(ms until the current grant expires), the fence counter's value]. */
+export type Refusal = [number, string];
+/** The token of our grant (string), or a refusal. */
+export type AcquireAnswer = string | Refusal;
+
 /** inspect's answer: [pttl, token, owner, since, live waiters]. */
 export type InspectAnswer = [number, string | null, string | null, string | null, number];
 
@@ -225,8 +231,8 @@ export class LockScripts {
     this.#commands = redis as unknown as Record<string, Call>;
   }
 
-  /** The fencing token (string) when granted, else −(ms until the current grant expires). */
-  acquire(k: LockKeys, a: AcquireArgs): Promise<string | number> {
+  /** The fencing token (string) when granted, else a refusal. */
+  acquire(k: LockKeys, a: AcquireArgs): Promise<AcquireAnswer> {
     return this.#run(
       'fencekitAcquire',
       k.lock,
@@ -241,7 +247,7 @@ export class LockScripts {
       a.fair ? '1' : '0',
       a.waiterTtlMs,
       a.channel,
-    ) as Promise<string | number>;
+    ) as Promise<AcquireAnswer>;
   }
 
   /** true = deleted, false = not ours (any more). fair: hand the key to the first waiter. */

@@ -1,0 +1,84 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisLockProvider } from '../../adapters/redis/index.js';
+import { ACQUIRE, LockScripts, lockKeys, RELEASE } from '../../adapters/redis/scripts.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+
+/** Fault stories of the Redis adapter (issue 14), each on a real Redis behind a fault proxy. */
+describe('Redis adapter under faults', () => {
+  let server: ServerGroup;
+  let url: string;
+  let target: { host: string; port: number };
+  let raw: Redis;
+  let scripts: LockScripts;
+  const providers: RedisLockProvider[] = [];
+  const proxies: FaultProxy[] = [];
+  const open = (options: Partial<ConstructorParameters<typeof RedisLockProvider>[0]> = {}) => {
+    const provider = new RedisLockProvider({ url, ...options });
+    providers.push(provider);
+    return provider;
+  };
+  const proxy = async () => {
+    const started = await FaultProxy.start(target);
+    proxies.push(started);
+    return started;
+  };
+  beforeAll(async () => {
+    server = await startServers('redis');
+    url = endpoint(server, 'REDIS_URL');
+    const [host = '', port = ''] = endpoint(server, 'REDIS_HOSTS').split(',')[0]?.split(':') ?? [];
+    target = { host, port: Number(port) };
+    raw = new Redis(url);
+    scripts = new LockScripts(raw);
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    await Promise.allSettled(proxies.map((p) => p.close()));
+    raw?.disconnect();
+    await server?.stop();
+  });
+
+  it('14.1: a hand-over notice that arrives after a later refusal is not taken as a grant', async () => {
+    const key = uniqueKey('stale-notice');
+    const keys = lockKeys('fencekit:', key);
+    const all = [keys.lock, keys.queue, keys.waiters, keys.pending, keys.fence];
+    const inbox = await proxy();
+    // W's commands go straight to Redis; only its inbox (the subscriber connection) is late.
+    const w = open({ subscriber: { host: '127.0.0.1', port: inbox.port }, maxPollMs: 100 });
+    const asA = { ownerToken: 'A', ttlMs: 60_000, owner: '', wait: false, fair: true, waiterTtlMs: 5_000 };
+    expect(typeof (await scripts.acquire(keys, { ...asA, channel: '' }))).toBe('string');
+    const started = performance.now();
+    const waiting = w.acquire(key, { ttlMs: 6_000, waitMs: 3_500 }).then(
+      (lock) => ({ lock, at: performance.now() - started }),
+      (error: Error) => ({ error, at: performance.now() - started }),
+    );
+    let channel = '';
+    await eventually('W queued and subscribed', async () => {
+      const spec = Object.values(await raw.hgetall(keys.pending))[0];
+      channel = spec?.split(' ')[2] ?? '';
+      return channel !== '' && ((await raw.pubsub('NUMSUB', channel)) as [string, number])[1] === 1;
+    });
+    inbox.setMode({ kind: 'latency', ms: 1_500 });
+    // At once: A releases (the key is handed to W, notice on its way), W's grant ends as if it had
+    // expired, and X takes the key with a higher token.
+    const replies = (await raw
+      .multi()
+      .eval(RELEASE, 5, ...all, 'A', '1')
+      .del(keys.lock)
+      .eval(ACQUIRE, 5, ...all, 'X', 60_000, 'X', '0', '1', 5_000, '')
+      .exec()) as Array<[Error | null, unknown]>;
+    const [released, x] = [replies[0]?.[1], replies[2]?.[1]];
+    expect(released).toBe(1);
+    expect(typeof x).toBe('string');
+    const outcome = await waiting;
+    const xToken = BigInt(x as string);
+    if ('lock' in outcome) {
+      console.log(
+        `W resolved at ${Math.round(outcome.at)} ms with token ${outcome.lock.fencingToken}, held ${outcome.lock.held}; X holds ${xToken}`,
+      );
+    } else console.log(`W settled at ${Math.round(outcome.at)} ms with ${outcome.error.name}`);
+    expect('error' in outcome && outcome.error.name).toBe('LockTimeoutError');
+    expect(await raw.get(keys.lock)).toMatch(new RegExp(`^X ${xToken} `));
+  });
+});

@@ -26,15 +26,21 @@ export class WaiterNotices {
   }
 
   /**
-   * Calls onMessage for each notice to ownerToken until the returned function is called.
-   * Resolves once the subscription is in place (best effort: without it the waiter still polls).
+   * Calls onMessage for each notice to ownerToken until `stop` is called. `subscribed` settles once
+   * the subscription is in place or failed (best effort: without it the waiter still polls); the
+   * caller bounds how long it waits for it.
    */
-  async listen(ownerToken: string, onMessage: (message: string) => void): Promise<() => void> {
+  listen(
+    ownerToken: string,
+    onMessage: (message: string) => void,
+  ): { subscribed: Promise<void>; stop: () => void } {
     this.#listeners.set(ownerToken, onMessage);
     this.#subscribing ??= this.#subscribe();
-    await this.#subscribing;
-    return () => {
-      this.#listeners.delete(ownerToken);
+    return {
+      subscribed: this.#subscribing,
+      stop: () => {
+        this.#listeners.delete(ownerToken);
+      },
     };
   }
 

@@ -2,15 +2,17 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
 import { WaiterInbox } from './hand-over.js';
+import { Leftovers } from './leftovers.js';
 import { WaiterNotices } from './notices.js';
-import { type LockKeys, LockScripts, lockKeys } from './scripts.js';
+import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys } from './scripts.js';
 
 export interface RedisProviderOptions extends ProviderDefaults {
   /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
@@ -28,12 +30,9 @@ export interface RedisProviderOptions extends ProviderDefaults {
   fair?: boolean;
   /** Longest sleep between two attempts of a waiter that was not woken. Default 500 ms. */
   maxPollMs?: number;
-  /** Deadline of each command. Default 2 000 ms. */
+  /** Deadline of each command. Default 5 000 ms. */
   callTimeoutMs?: number;
 }
-
-/** Consecutive failed attempts (unreachable Redis) after which a waiting acquire gives up. */
-const MAX_FAILED_ATTEMPTS = 5;
 
 /**
  * Locks on one Redis: `SET NX PX` and the fencing counter's INCR in one script, compare-and-delete
@@ -52,6 +51,10 @@ export class RedisLockProvider extends BaseLockProvider {
   readonly #maxPollMs: number;
   readonly #waiterTtlMs: number;
   readonly #renewing = new Set<OwnedLock>();
+  readonly #callTimeoutMs: number;
+  readonly #reachability: Reachability;
+  /** Leaves and releases whose first try failed, retried until done (the provider owns them). */
+  readonly #leftovers = new Leftovers();
   /** Release notices that woke a waiter of this provider (one per handoff in fair mode). */
   wakeups = 0;
 
@@ -63,14 +66,16 @@ export class RedisLockProvider extends BaseLockProvider {
     if (!(this.#maxPollMs >= 10)) throw new InvalidArgumentError('maxPollMs', 'must be at least 10 ms');
     // A live waiter refreshes its place at least every maxPollMs; five missed refreshes mean it is gone.
     this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);
+    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
     const redisOptions: RedisOptions = {
-      commandTimeout: options.callTimeoutMs ?? 2_000,
+      commandTimeout: this.#callTimeoutMs,
       maxRetriesPerRequest: 1, // scripts are safe to replay (keyed by ownerToken), but not forever
       retryStrategy: (times) => Math.min(times * 50, 1_000),
       ...options.redis,
     };
     this.redis = options.url ? new Redis(options.url, redisOptions) : new Redis(redisOptions);
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
+    this.#reachability = new Reachability(this.redis, 'redis');
     this.#scripts = new LockScripts(this.redis);
     this.#notices = new WaiterNotices(this.redis, this.prefix, options.subscriber);
   }
@@ -110,31 +115,58 @@ export class RedisLockProvider extends BaseLockProvider {
       waiterTtlMs: this.#waiterTtlMs,
       channel: req.wait ? this.#notices.channel : '',
     };
-    const run = () => this.#scripts.acquire(keys, args);
-    if (!req.wait) {
-      // One retry: when the first answer was lost the script may have granted already, and the
-      // second call then returns that grant instead of leaving an orphan until its TTL.
-      for (let attempt = 0; ; attempt++) {
+    let sent = false; // whether any attempt may have reached Redis (then there is something to clean up)
+    const attempt = () =>
+      this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel).then(
+        (answer) => {
+          sent = true;
+          return answer;
+        },
+        (error: unknown) => {
+          sent ||= !wasNotSent(error);
+          throw error;
+        },
+      );
+    try {
+      if (!req.wait) {
         const sentAt = monotonicNow();
-        try {
-          const answer = await this.#call('acquire', run);
-          return typeof answer === 'string' ? this.#grant(req, keys, BigInt(answer), sentAt) : null;
-        } catch (error) {
-          if (attempt >= 1 || cancel.aborted) throw error;
-        }
+        const answer = await attempt();
+        return typeof answer === 'string' ? this.#grant(req, keys, BigInt(answer), sentAt) : null;
       }
+      return await this.#wait(req, keys, attempt, cancel);
+    } catch (error) {
+      // Timed out, aborted or failed, maybe with the script run or still to run: leave the queue,
+      // give back a grant made meanwhile, hand the key on if it is free. The leftovers own it
+      // (retried until done), so the caller is not held up by an unreachable Redis.
+      if (sent)
+        this.#leftovers.add(req.ownerToken, () =>
+          this.#call('leave', () => this.#scripts.leave(keys, req.ownerToken, this.fair)),
+        );
+      throw error;
     }
-    // Uncontended: one script call, which also queues us when the key is busy (fairness counts from
-    // here). Then listen for release notices. If the channel was not subscribed yet, try once more
-    // at once: a release that came before the subscription has made us first without a notice.
+  }
+
+  /**
+   * A waiting request: the first attempt also queues us when the key is busy (fairness counts from
+   * there), then we listen for release notices and poll for expiries. Any failed attempt ends the
+   * request with BackendUnavailableError (the base provider retries within waitMs).
+   */
+  async #wait(
+    req: LockRequest,
+    keys: LockKeys,
+    attempt: () => Promise<AcquireAnswer>,
+    cancel: AbortSignal,
+  ): Promise<OwnedLock> {
     let sentAt = monotonicNow();
-    let answer = await this.#call('acquire', run).catch(() => null);
+    let answer = await attempt();
     if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
     const inbox = new WaiterInbox(req.ownerToken, this.fair);
-    if (answer !== null) inbox.refused(sentAt, BigInt(answer[1]));
+    inbox.refused(sentAt, BigInt(answer[1]));
+    // If the channel was not subscribed yet, try once more at once: a release that came before the
+    // subscription has made us first without a notice.
     const tryAgainAtOnce = !this.#notices.subscribed;
     let wake: () => void = () => undefined;
-    const unsubscribe = await this.#notices.listen(req.ownerToken, (message) => {
+    const listening = this.#notices.listen(req.ownerToken, (message) => {
       if (!inbox.notice(message)) return;
       this.wakeups += 1;
       wake();
@@ -144,18 +176,21 @@ export class RedisLockProvider extends BaseLockProvider {
       return handed && this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs);
     };
     try {
+      // Best effort: without the subscription the waiter polls; never wait past the deadline.
+      await boundedCall('redis', 'subscribe', () => listening.subscribed, this.#callTimeoutMs, cancel).catch(
+        () => undefined,
+      );
       const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });
-      let failures = answer === null ? 1 : 0;
-      for (let attempt = 0; ; attempt++) {
+      for (let round = 0; ; round++) {
         if (cancel.aborted) throw cancel.reason;
         const taken = takeHanded();
         if (taken) return taken;
         // A notice that came while an attempt was in flight (its answer predates the release)
         // makes the next attempt start at once.
-        if ((attempt > 0 || !tryAgainAtOnce) && !inbox.noticed) {
+        if ((round > 0 || !tryAgainAtOnce) && !inbox.noticed) {
           // A release announces itself; polling is for grants that expire without a word (the
           // holder died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
-          const untilExpiry = Array.isArray(answer) ? Math.max(-answer[0], 5) : this.#maxPollMs;
+          const untilExpiry = Math.max(-answer[0], 5);
           const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
           wake = sleep.wake;
           await sleep.done;
@@ -164,25 +199,13 @@ export class RedisLockProvider extends BaseLockProvider {
         }
         inbox.noticed = false;
         sentAt = monotonicNow();
-        try {
-          answer = await this.#call('acquire', run);
-          failures = 0;
-        } catch (error) {
-          // A lost answer is retried (the script adopts a grant it already made), a dead server not forever.
-          if (cancel.aborted) throw cancel.reason;
-          if (++failures >= MAX_FAILED_ATTEMPTS) throw error;
-          answer = null;
-        }
-        if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
-        if (answer !== null) inbox.refused(sentAt, BigInt(answer[1]));
+        const next: AcquireAnswer = await attempt();
+        if (typeof next === 'string') return this.#grant(req, keys, BigInt(next), sentAt);
+        answer = next;
+        inbox.refused(sentAt, BigInt(answer[1]));
       }
-    } catch (error) {
-      // Timed out, aborted or failed: leave the queue, give back a grant handed to us meanwhile,
-      // and hand the key on if it is free.
-      await this.#scripts.leave(keys, req.ownerToken, this.fair).catch(() => undefined);
-      throw error;
     } finally {
-      unsubscribe();
+      listening.stop();
     }
   }
 
@@ -192,30 +215,50 @@ export class RedisLockProvider extends BaseLockProvider {
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
-        await this.#call('release', () => this.#scripts.release(keys, req.ownerToken, this.fair));
+        const release = () =>
+          this.#call('release', () => this.#scripts.release(keys, req.ownerToken, this.fair));
+        await release().catch((error: unknown) => {
+          this.#leftovers.add(req.ownerToken, release); // guarded: retried until Redis answers
+          throw error;
+        });
       },
       ttlMs: req.ttlMs,
       driftRate: this.driftRate,
       grantedSentAt: sentAt,
       ...(rttMs === undefined ? {} : { grantedRttMs: rttMs }),
-      renew: () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs),
+      renew: () => this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)),
     });
     this.#renewing.add(lock);
     lock.onEnd(() => this.#renewing.delete(lock));
     return lock;
   }
 
-  #call<T>(what: string, run: () => Promise<T>): Promise<T> {
-    return run().catch((error: unknown) => {
-      throw new BackendUnavailableError(`redis: ${what} failed: ${(error as Error).message}`, {
-        cause: error,
-      });
-    });
+  /** One command with the deadline and, for requests, their cancel signal; fails at once when unreachable. */
+  #call<T>(what: string, run: () => Promise<T>, cancel?: AbortSignal): Promise<T> {
+    try {
+      this.#reachability.check(what);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return boundedCall('redis', what, run, this.#callTimeoutMs, cancel);
   }
 
   protected async shutdown(): Promise<void> {
     this.#notices.close();
-    await this.redis.quit().catch(() => this.redis.disconnect());
+    // Bounded: one more try at the leftovers, then QUIT; whatever is not done by then is cut.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      (async () => {
+        await this.#leftovers.flush();
+        await this.redis.quit().catch(() => undefined);
+      })(),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, this.#callTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    this.#leftovers.close();
+    this.redis.disconnect();
   }
 
   /**
@@ -225,6 +268,7 @@ export class RedisLockProvider extends BaseLockProvider {
   async abandon(): Promise<void> {
     for (const lock of this.#renewing) lock.lose('closed');
     this.#notices.close();
+    this.#leftovers.close();
     this.redis.disconnect();
   }
 }

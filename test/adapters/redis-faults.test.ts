@@ -81,4 +81,59 @@ describe('Redis adapter under faults', () => {
     expect('error' in outcome && outcome.error.name).toBe('LockTimeoutError');
     expect(await raw.get(keys.lock)).toMatch(new RegExp(`^X ${xToken} `));
   });
+
+  /** How long `call` takes to settle, and with which error code (or 'resolved'). */
+  const settle = async (call: () => Promise<unknown>) => {
+    const started = performance.now();
+    const outcome = await call().then(
+      () => 'resolved',
+      (error: { code?: string }) => error.code ?? String(error),
+    );
+    return { ms: Math.round(performance.now() - started), outcome };
+  };
+
+  it('14.4: a Redis that stops answering: acquire honours waitMs and abort', async () => {
+    const silent = await proxy();
+    silent.setMode({ kind: 'blackhole' });
+    const fresh = open({ url: `redis://${silent.address}` });
+    const key = uniqueKey('silent');
+    const first = await settle(() => fresh.acquire(key, { waitMs: 300 }));
+    const aborter = new AbortController();
+    setTimeout(() => aborter.abort(), 100);
+    const aborted = await settle(() => fresh.acquire(key, { signal: aborter.signal }));
+    // A provider that was connected and subscribed when Redis went silent.
+    const reached = await proxy();
+    const warm = open({ url: `redis://${reached.address}` });
+    const busy = await open().acquire(key, { ttlMs: 10_000 });
+    expect(
+      (await settle(() => warm.acquire(key, { waitMs: 200 }))).outcome, // queued and subscribed
+    ).toBe('LOCK_TIMEOUT');
+    reached.setMode({ kind: 'blackhole' });
+    const warmed = await settle(() => warm.acquire(key, { waitMs: 300 }));
+    console.log(
+      `silent Redis: fresh acquire({waitMs:300}) ${first.ms} ms ${first.outcome}; abort at 100 ms: ${aborted.ms} ms ${aborted.outcome}; connected provider, waitMs 300: ${warmed.ms} ms ${warmed.outcome}`,
+    );
+    for (const { ms } of [first, warmed]) expect(ms).toBeLessThan(1_000);
+    expect(['LOCK_TIMEOUT', 'BACKEND_UNAVAILABLE']).toContain(first.outcome);
+    expect(['LOCK_TIMEOUT', 'BACKEND_UNAVAILABLE']).toContain(warmed.outcome);
+    expect(aborted.ms).toBeLessThan(800);
+    expect(aborted.outcome).toBe('ABORTED');
+    await busy.release();
+  });
+
+  it('12.12: nothing listening: BackendUnavailableError, promptly', async () => {
+    const closed = await FaultProxy.start(target);
+    const port = closed.port;
+    await closed.close(); // a free port: connections are refused
+    const nobody = open({ url: `redis://127.0.0.1:${port}` });
+    const waiting = await settle(() => nobody.acquire(uniqueKey('nobody'), { waitMs: 2_000 }));
+    const trying = await settle(() => nobody.tryAcquire(uniqueKey('nobody')));
+    const inspecting = await settle(() => nobody.inspect(uniqueKey('nobody')));
+    console.log(
+      `nothing listening: acquire({waitMs:2000}) ${waiting.ms} ms ${waiting.outcome}; tryAcquire ${trying.ms} ms ${trying.outcome}; inspect ${inspecting.ms} ms ${inspecting.outcome}`,
+    );
+    for (const call of [waiting, trying, inspecting]) expect(call.outcome).toBe('BACKEND_UNAVAILABLE');
+    expect(waiting.ms).toBeLessThan(3_000);
+    expect(trying.ms).toBeLessThan(1_000);
+  });
 });

@@ -136,4 +136,24 @@ describe('Redis adapter under faults', () => {
     expect(waiting.ms).toBeLessThan(3_000);
     expect(trying.ms).toBeLessThan(1_000);
   });
+
+  it('14.5: a tryAcquire whose reply comes too late leaves no grant behind', async () => {
+    const slow = await proxy();
+    const late = open({ url: `redis://${slow.address}`, callTimeoutMs: 300 });
+    const key = uniqueKey('orphan');
+    await late.inspect(key); // connected and scripts loaded before the fault
+    slow.setMode({ kind: 'latency', ms: 1_000 }); // the request lands after its deadline, the reply later still
+    const trying = await settle(() => late.tryAcquire(key, { ttlMs: 15_000 }));
+    expect(trying.outcome).toBe('BACKEND_UNAVAILABLE');
+    await new Promise((r) => setTimeout(r, 1_500)); // the late request has run by now
+    slow.setMode({ kind: 'pass' });
+    const next = await settle(async () => (await open().acquire(key, { waitMs: 20_000 })).release());
+    const fence = await raw.get(lockKeys('fencekit:', key).fence);
+    console.log(
+      `tryAcquire settled after ${trying.ms} ms (${trying.outcome}); the next client waited ${next.ms} ms (fence counter ${fence})`,
+    );
+    expect(fence).toBe('2'); // the late request did grant: it was given back, not left to expire
+    expect(next.outcome).toBe('resolved');
+    expect(next.ms).toBeLessThan(5_000);
+  });
 });

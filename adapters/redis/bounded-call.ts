@@ -22,12 +22,20 @@ export class Reachability {
     });
   }
 
+  /** False while the last connection attempt failed and none is ready. */
+  get reachable(): boolean {
+    return !(this.#failure && this.redis.status !== 'ready');
+  }
+
   /** Throws BackendUnavailableError when the last connection attempt failed (nothing is sent then). */
   check(what: string): void {
-    if (this.#failure && this.redis.status !== 'ready') {
+    const failure = this.#failure;
+    if (failure && !this.reachable) {
       const error = new BackendUnavailableError(
-        `${this.label}: ${what}: cannot connect: ${this.#failure.message}`,
-        { cause: this.#failure },
+        `${this.label}: ${what}: cannot connect: ${failure.message}`,
+        {
+          cause: failure,
+        },
       );
       notSent.add(error);
       throw error;

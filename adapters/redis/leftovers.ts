@@ -20,6 +20,11 @@ export class Leftovers {
     void this.#try(id, cleanUp);
   }
 
+  /** Drops the clean-up of id (a new request with that ownerToken takes over); one in flight runs. */
+  forget(id: string): void {
+    this.#pending.delete(id);
+  }
+
   get size(): number {
     return this.#pending.size;
   }

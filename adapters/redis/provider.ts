@@ -30,8 +30,6 @@ export interface RedisProviderOptions extends ProviderDefaults {
   fair?: boolean;
   /** Longest sleep between two attempts of a waiter that was not woken. Default 500 ms. */
   maxPollMs?: number;
-  /** Deadline of each command. Default 5 000 ms. */
-  callTimeoutMs?: number;
 }
 
 /**
@@ -41,6 +39,9 @@ export interface RedisProviderOptions extends ProviderDefaults {
  * and aborts the signal before the key can expire. Safe only while Redis loses no acknowledged
  * write: see the README.
  */
+/** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
+const SHUTDOWN_MS = 800;
+
 export class RedisLockProvider extends BaseLockProvider {
   readonly backend = 'redis' as const;
   readonly redis: Redis;
@@ -51,7 +52,6 @@ export class RedisLockProvider extends BaseLockProvider {
   readonly #maxPollMs: number;
   readonly #waiterTtlMs: number;
   readonly #renewing = new Set<OwnedLock>();
-  readonly #callTimeoutMs: number;
   readonly #reachability: Reachability;
   /** Leaves and releases whose first try failed, retried until done (the provider owns them). */
   readonly #leftovers = new Leftovers();
@@ -66,9 +66,8 @@ export class RedisLockProvider extends BaseLockProvider {
     if (!(this.#maxPollMs >= 10)) throw new InvalidArgumentError('maxPollMs', 'must be at least 10 ms');
     // A live waiter refreshes its place at least every maxPollMs; five missed refreshes mean it is gone.
     this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);
-    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
     const redisOptions: RedisOptions = {
-      commandTimeout: this.#callTimeoutMs,
+      commandTimeout: this.callTimeoutMs,
       maxRetriesPerRequest: 1, // scripts are safe to replay (keyed by ownerToken), but not forever
       retryStrategy: (times) => Math.min(times * 50, 1_000),
       ...options.redis,
@@ -115,6 +114,9 @@ export class RedisLockProvider extends BaseLockProvider {
       waiterTtlMs: this.#waiterTtlMs,
       channel: req.wait ? this.#notices.channel : '',
     };
+    // A retry of this request (same ownerToken) supersedes the clean-up of the failed try before it;
+    // a clean-up already sent runs first (one connection keeps the order).
+    this.#leftovers.forget(req.ownerToken);
     let sent = false; // whether any attempt may have reached Redis (then there is something to clean up)
     const attempt = () =>
       this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel).then(
@@ -177,7 +179,7 @@ export class RedisLockProvider extends BaseLockProvider {
     };
     try {
       // Best effort: without the subscription the waiter polls; never wait past the deadline.
-      await boundedCall('redis', 'subscribe', () => listening.subscribed, this.#callTimeoutMs, cancel).catch(
+      await boundedCall('redis', 'subscribe', () => listening.subscribed, this.callTimeoutMs, cancel).catch(
         () => undefined,
       );
       const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });
@@ -240,12 +242,21 @@ export class RedisLockProvider extends BaseLockProvider {
     } catch (error) {
       return Promise.reject(error);
     }
-    return boundedCall('redis', what, run, this.#callTimeoutMs, cancel);
+    return boundedCall('redis', what, run, this.callTimeoutMs, cancel).then((answer) => {
+      this.noteReached();
+      return answer;
+    });
+  }
+
+  /** A wait that ran out while the last connection attempt failed is an outage, not a timeout. */
+  protected override backendReachable(): boolean {
+    return super.backendReachable() && this.#reachability.reachable;
   }
 
   protected async shutdown(): Promise<void> {
     this.#notices.close();
-    // Bounded: one more try at the leftovers, then QUIT; whatever is not done by then is cut.
+    // Bounded (within the base's 1 s for shutdown): one more try at the leftovers, then QUIT;
+    // whatever is not done by then is cut.
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       (async () => {
@@ -253,7 +264,7 @@ export class RedisLockProvider extends BaseLockProvider {
         await this.redis.quit().catch(() => undefined);
       })(),
       new Promise((resolve) => {
-        timer = setTimeout(resolve, this.#callTimeoutMs);
+        timer = setTimeout(resolve, Math.min(this.callTimeoutMs, SHUTDOWN_MS));
       }),
     ]);
     clearTimeout(timer);

@@ -15,8 +15,6 @@ export interface RedlockProviderOptions extends ProviderDefaults {
   /** Independent Redis instances (not replicas of one another): at least 3, an odd number. */
   instances: Array<string | RedisOptions>;
   prefix?: string;
-  /** Deadline of each command on each instance. Default 200 ms: a slow instance counts as a no. */
-  callTimeoutMs?: number;
   /** Longest sleep between two attempts of a waiter. Default 200 ms. */
   maxPollMs?: number;
 }
@@ -31,6 +29,9 @@ type Outcome<T> = { ok: true; value: T } | { ok: false };
  * larger — as long as no instance loses writes (a restart without persistence resets its keys and
  * counters: then neither exclusion nor token order holds; see the README).
  */
+/** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
+const SHUTDOWN_MS = 800;
+
 export class RedlockProvider extends BaseLockProvider {
   readonly backend = 'redlock' as const;
   readonly instances: Redis[];
@@ -40,13 +41,12 @@ export class RedlockProvider extends BaseLockProvider {
   readonly #maxPollMs: number;
   readonly #waiterTtlMs: number;
   readonly #renewing = new Set<OwnedLock>();
-  readonly #callTimeoutMs: number;
   readonly #reachability: Reachability[];
   /** Leaves and releases whose first try failed on some instance, retried until done. */
   readonly #leftovers = new Leftovers();
 
   constructor(options: RedlockProviderOptions) {
-    super(options);
+    super(options, 200); // per instance: a slow instance counts as a no
     if (!Array.isArray(options.instances) || options.instances.length < 3) {
       throw new InvalidArgumentError('instances', 'Redlock needs at least 3 independent Redis instances');
     }
@@ -54,9 +54,8 @@ export class RedlockProvider extends BaseLockProvider {
     this.quorum = Math.floor(options.instances.length / 2) + 1;
     this.#maxPollMs = options.maxPollMs ?? 200;
     this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);
-    this.#callTimeoutMs = options.callTimeoutMs ?? 200;
     const common: RedisOptions = {
-      commandTimeout: this.#callTimeoutMs,
+      commandTimeout: this.callTimeoutMs,
       maxRetriesPerRequest: 0,
       retryStrategy: (times) => Math.min(times * 50, 1_000),
     };
@@ -98,6 +97,8 @@ export class RedlockProvider extends BaseLockProvider {
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const keys = lockKeys(this.prefix, req.key);
+    // A retry of this request (same ownerToken) supersedes the clean-ups of the failed try before it.
+    for (let i = 0; i < this.#scripts.length; i++) this.#leftovers.forget(`${i} ${req.ownerToken}`);
     const delays = jitteredDelays({ initialMs: 5, maxMs: this.#maxPollMs });
     try {
       for (;;) {
@@ -224,7 +225,7 @@ export class RedlockProvider extends BaseLockProvider {
     } catch (error) {
       return Promise.reject(error);
     }
-    return boundedCall(`redlock instance ${i}`, what, run, this.#callTimeoutMs, cancel);
+    return boundedCall(`redlock instance ${i}`, what, run, this.callTimeoutMs, cancel);
   }
 
   /**
@@ -248,7 +249,8 @@ export class RedlockProvider extends BaseLockProvider {
   }
 
   protected async shutdown(): Promise<void> {
-    // Bounded: one more try at the leftovers, then QUIT; whatever is not done by then is cut.
+    // Bounded (within the base's 1 s for shutdown): one more try at the leftovers, then QUIT;
+    // whatever is not done by then is cut.
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       (async () => {
@@ -256,7 +258,7 @@ export class RedlockProvider extends BaseLockProvider {
         await Promise.all(this.instances.map((r) => r.quit().catch(() => undefined)));
       })(),
       new Promise((resolve) => {
-        timer = setTimeout(resolve, this.#callTimeoutMs + 100);
+        timer = setTimeout(resolve, Math.min(this.callTimeoutMs, SHUTDOWN_MS));
       }),
     ]);
     clearTimeout(timer);

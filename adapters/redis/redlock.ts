@@ -78,11 +78,19 @@ export class RedlockProvider extends BaseLockProvider {
       throw new BackendUnavailableError(
         `redlock: only ${live.length} of ${this.instances.length} instances answered`,
       );
-    const held = live.filter((a) => a.value[0] > 0 && a.value[1] !== null);
     const waiters = Math.max(0, ...live.map((a) => a.value[4]));
-    if (held.length < this.quorum) return waiters === 0 ? null : { key, holder: null, waiters };
-    const tokens = held.map((a) => BigInt(a.value[1] as string));
-    const [pttl, , owner, since] = (held[0] as { value: InspectAnswer }).value;
+    // The holder is the grant that holds the key on a majority (leftovers of others may sit on a
+    // minority). Its token is the largest of its keys: each granting instance's key carries the
+    // grant's token once the fence was raised there, and any two majorities share an instance.
+    const byGrant = new Map<string, InspectAnswer[]>();
+    for (const { value } of live) {
+      if (!(value[0] > 0 && value[1] !== null && value[5] !== null)) continue;
+      byGrant.set(value[5], [...(byGrant.get(value[5]) ?? []), value]);
+    }
+    const held = [...byGrant.values()].find((values) => values.length >= this.quorum);
+    if (!held) return waiters === 0 ? null : { key, holder: null, waiters };
+    const tokens = held.map((value) => BigInt(value[1] as string));
+    const [pttl, , owner, since] = held[0] as InspectAnswer;
     return {
       key,
       holder: {
@@ -172,7 +180,7 @@ export class RedlockProvider extends BaseLockProvider {
         (r, i) =>
           (answers[i] as Outcome<AcquireAnswer>).ok &&
           typeof (answers[i] as { value: AcquireAnswer }).value === 'string'
-            ? r.raiseFence(keys, token)
+            ? r.raiseFence(keys, token, req.ownerToken)
             : Promise.reject(new Error('not granted here')),
         cancel,
       );

@@ -145,21 +145,34 @@ end
 return 1
 `;
 
-/** Returns { pttl, token, owner, since, live waiters } (nil fields when nobody holds the key). */
+/**
+ * Returns { pttl, token, owner, since, live waiters, holder's ownerToken } (nil fields when nobody
+ * holds the key).
+ */
 export const INSPECT = `${NOW}
 ${UNQUEUE}
 ${PRUNE}
 local held = redis.call('GET', KEYS[1])
-local token, since, owner
-if held then token, since, owner = string.match(held, '^%S+ (%d+) (%d+) (.*)$') end
+local id, token, since, owner
+if held then id, token, since, owner = string.match(held, '^(%S+) (%d+) (%d+) (.*)$') end
 return { redis.call('PTTL', KEYS[1]), token or false, owner or false, since or false,
-  redis.call('ZCOUNT', KEYS[3], now, '+inf') }
+  redis.call('ZCOUNT', KEYS[3], now, '+inf'), id or false }
 `;
 
-/** KEYS[1] fence. ARGV: 1 token. Raises the fence counter to at least token (Redlock: see redlock.ts). */
-export const RAISE_FENCE = `
+/**
+ * KEYS[1] fence  KEYS[2] lock. ARGV: 1 token  2 ownerToken. Raises the fence counter to at least
+ * token, and writes token into our lock key (same expiry), so that inspect() on any majority sees
+ * the grant's token, not this instance's own count (Redlock: see redlock.ts).
+ */
+export const RAISE_FENCE = `${OURS}
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+local held = redis.call('GET', KEYS[2])
+if ours(held, ARGV[2]) then
+  local pttl = redis.call('PTTL', KEYS[2])
+  local rest = string.match(held, '^%S+ %d+ (.*)$')
+  if pttl > 0 and rest then redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. ARGV[1] .. ' ' .. rest, 'PX', pttl) end
+end
 return 1
 `;
 
@@ -207,8 +220,8 @@ export type Refusal = [number, string];
 /** The token of our grant (string), or a refusal. */
 export type AcquireAnswer = string | Refusal;
 
-/** inspect's answer: [pttl, token, owner, since, live waiters]. */
-export type InspectAnswer = [number, string | null, string | null, string | null, number];
+/** inspect's answer: [pttl, token, owner, since, live waiters, holder's ownerToken]. */
+export type InspectAnswer = [number, string | null, string | null, string | null, number, string | null];
 
 type Call = (...args: Array<string | number>) => Promise<unknown>;
 
@@ -227,7 +240,7 @@ export class LockScripts {
     define('fencekitRenew', 1, RENEW);
     define('fencekitLeave', 5, LEAVE);
     define('fencekitInspect', 4, INSPECT);
-    define('fencekitRaiseFence', 1, RAISE_FENCE);
+    define('fencekitRaiseFence', 2, RAISE_FENCE);
     this.#commands = redis as unknown as Record<string, Call>;
   }
 
@@ -267,8 +280,8 @@ export class LockScripts {
     return this.#run('fencekitInspect', k.lock, k.queue, k.waiters, k.pending) as Promise<InspectAnswer>;
   }
 
-  async raiseFence(k: LockKeys, token: bigint): Promise<void> {
-    await this.#run('fencekitRaiseFence', k.fence, token.toString());
+  async raiseFence(k: LockKeys, token: bigint, ownerToken: string): Promise<void> {
+    await this.#run('fencekitRaiseFence', k.fence, k.lock, token.toString(), ownerToken);
   }
 
   #all(k: LockKeys): string[] {

@@ -88,4 +88,25 @@ describe('Redlock under faults', () => {
     expect(trying.outcome).toBe('resolved');
     expect(orphan).toBe(-2); // no key: the late grant was given back
   });
+
+  it('14.10: inspect with a minority down reports the holder’s token when counters diverge', async () => {
+    const provider = open();
+    const key = uniqueKey('diverged');
+    await raws[0]?.set(lockKeys('fencekit:', key).fence, '5'); // instance 0 counted further than the others
+    const lock = await provider.acquire(key, { ttlMs: 10_000 });
+    expect(lock.fencingToken).toBe(6n);
+    const first = redis.members[0];
+    await first?.pause();
+    try {
+      const info = await provider.inspect(key);
+      console.log(
+        `holder has ${lock.fencingToken}; inspect with instance 0 paused says ${info?.holder?.fencingToken}`,
+      );
+      expect(info?.holder?.fencingToken).toBe(lock.fencingToken);
+    } finally {
+      await first?.resume();
+    }
+    await lock.release();
+    expect(await provider.inspect(key)).toBeNull();
+  });
 });

@@ -156,4 +156,26 @@ describe('Redis adapter under faults', () => {
     expect(next.outcome).toBe('resolved');
     expect(next.ms).toBeLessThan(5_000);
   });
+
+  it('14.7: close() after an unconfirmed abort gives back the key that is still ours on the server', async () => {
+    const cut = await proxy();
+    const a = open({ url: `redis://${cut.address}`, callTimeoutMs: 300 });
+    const key = uniqueKey('lost-then-close');
+    const lock = await a.acquire(key, { ttlMs: 3_000 });
+    cut.setMode({ kind: 'partition' }); // renewals are held, not answered
+    await new Promise<void>((resolve) => lock.signal.addEventListener('abort', () => resolve()));
+    expect((lock.signal.reason as { reason?: string }).reason).toBe('unconfirmed');
+    cut.setMode({ kind: 'pass' }); // healed: the held renewals reach Redis and extend the key
+    await eventually(
+      'the late renewals ran',
+      async () => (await raw.pttl(lockKeys('fencekit:', key).lock)) > 2_000,
+    );
+    expect(await raw.get(lockKeys('fencekit:', key).lock)).toMatch(new RegExp(`^${lock.ownerToken} `));
+    const closing = await settle(() => a.close());
+    const left = await raw.get(lockKeys('fencekit:', key).lock);
+    const pttl = await raw.pttl(lockKeys('fencekit:', key).lock);
+    console.log(`close() took ${closing.ms} ms; the key afterwards: ${left ?? 'gone'} (pttl ${pttl})`);
+    expect(left === null || !left.startsWith(`${lock.ownerToken} `)).toBe(true);
+    expect(closing.ms).toBeLessThan(300 + 1_000 + 200);
+  });
 });

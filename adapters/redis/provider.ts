@@ -1,6 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
-import { monotonicNow } from '../../src/clock.js';
+import { monotonicNow, safeDeadline } from '../../src/clock.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { leasedLock } from '../../src/lease-renewal.js';
@@ -9,7 +9,7 @@ import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../..
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
-import { WaiterInbox } from './hand-over.js';
+import { type HandedGrant, WaiterInbox } from './hand-over.js';
 import { Leftovers } from './leftovers.js';
 import { WaiterNotices } from './notices.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys } from './scripts.js';
@@ -173,9 +173,12 @@ export class RedisLockProvider extends BaseLockProvider {
       this.wakeups += 1;
       wake();
     });
+    // A handed grant lasts at least until our place in the queue would have lapsed (the release
+    // script caps it there, so that a dead waiter blocks the key no longer): until then we extend it.
+    const provisionalMs = Math.min(req.ttlMs, this.#waiterTtlMs);
     const takeHanded = (): OwnedLock | undefined => {
-      const handed = inbox.handed(req.ttlMs);
-      return handed && this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs);
+      const handed = inbox.handed(provisionalMs);
+      return handed && this.#adoptHanded(req, keys, handed, provisionalMs);
     };
     try {
       // Best effort: without the subscription the waiter polls; never wait past the deadline.
@@ -209,6 +212,25 @@ export class RedisLockProvider extends BaseLockProvider {
     } finally {
       listening.stop();
     }
+  }
+
+  /**
+   * A grant a release handed us: held until sentAt + provisionalMs by the lease rule, and extended
+   * to our ttl by one renewal right away (its confirmation then moves the deadline as usual).
+   */
+  #adoptHanded(req: LockRequest, keys: LockKeys, handed: HandedGrant, provisionalMs: number): OwnedLock {
+    const lock = this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs);
+    if (provisionalMs >= req.ttlMs) return lock;
+    lock.confirmUntil(safeDeadline(handed.sentAt, provisionalMs, handed.rttMs, this.driftRate));
+    const sentAt = monotonicNow();
+    this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)).then(
+      (ours) => {
+        if (!ours) lock.lose('expired');
+        else lock.confirmUntil(safeDeadline(sentAt, req.ttlMs, monotonicNow() - sentAt, this.driftRate));
+      },
+      () => undefined, // unanswered: the provisional deadline decides, the watchdog keeps trying
+    );
+    return lock;
   }
 
   #grant(req: LockRequest, keys: LockKeys, token: bigint, sentAt: number, rttMs?: number): OwnedLock {

@@ -85,7 +85,7 @@ return { -math.max(redis.call('PTTL', KEYS[1]), 1), redis.call('GET', KEYS[5]) o
 
 /**
  * The key is free: in fair mode it is granted to the first live waiter at once (with that
- * waiter's ttl and owner text) and the notice "ownerToken token" on that waiter's channel tells it
+ * waiter's owner text, and its ttl but no longer than its place in the queue would have lived) and the notice "ownerToken token" on that waiter's channel tells it
  * so, which saves the waiter a round trip; otherwise the notice "ownerToken" invites it to try.
  * Nobody queued means nobody listens: every waiter queues before it waits, and one whose place
  * lapsed polls. Needs OURS and UNQUEUE defined before it.
@@ -102,6 +102,10 @@ if spec then
   local owner = string.sub(rest, tonumber(length) + 2)
   local notice = nextId
   if ARGV[2] == '1' then
+    -- Provisional: the grant lasts only as long as the waiter's place would (it may have died
+    -- since its last refresh); the waiter extends it to its ttl once it takes it.
+    local alive = tonumber(redis.call('ZSCORE', KEYS[3], nextId) or 0) - now
+    if alive > 0 and alive < tonumber(ttl) then ttl = tostring(math.floor(alive)) end
     unqueue(nextId)
     notice = nextId .. ' ' .. grant(nextId, ttl, owner)
   end

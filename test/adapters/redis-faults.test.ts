@@ -178,4 +178,25 @@ describe('Redis adapter under faults', () => {
     expect(left === null || !left.startsWith(`${lock.ownerToken} `)).toBe(true);
     expect(closing.ms).toBeLessThan(300 + 1_000 + 200);
   });
+
+  it('dead waiter: a release hands the key to a queued waiter that just died; the next waits only its liveness', async () => {
+    const [holder, doomed, next] = [open(), open(), open()];
+    const key = uniqueKey('dead-waiter');
+    const held = await holder.acquire(key, { ttlMs: 60_000 });
+    const dying = doomed.acquire(key, { ttlMs: 15_000, waitMs: 30_000 }).catch(() => undefined);
+    await eventually('the doomed waiter queued', async () => (await holder.inspect(key))?.waiters === 1);
+    const waiting = next.acquire(key, { ttlMs: 15_000, waitMs: 28_000 });
+    await eventually('both queued', async () => (await holder.inspect(key))?.waiters === 2);
+    await doomed.abandon(); // killed: its connections gone, its place in the queue still live
+    const released = performance.now();
+    await held.release(); // hands the key to the dead waiter
+    const lock = await waiting;
+    const waited = Math.round(performance.now() - released);
+    console.log(`the next waiter held the key ${waited} ms after the release to a dead waiter`);
+    expect(lock.held).toBe(true);
+    expect(waited).toBeLessThan(5_000); // its place lives 2.5 s at most (maxPollMs 500), not its 15 s ttl
+    await lock.release();
+    await doomed.close(); // ends its request, which would otherwise ride through until waitMs
+    await dying;
+  });
 });

@@ -22,6 +22,11 @@ export class Reachability {
     });
   }
 
+  /** Whether a connection is ready (not while connecting, reconnecting or never connected). */
+  get connected(): boolean {
+    return this.redis.status === 'ready';
+  }
+
   /** False while the last connection attempt failed and none is ready. */
   get reachable(): boolean {
     return !(this.#failure && this.redis.status !== 'ready');

@@ -270,9 +270,9 @@ export class RedisLockProvider extends BaseLockProvider {
     });
   }
 
-  /** A wait that ran out while the last connection attempt failed is an outage, not a timeout. */
+  /** A wait that ran out while no connection was ready is an outage, not a timeout. */
   protected override backendReachable(): boolean {
-    return super.backendReachable() && this.#reachability.reachable;
+    return this.#reachability.connected;
   }
 
   protected async shutdown(): Promise<void> {

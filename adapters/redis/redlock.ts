@@ -226,6 +226,11 @@ export class RedlockProvider extends BaseLockProvider {
     return lock;
   }
 
+  /** A wait that ran out while no majority was connected is an outage, not a timeout. */
+  protected override backendReachable(): boolean {
+    return this.#reachability.filter((r) => r.connected).length >= this.quorum;
+  }
+
   /** One call on instance i, within callTimeoutMs (and cancel); at once a failure if it is unreachable. */
   #bounded<T>(i: number, what: string, run: () => Promise<T>, cancel?: AbortSignal): Promise<T> {
     try {

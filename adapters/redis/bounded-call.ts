@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { BackendUnavailableError } from '../../src/errors.js';
 
 /**
@@ -10,7 +10,7 @@ export class Reachability {
   #failure: Error | undefined;
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: Redis | Cluster,
     readonly label: string,
   ) {
     redis.on('error', (error: Error) => {

@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow, safeDeadline } from '../../src/clock.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
@@ -12,12 +12,22 @@ import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
 import { type HandedGrant, WaiterInbox } from './hand-over.js';
 import { Leftovers } from './leftovers.js';
 import { WaiterNotices } from './notices.js';
-import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys } from './scripts.js';
+import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
 
 export interface RedisProviderOptions extends ProviderDefaults {
   /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
   url?: string;
   redis?: RedisOptions;
+  /**
+   * A Redis Cluster: its seed nodes ("host:port" or { host, port }) and ioredis Cluster options
+   * (each node's connection also takes `redis`). Every name's keys share one hash slot.
+   */
+  cluster?: { nodes: Array<string | { host: string; port: number }>; options?: ClusterOptions };
+  /**
+   * A client of your own (Redis or Cluster) instead of one the provider opens; close() leaves it
+   * open (the provider opens and closes only its notice subscriber, a duplicate of it).
+   */
+  client?: Redis | Cluster;
   /** ioredis options for the connection that receives hand-over notices, over those of `redis`. */
   subscriber?: RedisOptions;
   /** Prefix of every key. Default 'fencekit:'. */
@@ -32,6 +42,9 @@ export interface RedisProviderOptions extends ProviderDefaults {
   maxPollMs?: number;
 }
 
+/** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
+const SHUTDOWN_MS = 800;
+
 /**
  * Locks on one Redis: `SET NX PX` and the fencing counter's INCR in one script, compare-and-delete
  * release that hands the key to the next waiter and tells it on a pub/sub channel (fair mode) or
@@ -39,13 +52,12 @@ export interface RedisProviderOptions extends ProviderDefaults {
  * and aborts the signal before the key can expire. Safe only while Redis loses no acknowledged
  * write: see the README.
  */
-/** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
-const SHUTDOWN_MS = 800;
-
 export class RedisLockProvider extends BaseLockProvider {
   readonly backend = 'redis' as const;
-  readonly redis: Redis;
+  readonly redis: Redis | Cluster;
   readonly prefix: string;
+  /** Whether close() quits this.redis (false for a client passed in). */
+  readonly #ownsClient: boolean;
   readonly fair: boolean;
   readonly #scripts: LockScripts;
   readonly #notices: WaiterNotices;
@@ -60,7 +72,7 @@ export class RedisLockProvider extends BaseLockProvider {
 
   constructor(options: RedisProviderOptions) {
     super(options);
-    this.prefix = options.prefix ?? 'fencekit:';
+    this.prefix = validatePrefix(options.prefix ?? 'fencekit:');
     this.fair = options.fair ?? true;
     this.#maxPollMs = options.maxPollMs ?? 500;
     if (!(this.#maxPollMs >= 10)) throw new InvalidArgumentError('maxPollMs', 'must be at least 10 ms');
@@ -72,7 +84,17 @@ export class RedisLockProvider extends BaseLockProvider {
       retryStrategy: (times) => Math.min(times * 50, 1_000),
       ...options.redis,
     };
-    this.redis = options.url ? new Redis(options.url, redisOptions) : new Redis(redisOptions);
+    this.#ownsClient = options.client === undefined;
+    this.redis =
+      options.client ??
+      (options.cluster
+        ? new Cluster(options.cluster.nodes, {
+            redisOptions,
+            ...options.cluster.options,
+          })
+        : options.url
+          ? new Redis(options.url, redisOptions)
+          : new Redis(redisOptions));
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
     this.#reachability = new Reachability(this.redis, 'redis');
     this.#scripts = new LockScripts(this.redis);
@@ -283,7 +305,7 @@ export class RedisLockProvider extends BaseLockProvider {
     await Promise.race([
       (async () => {
         await this.#leftovers.flush();
-        await this.redis.quit().catch(() => undefined);
+        if (this.#ownsClient) await this.redis.quit().catch(() => undefined);
       })(),
       new Promise((resolve) => {
         timer = setTimeout(resolve, Math.min(this.callTimeoutMs, SHUTDOWN_MS));
@@ -291,7 +313,7 @@ export class RedisLockProvider extends BaseLockProvider {
     ]);
     clearTimeout(timer);
     this.#leftovers.close();
-    this.redis.disconnect();
+    if (this.#ownsClient) this.redis.disconnect();
   }
 
   /**
@@ -311,9 +333,23 @@ export async function createProvider(
   options: ConnectOptions,
 ): Promise<RedisLockProvider> {
   const params = spec.params;
+  // redis+cluster://h1:p1,h2:p2,h3:p3: the seed nodes of a Redis Cluster.
+  const cluster = /^redis\+cluster:/i.test(spec.url)
+    ? {
+        cluster: {
+          nodes: spec.hosts,
+          options: {
+            redisOptions: {
+              ...(spec.username === undefined ? {} : { username: spec.username }),
+              ...(spec.password === undefined ? {} : { password: spec.password }),
+            },
+          },
+        },
+      }
+    : { url: spec.url.replace(/\?.*$/, '') };
   return new RedisLockProvider({
     ...(options as Partial<RedisProviderOptions>),
-    url: spec.url.replace(/\?.*$/, ''),
+    ...cluster,
     ...(params.has('prefix') ? { prefix: params.get('prefix') as string } : {}),
     ...(params.has('fair') ? { fair: params.get('fair') !== 'false' && params.get('fair') !== '0' } : {}),
   });

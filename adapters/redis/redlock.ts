@@ -9,7 +9,14 @@ import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability } from './bounded-call.js';
 import { Leftovers } from './leftovers.js';
-import { type AcquireAnswer, type InspectAnswer, type LockKeys, LockScripts, lockKeys } from './scripts.js';
+import {
+  type AcquireAnswer,
+  type InspectAnswer,
+  type LockKeys,
+  LockScripts,
+  lockKeys,
+  validatePrefix,
+} from './scripts.js';
 
 export interface RedlockProviderOptions extends ProviderDefaults {
   /** Independent Redis instances (not replicas of one another): at least 3, an odd number. */
@@ -21,6 +28,9 @@ export interface RedlockProviderOptions extends ProviderDefaults {
 
 type Outcome<T> = { ok: true; value: T } | { ok: false };
 
+/** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
+const SHUTDOWN_MS = 800;
+
 /**
  * Redlock over N independent instances: a grant needs the lock key on a majority within its
  * validity (ttl − time spent − drift); renewals and releases go to all. The fencing token is the
@@ -29,9 +39,6 @@ type Outcome<T> = { ok: true; value: T } | { ok: false };
  * larger — as long as no instance loses writes (a restart without persistence resets its keys and
  * counters: then neither exclusion nor token order holds; see the README).
  */
-/** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
-const SHUTDOWN_MS = 800;
-
 export class RedlockProvider extends BaseLockProvider {
   readonly backend = 'redlock' as const;
   readonly instances: Redis[];
@@ -50,7 +57,7 @@ export class RedlockProvider extends BaseLockProvider {
     if (!Array.isArray(options.instances) || options.instances.length < 3) {
       throw new InvalidArgumentError('instances', 'Redlock needs at least 3 independent Redis instances');
     }
-    this.prefix = options.prefix ?? 'fencekit:';
+    this.prefix = validatePrefix(options.prefix ?? 'fencekit:');
     this.quorum = Math.floor(options.instances.length / 2) + 1;
     this.#maxPollMs = options.maxPollMs ?? 200;
     this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);

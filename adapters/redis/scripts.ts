@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { InvalidArgumentError } from '../../src/errors.js';
 
 /**
  * The Lua scripts: every step that must not interleave with another client's runs as one script.
@@ -209,8 +210,18 @@ export interface LockKeys {
   pending: string;
 }
 
+/** A key prefix must not hold braces: the name's hash tag must be the first '{…}' of every key. */
+export function validatePrefix(prefix: string): string {
+  if (/[{}]/.test(prefix))
+    throw new InvalidArgumentError('prefix', `must not contain '{' or '}', got "${prefix}"`);
+  return prefix;
+}
+
 export function lockKeys(prefix: string, name: string): LockKeys {
-  const tag = `${prefix}{${name}}`;
+  // Redis Cluster hashes what lies between the first '{' and the next '}'. A name that starts with
+  // '}' would leave that empty (the whole key is hashed then, a slot per key): such names get a
+  // space before them, which no valid name starts with, so no two names' keys meet.
+  const tag = `${prefix}{${name.startsWith('}') ? ' ' : ''}${name}}`;
   return {
     lock: `${tag}:lock`,
     fence: `${tag}:fence`,
@@ -243,10 +254,10 @@ type Call = (...args: Array<string | number>) => Promise<unknown>;
 
 /** The scripts as commands of one client (EVALSHA, loaded on first use); each sends only its keys. */
 export class LockScripts {
-  readonly redis: Redis;
+  readonly redis: Redis | Cluster;
   readonly #commands: Record<string, Call>;
 
-  constructor(redis: Redis) {
+  constructor(redis: Redis | Cluster) {
     this.redis = redis;
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       redis.defineCommand(name, { numberOfKeys, lua });

@@ -112,8 +112,6 @@ export class RedlockProvider extends BaseLockProvider {
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const keys = lockKeys(this.prefix, req.key);
-    // A retry of this request (same ownerToken) supersedes the clean-ups of the failed try before it.
-    for (let i = 0; i < this.#scripts.length; i++) this.#leftovers.forget(`${i} ${req.ownerToken}`);
     const delays = jitteredDelays({ initialMs: 5, maxMs: this.#maxPollMs });
     try {
       for (;;) {
@@ -149,6 +147,10 @@ export class RedlockProvider extends BaseLockProvider {
 
   /** One round: a majority within the validity time, then the fence raise; else give back what we got. */
   async #attempt(req: LockRequest, keys: LockKeys, cancel: AbortSignal): Promise<OwnedLock | null> {
+    // This round (same ownerToken) supersedes the clean-ups of the rounds or requests before it: a
+    // clean-up already sent runs first (one connection per instance keeps the order), a retry of
+    // one would delete this round's grant.
+    for (let i = 0; i < this.#scripts.length; i++) this.#leftovers.forget(`${i} ${req.ownerToken}`);
     const sentAt = monotonicNow();
     const answers = await this.#onAll(
       (r) =>

@@ -267,6 +267,8 @@ export class RedlockProvider extends BaseLockProvider {
       ),
     );
     if (cancel?.aborted) throw cancel.reason;
+    // Reached: from now on the base rides a waiting acquire through outages.
+    if (outcomes.filter((o) => o.ok).length >= this.quorum) this.noteReached();
     return outcomes;
   }
 

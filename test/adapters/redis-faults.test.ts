@@ -142,10 +142,10 @@ describe('Redis adapter under faults', () => {
     const late = open({ url: `redis://${slow.address}`, callTimeoutMs: 300 });
     const key = uniqueKey('orphan');
     await late.inspect(key); // connected and scripts loaded before the fault
-    slow.setMode({ kind: 'latency', ms: 1_000 }); // the request lands after its deadline, the reply later still
+    slow.setMode({ kind: 'delay', direction: 'toClient', ms: 1_000 }); // late replies: the grant is made, its answer comes after the deadline
     const trying = await settle(() => late.tryAcquire(key, { ttlMs: 15_000 }));
     expect(trying.outcome).toBe('BACKEND_UNAVAILABLE');
-    await new Promise((r) => setTimeout(r, 1_500)); // the late request has run by now
+    await new Promise((r) => setTimeout(r, 1_500)); // the late reply has arrived by now
     slow.setMode({ kind: 'pass' });
     const fence = await raw.get(lockKeys('fencekit:', key).fence);
     const next = await settle(async () => (await open().acquire(key, { waitMs: 20_000 })).release());

@@ -80,9 +80,9 @@ describe('Redlock under faults', () => {
     await late.inspect(key); // connected and scripts loaded before the fault
     // Someone holds the key on instances 1 and 2 (a majority); instance 0 is free but slow.
     for (const r of raws.slice(1)) await r.set(keys.lock, 'H 1 0 ', 'PX', 60_000);
-    slow[0]?.setMode({ kind: 'latency', ms: 500 });
+    slow[0]?.setMode({ kind: 'delay', direction: 'toClient', ms: 500 }); // late replies from instance 0
     const trying = await settle(async () => expect(await late.tryAcquire(key, { ttlMs: 15_000 })).toBeNull());
-    await new Promise((r) => setTimeout(r, 1_500)); // the late request has run by now
+    await new Promise((r) => setTimeout(r, 1_500)); // the late reply has arrived by now
     const orphan = await raws[0]?.pttl(keys.lock);
     console.log(`tryAcquire → null after ${trying.ms} ms; instance 0's lock key pttl afterwards: ${orphan}`);
     expect(trying.outcome).toBe('resolved');

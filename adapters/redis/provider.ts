@@ -238,20 +238,28 @@ export class RedisLockProvider extends BaseLockProvider {
 
   /**
    * A grant a release handed us: held until sentAt + provisionalMs by the lease rule, and extended
-   * to our ttl by one renewal right away (its confirmation then moves the deadline as usual).
+   * to our ttl by one renewal a third of the way into that (a lock released sooner, as most
+   * handed-over locks under contention are, never sends it); its confirmation then moves the
+   * deadline as usual.
    */
   #adoptHanded(req: LockRequest, keys: LockKeys, handed: HandedGrant, provisionalMs: number): OwnedLock {
     const lock = this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs);
     if (provisionalMs >= req.ttlMs) return lock;
     lock.confirmUntil(safeDeadline(handed.sentAt, provisionalMs, handed.rttMs, this.driftRate));
-    const sentAt = monotonicNow();
-    this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)).then(
-      (ours) => {
-        if (!ours) lock.lose('expired');
-        else lock.confirmUntil(safeDeadline(sentAt, req.ttlMs, monotonicNow() - sentAt, this.driftRate));
-      },
-      () => undefined, // unanswered: the provisional deadline decides, the watchdog keeps trying
-    );
+    const extend = () => {
+      if (!lock.held) return;
+      const sentAt = monotonicNow();
+      this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)).then(
+        (ours) => {
+          if (!ours) lock.lose('expired');
+          else lock.confirmUntil(safeDeadline(sentAt, req.ttlMs, monotonicNow() - sentAt, this.driftRate));
+        },
+        () => undefined, // unanswered: the provisional deadline decides, the watchdog keeps trying
+      );
+    };
+    const timer = setTimeout(extend, Math.max(0, handed.sentAt + provisionalMs / 3 - monotonicNow()));
+    timer.unref(); // the watchdog keeps the process alive while the lock is held, not this
+    lock.onEnd(() => clearTimeout(timer));
     return lock;
   }
 

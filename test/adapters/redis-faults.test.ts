@@ -249,4 +249,23 @@ describe('Redis adapter under faults', () => {
     await eventually('only the counter is left', async () => (await left()).length === 1, 3_000);
     expect(await left()).toEqual([lockKeys('fencekit:', key).fence]);
   });
+
+  it('a live waiter handed the key keeps it past the provisional lease (extended to its ttl)', async () => {
+    const key = uniqueKey('provisional');
+    const keys = lockKeys('fencekit:', key);
+    const held = await open().acquire(key, { ttlMs: 60_000 });
+    const w = open({ maxPollMs: 1_000 }); // its place lives 5 s: the handed grant starts with at most that
+    const waiting = w.acquire(key, { ttlMs: 15_000, waitMs: 5_000 });
+    await eventually('W queued and subscribed', async () => {
+      const channel = Object.values(await raw.hgetall(keys.pending))[0]?.split(' ')[2] ?? '';
+      return channel !== '' && ((await raw.pubsub('NUMSUB', channel)) as [string, number])[1] === 1;
+    });
+    await held.release();
+    const lock = await waiting;
+    expect(await raw.pttl(keys.lock)).toBeLessThanOrEqual(5_000); // the notice made it W's
+    await new Promise((r) => setTimeout(r, 6_000)); // past the provisional 5 s
+    expect(lock.held).toBe(true);
+    expect(await raw.pttl(keys.lock)).toBeGreaterThan(8_000);
+    await lock.release();
+  });
 });

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedlockProvider } from '../../adapters/redis/index.js';
 import { lockKeys } from '../../adapters/redis/scripts.js';
-import { uniqueKey } from '../../src/testing/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
 /** Fault stories of the Redlock adapter (issue 14) on 3 real redis-server processes. */
@@ -109,5 +109,27 @@ describe('Redlock under faults', () => {
     }
     await lock.release();
     expect(await provider.inspect(key)).toBeNull();
+  });
+
+  it('14.7: close() after an unconfirmed abort gives back the keys still ours on the instances', async () => {
+    const cut = await behindProxies();
+    const a = open(cut.map((p) => p.address));
+    const key = uniqueKey('lost-then-close');
+    const keys = lockKeys('fencekit:', key);
+    const lock = await a.acquire(key, { ttlMs: 3_000 });
+    for (const p of cut) p.setMode({ kind: 'partition' }); // renewals are held, not answered
+    await new Promise<void>((resolve) => lock.signal.addEventListener('abort', () => resolve()));
+    expect((lock.signal.reason as { reason?: string }).reason).toBe('unconfirmed');
+    for (const p of cut) p.setMode({ kind: 'pass' }); // healed: the held renewals reach the instances
+    await eventually('the late renewals ran', async () => {
+      const ttls = await Promise.all(raws.map((r) => r.pttl(keys.lock)));
+      return ttls.filter((t) => t > 2_000).length >= 2;
+    });
+    const closing = await settle(() => a.close());
+    const left = await Promise.all(raws.map((r) => r.get(keys.lock)));
+    console.log(
+      `close() took ${closing.ms} ms; the keys afterwards: ${left.map((v) => v?.split(' ')[0] ?? 'gone')}`,
+    );
+    expect(left.filter((v) => v?.startsWith(`${lock.ownerToken} `))).toEqual([]);
   });
 });

@@ -203,8 +203,10 @@ export class RedisLockProvider extends BaseLockProvider {
       return handed && this.#adoptHanded(req, keys, handed, provisionalMs);
     };
     try {
-      // Best effort: without the subscription the waiter polls; never wait past the deadline.
-      await boundedCall('redis', 'subscribe', () => listening.subscribed, this.callTimeoutMs, cancel).catch(
+      // Best effort: without the subscription the waiter polls, so it waits for it no longer than
+      // one poll (a hand-over it cannot hear must be adopted by a poll before it lapses).
+      const subscribeMs = Math.min(this.callTimeoutMs, this.#maxPollMs);
+      await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
         () => undefined,
       );
       const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });

@@ -268,4 +268,22 @@ describe('Redis adapter under faults', () => {
     expect(await raw.pttl(keys.lock)).toBeGreaterThan(8_000);
     await lock.release();
   });
+
+  it('a waiter whose inbox cannot subscribe still polls, and adopts a hand-over it cannot hear', async () => {
+    const key = uniqueKey('silent-inbox');
+    const inbox = await proxy();
+    inbox.setMode({ kind: 'blackhole' }); // the subscriber connection never gets an answer
+    const w = open({ subscriber: { host: '127.0.0.1', port: inbox.port }, maxPollMs: 200 });
+    const held = await open().acquire(key, { ttlMs: 60_000 });
+    const waiting = w.acquire(key, { ttlMs: 10_000, waitMs: 10_000 });
+    await eventually('W queued', async () => (await w.inspect(key))?.waiters === 1);
+    const released = performance.now();
+    await held.release(); // handed to W, whose notice cannot arrive
+    const lock = await waiting;
+    const ms = Math.round(performance.now() - released);
+    console.log(`W held the key ${ms} ms after the release (inbox never subscribed)`);
+    expect(lock.fencingToken).toBeGreaterThan(held.fencingToken);
+    expect(ms).toBeLessThan(1_500);
+    await lock.release();
+  });
 });

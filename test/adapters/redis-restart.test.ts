@@ -25,15 +25,21 @@ describe('Redis adapter across a Redis restart', () => {
     const [a, b] = [open(), open()];
     const key = uniqueKey('restart-no-aof');
     const lockA = await a.acquire(key, { ttlMs: 3_000 });
+    let abortedAt = 0;
+    lockA.signal.addEventListener('abort', () => {
+      abortedAt = performance.now();
+    });
     await server.kill();
     await server.startAgain(); // empty: the lock key and the fence counter are gone
     const lockB = await b.acquire(key, { ttlMs: 3_000, waitMs: 10_000 });
-    console.log(
-      `before the restart A held token ${lockA.fencingToken}; after it B got ${lockB.fencingToken}`,
-    );
-    expect(lockB.fencingToken).toBeGreaterThan(lockA.fencingToken);
+    const grantedB = performance.now();
     // A learns at its next renewal that the key is not its own any more (or cannot confirm it).
     await eventually('A’s signal aborts', async () => lockA.signal.aborted, 4_000);
+    const reason = (lockA.signal.reason as { reason?: string }).reason;
+    console.log(
+      `before the restart A held token ${lockA.fencingToken}; after it B got ${lockB.fencingToken}; A's signal aborted (${reason}) ${Math.round(abortedAt - grantedB)} ms after B's grant`,
+    );
+    expect(lockB.fencingToken).toBeGreaterThan(lockA.fencingToken);
     await lockB.release();
   });
 

@@ -191,5 +191,18 @@ describe.runIf(process.env.FENCEKIT_FAILURE_MODEL === '1')(
         heal: () => undefined,
       }));
     }, 90_000);
+
+    it('restart: the whole ensemble killed and started again at once', async () => {
+      const { followers } = await roles();
+      const all = [0, 1, 2];
+      await measure('restart the whole ensemble (holder knows 3)', 'all', () => ({
+        other: followers[1] as number,
+        inject: async () => {
+          await Promise.all(all.map((n) => ensemble.kill(n)));
+          await Promise.all(all.map((n) => ensemble.restart(n)));
+        },
+        heal: () => undefined,
+      }));
+    }, 120_000);
   },
 );

@@ -1,6 +1,7 @@
 import zookeeper from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { InvalidArgumentError } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { type PartitionableEnsemble, startPartitionableEnsemble } from '../servers/zk-peer-links.js';
@@ -16,6 +17,19 @@ function abortTime(signal: AbortSignal, since: number, limitMs: number): Promise
     });
   });
 }
+
+describe('ZooKeeper serverTickMs', () => {
+  it('must be a positive number of milliseconds', () => {
+    for (const serverTickMs of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, '200' as unknown as number]) {
+      expect(() => new ZooKeeperLockProvider({ connectString: '127.0.0.1:2181', serverTickMs })).toThrow(
+        InvalidArgumentError,
+      );
+    }
+    expect(
+      () => new ZooKeeperLockProvider({ connectString: '127.0.0.1:2181', serverTickMs: 200 }),
+    ).not.toThrow();
+  });
+});
 
 describe('ZooKeeper safety on a 3-node ensemble (tickTime 200, syncLimit 10)', () => {
   let ensemble: PartitionableEnsemble;

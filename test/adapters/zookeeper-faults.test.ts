@@ -1,4 +1,7 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import net from 'node:net';
+import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { ZkClient } from '../../adapters/zookeeper/wire/client.js';
@@ -7,6 +10,7 @@ import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { controls } from './zookeeper-control.js';
 
+const root = resolve(import.meta.dirname, '../..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** 3 rounds in CI; FENCEKIT_ZK_FAULT_ROUNDS=20 by hand. */
 const ROUNDS = Number(process.env.FENCEKIT_ZK_FAULT_ROUNDS ?? 3);
@@ -244,6 +248,35 @@ describe('ZooKeeper standalone server faults', () => {
     expect([...owners].filter((o) => o !== 0n)).toHaveLength(1);
     await Promise.all(locks.map((l) => l.release()));
   }, 30_000);
+
+  it('after close(), nothing keeps the process alive, even when calls raced to replace a lost session', async () => {
+    // A process of its own (the built package): it exits by itself only if no socket or timer is left.
+    const program = `import { ZooKeeperLockProvider } from '${root}/dist/zookeeper.js';
+      const p = new ZooKeeperLockProvider({ connectString: ${JSON.stringify(connectString)}, sessionTimeoutMs: 2000 });
+      await (await p.acquire('exit-check/warm')).release();
+      await p.abandon(); // the session is lost: the next calls race to open a new one
+      const locks = await Promise.all(Array.from({ length: 10 }, (_, i) => p.acquire('exit-check/' + i)));
+      await Promise.all(locks.map((l) => l.release()));
+      await p.close();
+      console.log('closed at ' + Math.round(performance.now()));`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', program], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let output = '';
+    child.stdout.on('data', (d) => {
+      output += d;
+    });
+    const exited = once(child, 'exit');
+    const outcome = await Promise.race([
+      exited.then(() => 'exited'),
+      sleep(10_000).then(() => 'still running'),
+    ]);
+    if (outcome !== 'exited') child.kill('SIGKILL');
+    const closedAt = Number(/closed at (\d+)/.exec(output)?.[1]);
+    console.log(`after close(): ${outcome} (${output.trim()})`);
+    expect(closedAt).toBeGreaterThan(0);
+    expect(outcome).toBe('exited');
+  }, 20_000);
 
   it('10,000 waiters that time out leave no watch registration behind', async () => {
     // Sessions that a busy event loop (thousands of waiters in this process) does not write off.

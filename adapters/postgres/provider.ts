@@ -35,6 +35,12 @@ export interface PostgresProviderOptions extends ProviderDefaults {
    */
   serverKeepalive?: { idle: number; interval: number; count: number };
   /**
+   * How often the server checks, during a statement, that our end of the connection is still
+   * there (`client_connection_check_interval`, PostgreSQL 14+), so that a waiter whose connection we
+   * closed leaves the lock queue. Default 1 000 ms; 0 leaves the server's setting (for PostgreSQL 13).
+   */
+  serverConnectionCheckMs?: number;
+  /**
    * Deadline of every call to PostgreSQL (connect, try, unlock, inspect, the check of a waiting
    * connection, close). A connection whose call missed it is destroyed. Default 5 000 ms.
    */
@@ -75,6 +81,7 @@ export class PostgresLockProvider extends BaseLockProvider {
     this.#healthIntervalMs = options.healthCheckIntervalMs ?? 5_000;
     this.#healthTimeoutMs = options.healthCheckTimeoutMs ?? 2_000;
     const keepalive = options.serverKeepalive ?? { idle: 10, interval: 5, count: 3 };
+    const checkMs = options.serverConnectionCheckMs ?? 1_000;
     const base: pg.PoolConfig = {
       ...options.pool,
       ...(options.connectionString ? { connectionString: options.connectionString } : {}),
@@ -82,7 +89,14 @@ export class PostgresLockProvider extends BaseLockProvider {
       // pg-pool destroys a connect attempt that hangs longer (a blackholed network).
       connectionTimeoutMillis: options.pool?.connectionTimeoutMillis ?? this.#callMs,
       application_name: options.pool?.application_name ?? 'fencekit',
-      options: `-c tcp_keepalives_idle=${keepalive.idle} -c tcp_keepalives_interval=${keepalive.interval} -c tcp_keepalives_count=${keepalive.count}`,
+      options: [
+        `-c tcp_keepalives_idle=${keepalive.idle}`,
+        `-c tcp_keepalives_interval=${keepalive.interval}`,
+        `-c tcp_keepalives_count=${keepalive.count}`,
+        // A backend blocked in a lock wait does not read its socket: without this check it would
+        // stay queued (and could even be granted) after we closed the connection.
+        ...(checkMs > 0 ? [`-c client_connection_check_interval=${checkMs}`] : []),
+      ].join(' '),
     };
     this.pool = new pg.Pool({ ...base, max });
     this.#slots = new Slots(max);

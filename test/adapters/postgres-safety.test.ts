@@ -1,8 +1,21 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLockProvider, withXactLock, xactLock } from '../../adapters/postgres/index.js';
-import { uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+
+/** How `promise` settled within `ms`: 'resolved', the rejection's code, or 'pending', with the time taken. */
+async function settleWithin(promise: Promise<unknown>, ms: number): Promise<{ outcome: string; ms: number }> {
+  const started = performance.now();
+  const outcome = await Promise.race([
+    promise.then(
+      () => 'resolved',
+      (error: { code?: string; message?: string }) => error?.code ?? error?.message ?? 'rejected',
+    ),
+    new Promise<string>((r) => setTimeout(() => r('pending'), ms)),
+  ]);
+  return { outcome, ms: Math.round(performance.now() - started) };
+}
 
 /** Records the first uncaught exception or unhandled rejection while `fn` runs, and where. */
 async function watchCrashes<T>(fn: (where: (at: string) => void) => Promise<T>): Promise<string[]> {
@@ -21,6 +34,8 @@ async function watchCrashes<T>(fn: (where: (at: string) => void) => Promise<T>):
   }
   return crashes;
 }
+
+const CALL_MS = 500;
 
 describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
   let postgres: ServerGroup;
@@ -46,7 +61,27 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
     clients.push(c);
     return c;
   };
+  const proxies: FaultProxy[] = [];
+  /** A provider whose every connection goes through a fault proxy of its own. */
+  const throughProxy = async (
+    options: Partial<ConstructorParameters<typeof PostgresLockProvider>[0]> = {},
+  ) => {
+    const target = new URL(url);
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });
+    proxies.push(proxy);
+    target.port = String(proxy.port);
+    const provider = new PostgresLockProvider({
+      connectionString: target.toString(),
+      callTimeoutMs: CALL_MS,
+      healthCheckIntervalMs: 200,
+      healthCheckTimeoutMs: 300,
+      ...options,
+    });
+    providers.push(provider);
+    return { provider, proxy };
+  };
   afterAll(async () => {
+    await Promise.allSettled(proxies.map((p) => p.close()));
     await Promise.allSettled(clients.map((c) => c.end()));
     await Promise.allSettled(providers.map((p) => p.close()));
     await admin?.end();
@@ -154,5 +189,86 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
     await c1.query('ROLLBACK');
     const second = await withXactLock(c1, key, async (grant) => grant.fencingToken, { table });
     expect(second).toBeGreaterThan(first?.fencingToken ?? 0n);
+  });
+
+  it('blackholed network: release() and withLock return within callTimeoutMs, and the lock is freed', async () => {
+    const { provider, proxy } = await throughProxy({ healthCheckIntervalMs: 60_000 });
+    const other = open();
+    const [k1, k2] = [uniqueKey('release-blackhole'), uniqueKey('withlock-blackhole')];
+    const lock = await provider.acquire(k1);
+    let inside = false;
+    const withLock = provider.withLock(k2, async () => {
+      inside = true;
+      await new Promise((r) => setTimeout(r, 300));
+    });
+    while (!inside) await new Promise((r) => setTimeout(r, 10));
+    proxy.setMode({ kind: 'blackhole' });
+    const released = await settleWithin(lock.release(), 5_000);
+    const finished = await settleWithin(withLock, 5_000);
+    expect({ released, finished }).toMatchObject({
+      released: { outcome: 'resolved' },
+      finished: { outcome: 'resolved' },
+    });
+    expect(released.ms).toBeLessThan(CALL_MS + 1_000);
+    // The connection was destroyed; once the server sees that, the names are free again.
+    proxy.cutAll();
+    proxy.setMode({ kind: 'pass' });
+    const next = await other.acquire(k1, { waitMs: 5_000 });
+    expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
+    await next.release();
+  });
+
+  it('blackholed network: a blocked waiter gives up with BackendUnavailableError, not a hang', async () => {
+    const holder = open();
+    const { provider, proxy } = await throughProxy();
+    const key = uniqueKey('wait-blackhole');
+    const lock = await holder.acquire(key);
+    const waiting = provider.acquire(key, { waitMs: 2_000 });
+    await eventually('waiter queued', async () => (await holder.inspect(key))?.waiters === 1);
+    proxy.setMode({ kind: 'blackhole' });
+    const settled = await settleWithin(waiting, 6_000);
+    expect(settled.outcome).toBe('BACKEND_UNAVAILABLE');
+    proxy.cutAll(); // as the server's keepalive would, later
+    proxy.setMode({ kind: 'pass' });
+    await eventually(
+      'the dead waiter left the queue',
+      async () => (await holder.inspect(key))?.waiters === 0,
+    );
+    await lock.release();
+  });
+
+  it('blackholed network: close() returns within callTimeoutMs + 1 s, signals aborted, waiters failed', async () => {
+    const holder = open();
+    const { provider, proxy } = await throughProxy({ healthCheckIntervalMs: 60_000 });
+    const [mine, theirs] = [uniqueKey('close-held'), uniqueKey('close-waited')];
+    const lock = await provider.acquire(mine);
+    const blocker = await holder.acquire(theirs);
+    const waiting = provider.acquire(theirs);
+    await eventually('waiter queued', async () => (await holder.inspect(theirs))?.waiters === 1);
+    proxy.setMode({ kind: 'blackhole' });
+    const closed = await settleWithin(provider.close(), 10_000);
+    expect(closed.outcome).toBe('resolved');
+    expect(closed.ms).toBeLessThan(CALL_MS + 1_000);
+    expect(lock.signal.aborted).toBe(true);
+    expect((await settleWithin(waiting, 100)).outcome).toBe('PROVIDER_CLOSED');
+    proxy.cutAll();
+    proxy.setMode({ kind: 'pass' });
+    const next = await holder.acquire(mine, { waitMs: 5_000 });
+    await Promise.all([next.release(), blocker.release()]);
+  });
+
+  it('unreachable server: BackendUnavailableError within callTimeoutMs', async () => {
+    const { provider, proxy } = await throughProxy();
+    proxy.setMode({ kind: 'blackhole' }); // before the first connection: it never completes
+    const tried = await settleWithin(provider.tryAcquire(uniqueKey('never-reached')), 10_000);
+    const waited = await settleWithin(
+      provider.acquire(uniqueKey('never-reached'), { waitMs: 10_000 }),
+      12_000,
+    );
+    expect({ tried: tried.outcome, waited: waited.outcome }).toEqual({
+      tried: 'BACKEND_UNAVAILABLE',
+      waited: 'BACKEND_UNAVAILABLE',
+    });
+    expect(tried.ms).toBeLessThan(CALL_MS + 1_000);
   });
 });

@@ -271,4 +271,39 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
     });
     expect(tried.ms).toBeLessThan(CALL_MS + 1_000);
   });
+
+  it('tryAcquire does not wait past callTimeoutMs for a free connection', async () => {
+    const provider = open({ maxConnections: 1, callTimeoutMs: CALL_MS });
+    const held = await provider.acquire(uniqueKey('the-only-connection'));
+    const tried = await settleWithin(provider.tryAcquire(uniqueKey('no-connection-left')), 15_000);
+    expect(tried.outcome).toBe('BACKEND_UNAVAILABLE');
+    expect(tried.ms).toBeLessThan(CALL_MS + 1_000);
+    await held.release();
+  });
+
+  it('a cancel whose answer crosses the reply never ends a later grant on a reused connection', async () => {
+    const holder = open();
+    const { provider, proxy } = await throughProxy({ callTimeoutMs: 5_000, healthCheckTimeoutMs: 2_000 });
+    const [busy, next] = [uniqueKey('busy'), uniqueKey('next')];
+    const blocker = await holder.acquire(busy);
+    // Warm both pools, so that each call below is one round trip.
+    await provider.inspect(busy);
+    await (await provider.acquire(uniqueKey('warm'))).release();
+    proxy.setMode({ kind: 'latency', ms: 200 });
+    const cancel = new AbortController();
+    const tried = provider.tryAcquire(busy, { signal: cancel.signal }).then(
+      () => 'answered',
+      (error: { code?: string }) => error.code,
+    );
+    setTimeout(() => cancel.abort(), 300); // the "busy" answer is on its way back
+    await tried;
+    const lock = await provider.acquire(next, { waitMs: 10_000 });
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect({ held: lock.held, reason: (lock.signal.reason as Error | undefined)?.message }).toEqual({
+      held: true,
+      reason: undefined,
+    });
+    proxy.setMode({ kind: 'pass' });
+    await Promise.all([lock.release(), blocker.release()]);
+  });
 });

@@ -146,7 +146,15 @@ export class PostgresLockProvider extends BaseLockProvider {
     const values = [req.key, req.owner ?? null, key];
     const rows = req.wait
       ? await this.#waitForGrant(conn, sql, values, cancel)
-      : (await conn.query<{ token: string }>(sql, values, this.#callMs, 'try-lock', cancel)).rows;
+      : await conn.query<{ token: string }>(sql, values, this.#callMs, 'try-lock', cancel).then(
+          (result) => result.rows,
+          (error: unknown) => {
+            if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
+            throw new BackendUnavailableError(`postgres: try-lock failed: ${(error as Error).message}`, {
+              cause: error,
+            });
+          },
+        );
     // A grant that raced in with the cancel: closing the connection gives it back.
     if (cancel.aborted) {
       conn.discard();
@@ -171,15 +179,19 @@ export class PostgresLockProvider extends BaseLockProvider {
     cancel: AbortSignal,
   ): Promise<Array<{ token: string }>> {
     const granted = conn.client.query<{ token: string }>(sql, values);
-    const probeFailed = new AbortController();
+    // Ends the wait on cancel or on a failed probe. Built by hand rather than with AbortSignal.any,
+    // so that no listener outlives the wait on a long-lived cancel signal.
+    const stopWaiting = new AbortController();
+    const onCancel = () => stopWaiting.abort(cancel.reason);
+    cancel.addEventListener('abort', onCancel, { once: true });
     const stopProbing = new AbortController();
-    void this.#probeWhileWaiting(conn.pid, stopProbing.signal, probeFailed);
+    void this.#probeWhileWaiting(conn.pid, stopProbing.signal, stopWaiting);
     try {
       const result = await within(
         granted,
         Number.POSITIVE_INFINITY,
         'waiting for the lock',
-        AbortSignal.any([cancel, probeFailed.signal]),
+        stopWaiting.signal,
       );
       return result.rows;
     } catch (error) {
@@ -193,6 +205,7 @@ export class PostgresLockProvider extends BaseLockProvider {
         cause: error,
       });
     } finally {
+      cancel.removeEventListener('abort', onCancel);
       stopProbing.abort();
     }
   }
@@ -208,7 +221,6 @@ export class PostgresLockProvider extends BaseLockProvider {
           [pid],
           this.#callMs,
           'checking a waiting connection',
-          stop,
         );
         conn.giveBack();
         if (rowCount === 0) throw new BackendUnavailableError('postgres: the waiting connection is gone');

@@ -40,11 +40,6 @@ export interface PostgresProviderOptions extends ProviderDefaults {
    * closed leaves the lock queue. Default 1 000 ms; 0 leaves the server's setting (for PostgreSQL 13).
    */
   serverConnectionCheckMs?: number;
-  /**
-   * Deadline of every call to PostgreSQL (connect, try, unlock, inspect, the check of a waiting
-   * connection, close). A connection whose call missed it is destroyed. Default 5 000 ms.
-   */
-  callTimeoutMs?: number;
 }
 
 /**
@@ -63,21 +58,19 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly #control: pg.Pool;
   readonly #slots: Slots;
   readonly #fence: FenceTable;
-  readonly #callMs: number;
   readonly #healthIntervalMs: number;
   readonly #healthTimeoutMs: number;
   readonly #holding = new Set<Checkout>();
   /** Every open client of both pools, so that close() can cut them when the server is silent. */
   readonly #clients = new Set<pg.PoolClient>();
+  /** The last call to the server got an answer (false until the first one does). */
+  #reachable = false;
 
   constructor(options: PostgresProviderOptions) {
     super(options);
     const max = options.maxConnections ?? 10;
     if (!Number.isInteger(max) || max < 1)
       throw new InvalidArgumentError('maxConnections', 'must be a positive integer');
-    this.#callMs = options.callTimeoutMs ?? 5_000;
-    if (!(this.#callMs > 0))
-      throw new InvalidArgumentError('callTimeoutMs', 'must be a positive number of ms');
     this.#healthIntervalMs = options.healthCheckIntervalMs ?? 5_000;
     this.#healthTimeoutMs = options.healthCheckTimeoutMs ?? 2_000;
     const keepalive = options.serverKeepalive ?? { idle: 10, interval: 5, count: 3 };
@@ -87,7 +80,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       ...(options.connectionString ? { connectionString: options.connectionString } : {}),
       keepAlive: true,
       // pg-pool destroys a connect attempt that hangs longer (a blackholed network).
-      connectionTimeoutMillis: options.pool?.connectionTimeoutMillis ?? this.#callMs,
+      connectionTimeoutMillis: options.pool?.connectionTimeoutMillis ?? this.callTimeoutMs,
       application_name: options.pool?.application_name ?? 'fencekit',
       options: [
         `-c tcp_keepalives_idle=${keepalive.idle}`,
@@ -114,10 +107,10 @@ export class PostgresLockProvider extends BaseLockProvider {
     validateKey(key);
     this.assertOpen();
     const { classid, objid } = lockRowIds(advisoryKey(key));
-    await this.#fence.ensure(this.#control, this.#callMs);
-    const conn = await checkOut(this.#control, this.#callMs);
+    await this.#fence.ensure(this.#control, this.callTimeoutMs);
+    const conn = await checkOut(this.#control, this.callTimeoutMs);
     const run = <R extends pg.QueryResultRow>(sql: string, values: unknown[]) =>
-      conn.query<R>(sql, values, this.#callMs, 'inspect');
+      conn.query<R>(sql, values, this.callTimeoutMs, 'inspect');
     const locks = await run<{ granted: boolean }>(
       `SELECT granted FROM pg_locks
         WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1`,
@@ -129,6 +122,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       ? (await run(`SELECT token, owner, since FROM ${this.#fence.table} WHERE name = $1`, [key])).rows[0]
       : undefined;
     conn.giveBack();
+    this.#serverAnswered();
     if (!holding && waiters === 0) return null;
     const holder = row
       ? { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since as Date }
@@ -137,16 +131,38 @@ export class PostgresLockProvider extends BaseLockProvider {
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    await this.#fence.ensure(this.#control, this.#callMs, cancel);
+    try {
+      const lock = await this.#attempt(req, cancel);
+      this.#serverAnswered();
+      return lock;
+    } catch (error) {
+      if (error instanceof BackendUnavailableError) this.#reachable = false;
+      throw error;
+    }
+  }
+
+  /** A wait that runs out while the server is silent (or was never reached) is an outage. */
+  protected override backendReachable(): boolean {
+    return this.#reachable;
+  }
+
+  #serverAnswered(): void {
+    if (!this.#reachable) this.noteReached();
+    this.#reachable = true;
+  }
+
+  async #attempt(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    await this.#fence.ensure(this.#control, this.callTimeoutMs, cancel);
     // Waiting for a free connection is part of a waiting acquire; a try gets callTimeoutMs.
-    const free = await this.#slots.take(req.wait ? Number.POSITIVE_INFINITY : this.#callMs, cancel);
-    const conn = await checkOut(this.pool, this.#callMs, cancel, free);
+    const free = await this.#slots.take(req.wait ? Number.POSITIVE_INFINITY : this.callTimeoutMs, cancel);
+    const conn = await checkOut(this.pool, this.callTimeoutMs, cancel, free);
+    this.#serverAnswered();
     const key = advisoryKey(req.key).toString();
     const sql = this.#fence.grantSql(req.wait ? 'pg_advisory_lock' : 'pg_try_advisory_lock');
     const values = [req.key, req.owner ?? null, key];
     const rows = req.wait
       ? await this.#waitForGrant(conn, sql, values, cancel)
-      : await conn.query<{ token: string }>(sql, values, this.#callMs, 'try-lock', cancel).then(
+      : await conn.query<{ token: string }>(sql, values, this.callTimeoutMs, 'try-lock', cancel).then(
           (result) => result.rows,
           (error: unknown) => {
             if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
@@ -215,14 +231,15 @@ export class PostgresLockProvider extends BaseLockProvider {
       await sleep(this.#healthIntervalMs, undefined, { signal: stop }).catch(() => undefined);
       if (stop.aborted) return;
       try {
-        const conn = await checkOut(this.#control, this.#callMs, stop);
+        const conn = await checkOut(this.#control, this.callTimeoutMs, stop);
         const { rowCount } = await conn.query(
           'SELECT 1 FROM pg_stat_activity WHERE pid = $1',
           [pid],
-          this.#callMs,
+          this.callTimeoutMs,
           'checking a waiting connection',
         );
         conn.giveBack();
+        this.#serverAnswered();
         if (rowCount === 0) throw new BackendUnavailableError('postgres: the waiting connection is gone');
       } catch (error) {
         if (!stop.aborted) failed.abort(error);
@@ -239,10 +256,10 @@ export class PostgresLockProvider extends BaseLockProvider {
   async #endWait(conn: Checkout, granted: Promise<unknown>): Promise<void> {
     const started = performance.now();
     try {
-      const control = await checkOut(this.#control, this.#callMs);
-      await control.query('SELECT pg_terminate_backend($1)', [conn.pid], this.#callMs, 'ending a wait');
+      const control = await checkOut(this.#control, this.callTimeoutMs);
+      await control.query('SELECT pg_terminate_backend($1)', [conn.pid], this.callTimeoutMs, 'ending a wait');
       control.giveBack();
-      const left = Math.max(0, this.#callMs - (performance.now() - started));
+      const left = Math.max(0, this.callTimeoutMs - (performance.now() - started));
       await within(granted, left, 'ending a wait');
     } catch {
       // Unconfirmed: closing the connection below is all that is left; the server drops the entry
@@ -261,7 +278,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       releaseOnBackend: async () => {
         if (conn.done) return; // the connection is gone, and the lock with it
         try {
-          await conn.query('SELECT pg_advisory_unlock($1)', [key], this.#callMs, 'unlock');
+          await conn.query('SELECT pg_advisory_unlock($1)', [key], this.callTimeoutMs, 'unlock');
           conn.giveBack();
         } catch {
           conn.discard(); // unconfirmed: closing the connection frees the lock on the server
@@ -296,7 +313,7 @@ export class PostgresLockProvider extends BaseLockProvider {
     const wasClosed = this.closed;
     const closing = super.close();
     if (!wasClosed) {
-      const cut = setTimeout(() => this.#cutAll(), this.#callMs);
+      const cut = setTimeout(() => this.#cutAll(), this.callTimeoutMs);
       void closing.finally(() => clearTimeout(cut));
     }
     return closing;
@@ -304,7 +321,7 @@ export class PostgresLockProvider extends BaseLockProvider {
 
   protected async shutdown(): Promise<void> {
     const ending = Promise.allSettled([this.pool.end(), this.#control.end()]);
-    await within(ending, this.#callMs, 'closing connections').catch(() => this.#cutAll());
+    await within(ending, this.callTimeoutMs, 'closing connections').catch(() => this.#cutAll());
   }
 
   /** Destroys every socket: the server releases what they held when it sees them close. */

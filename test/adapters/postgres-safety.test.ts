@@ -92,6 +92,7 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
     const [a, b] = [open(), open()];
     const key = uniqueKey('cancel-churn');
     const holder = await a.acquire(key);
+    await b.inspect(key); // b has reached the server: a wait that runs out is a timeout, not an outage
     const codes = new Map<string, number>();
     const crashes = await watchCrashes(async (where) => {
       for (let round = 1; round <= 200; round++) {
@@ -265,11 +266,15 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
       provider.acquire(uniqueKey('never-reached'), { waitMs: 10_000 }),
       12_000,
     );
-    expect({ tried: tried.outcome, waited: waited.outcome }).toEqual({
+    const short = await settleWithin(provider.acquire(uniqueKey('never-reached'), { waitMs: 200 }), 12_000);
+    expect({ tried: tried.outcome, waited: waited.outcome, short: short.outcome }).toEqual({
       tried: 'BACKEND_UNAVAILABLE',
       waited: 'BACKEND_UNAVAILABLE',
+      short: 'BACKEND_UNAVAILABLE',
     });
+    // min(callTimeoutMs, waitMs), plus scheduling slack
     expect(tried.ms).toBeLessThan(CALL_MS + 1_000);
+    expect(short.ms).toBeLessThan(200 + 1_000);
   });
 
   it('tryAcquire does not wait past callTimeoutMs for a free connection', async () => {

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLockProvider, withXactLock, xactLock } from '../../adapters/postgres/index.js';
+import { createElection } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
@@ -219,6 +220,18 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
     await next.release();
   });
 
+  it('blackholed network: resign() returns within callTimeoutMs and the term ends', async () => {
+    const { provider, proxy } = await throughProxy({ healthCheckIntervalMs: 60_000 });
+    const leadership = await createElection(provider, uniqueKey('resign-blackhole')).campaign('a');
+    proxy.setMode({ kind: 'blackhole' });
+    const resigned = await settleWithin(leadership.resign(), 5_000);
+    expect(resigned.outcome).toBe('resolved');
+    expect(resigned.ms).toBeLessThan(CALL_MS + 1_000);
+    expect(leadership.signal.aborted).toBe(true);
+    proxy.cutAll();
+    proxy.setMode({ kind: 'pass' });
+  });
+
   it('blackholed network: a blocked waiter gives up with BackendUnavailableError, not a hang', async () => {
     const holder = open();
     const { provider, proxy } = await throughProxy();
@@ -244,14 +257,15 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
     const [mine, theirs] = [uniqueKey('close-held'), uniqueKey('close-waited')];
     const lock = await provider.acquire(mine);
     const blocker = await holder.acquire(theirs);
-    const waiting = provider.acquire(theirs);
+    // Its outcome is taken at once: the waiter fails during close(), before close() resolves.
+    const waiting = settleWithin(provider.acquire(theirs), 20_000);
     await eventually('waiter queued', async () => (await holder.inspect(theirs))?.waiters === 1);
     proxy.setMode({ kind: 'blackhole' });
     const closed = await settleWithin(provider.close(), 10_000);
     expect(closed.outcome).toBe('resolved');
     expect(closed.ms).toBeLessThan(CALL_MS + 1_000);
     expect(lock.signal.aborted).toBe(true);
-    expect((await settleWithin(waiting, 100)).outcome).toBe('PROVIDER_CLOSED');
+    expect((await waiting).outcome).toBe('PROVIDER_CLOSED');
     proxy.cutAll();
     proxy.setMode({ kind: 'pass' });
     const next = await holder.acquire(mine, { waitMs: 5_000 });

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLockProvider, withXactLock, xactLock } from '../../adapters/postgres/index.js';
 import { createElection } from '../../src/index.js';
-import { eventually, uniqueKey } from '../../src/testing/index.js';
+import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
 /** How `promise` settled within `ms`: 'resolved', the rejection's code, or 'pending', with the time taken. */
@@ -119,6 +119,56 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
     expect(Object.fromEntries(codes)).toEqual({ LOCK_TIMEOUT: 200, ABORTED: 200 });
     expect((await a.inspect(key))?.waiters).toBe(0);
     await holder.release();
+  });
+
+  it('grants racing cancels, 300 rounds: exclusion holds, no crash, no connection left behind', async () => {
+    const [a, b] = [open(), open({ maxConnections: 3 })];
+    const key = uniqueKey('grant-cancel-race');
+    await b.inspect(key);
+    const monitor = new ExclusionMonitor();
+    const hold = async (lock: { release(): Promise<void> } & Parameters<ExclusionMonitor['enter']>[0]) => {
+      monitor.enter(lock);
+      await new Promise((r) => setTimeout(r, Math.random() * 3));
+      monitor.exit(lock);
+      await lock.release();
+    };
+    let done = false;
+    const outcomes = new Map<string, number>();
+    const crashes = await watchCrashes(async (where) => {
+      const holder = (async () => {
+        while (!done) await hold(await a.acquire(key, { waitMs: 10_000 }));
+      })();
+      for (let round = 1; round <= 300; round++) {
+        where(`round ${round}`);
+        const cancel = new AbortController();
+        setTimeout(() => cancel.abort(), Math.random() * 4);
+        const attempts = [
+          b.acquire(key, { waitMs: 1 + Math.random() * 4 }),
+          b.acquire(key, { signal: cancel.signal }),
+          b.tryAcquire(key, { signal: cancel.signal }),
+        ];
+        for (const outcome of await Promise.allSettled(attempts)) {
+          let code: string;
+          if (outcome.status === 'rejected') code = (outcome.reason as { code?: string }).code ?? 'other';
+          else if (outcome.value === null) code = 'busy';
+          else {
+            code = 'granted';
+            await hold(outcome.value);
+          }
+          outcomes.set(code, (outcomes.get(code) ?? 0) + 1);
+        }
+      }
+      done = true;
+      await holder;
+      where('after the loop');
+    });
+    expect(crashes).toEqual([]);
+    expect(outcomes.get('other') ?? 0).toBe(0);
+    expect(outcomes.get('BACKEND_UNAVAILABLE') ?? 0).toBe(0);
+    // Every connection and slot came back: b can still take the lock with 3 connections.
+    const last = await b.acquire(key, { waitMs: 5_000 });
+    await last.release();
+    await eventually('no waiter left', async () => (await a.inspect(key)) === null);
   });
 
   it("xactLock: a rolled-back holder's token is never handed out again", async () => {

@@ -314,7 +314,7 @@ export class PostgresLockProvider extends BaseLockProvider {
     const closing = super.close();
     if (!wasClosed) {
       const cut = setTimeout(() => this.#cutAll(), this.callTimeoutMs);
-      void closing.finally(() => clearTimeout(cut));
+      void closing.finally(() => clearTimeout(cut)).catch(() => undefined);
     }
     return closing;
   }

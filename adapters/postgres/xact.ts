@@ -57,7 +57,7 @@ function tokenPoolFor(client: pg.ClientBase): pg.Pool {
       password: p.password as pg.PoolConfig['password'],
       ssl: p.ssl as pg.PoolConfig['ssl'],
       max: 2,
-      idleTimeoutMillis: 1_000,
+      idleTimeoutMillis: 10_000,
       allowExitOnIdle: true,
       application_name: 'fencekit-tokens',
     });

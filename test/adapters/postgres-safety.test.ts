@@ -270,6 +270,23 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
     await next.release();
   });
 
+  it('partitioned network: release() returns within callTimeoutMs, and on heal the server frees the lock', async () => {
+    const { provider, proxy } = await throughProxy({ healthCheckIntervalMs: 60_000 });
+    const other = open();
+    const key = uniqueKey('release-partition');
+    const lock = await provider.acquire(key);
+    proxy.setMode({ kind: 'partition' });
+    const released = await settleWithin(lock.release(), 5_000);
+    expect(released.outcome).toBe('resolved');
+    expect(released.ms).toBeLessThan(CALL_MS + 1_000);
+    const waiting = other.acquire(key, { waitMs: 10_000 });
+    await eventually('the next waiter queued', async () => (await other.inspect(key))?.waiters === 1);
+    proxy.setMode({ kind: 'pass' }); // the held unlock and close reach the server now, no reset
+    const next = await waiting;
+    expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
+    await next.release();
+  });
+
   it('blackholed network: resign() returns within callTimeoutMs and the term ends', async () => {
     const { provider, proxy } = await throughProxy({ healthCheckIntervalMs: 60_000 });
     const leadership = await createElection(provider, uniqueKey('resign-blackhole')).campaign('a');

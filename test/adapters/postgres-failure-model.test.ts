@@ -10,11 +10,16 @@ import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers
 /**
  * The PostgreSQL rows of the failure model: for each fault, when the holder's signal aborts and when
  * a waiter on another provider is granted, with the provider's defaults (health check every 5 s,
- * 2 s to answer; callTimeoutMs 5 s). Each fault must leave no overlap: the waiter is granted only
- * after the holder's signal aborted. About two minutes: run with FENCEKIT_FAILURE_MODEL=1.
+ * 2 s to answer; callTimeoutMs 5 s). A fault the holder can only notice (pause, partition, server
+ * down) must leave no overlap: the waiter is granted only after the holder's signal aborted. About
+ * 70 s: run with FENCEKIT_FAILURE_MODEL=1.
  */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+const waitFor = (signal: AbortSignal) =>
+  new Promise<void>((resolve) =>
+    signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
 
 interface Fault {
   name: string;
@@ -22,12 +27,18 @@ interface Fault {
   /** Ends the fault healAfterMs after it began (or as soon as the waiter is granted). */
   heal?(ctx: { holderPid: number; proxy: FaultProxy }): Promise<void>;
   healAfterMs?: number;
+  /**
+   * The server ends the holder's session itself (terminate, crash): it frees the lock at once and
+   * the holder learns it from its socket a moment later, so a waiter elsewhere can be granted first
+   * (fencing covers that window). Measured, and bounded by 1 s, instead of required to be empty.
+   */
+  abrupt?: boolean;
 }
 
 describe.skipIf(!process.env.FENCEKIT_FAILURE_MODEL)('PostgreSQL failure model', () => {
   let postgres: ServerGroup;
   let url: string;
-  const table: string[] = ['| fault | holder’s signal aborts | waiter granted | tokens |'];
+  const table: string[] = ['| fault | holder’s signal aborts | waiter granted | both live | tokens |'];
   beforeAll(async () => {
     postgres = await startServers('postgres', { faults: true });
     url = endpoint(postgres, 'PG_URL');
@@ -73,11 +84,9 @@ describe.skipIf(!process.env.FENCEKIT_FAILURE_MODEL)('PostgreSQL failure model',
         abortedAt = performance.now();
       });
       let next: Lock | undefined;
-      let grantedWhileHeld = false;
       let grantedAt: number | undefined;
       const waiting = other.acquire(key, { waitMs: 60_000 }).then((l) => {
         grantedAt = performance.now();
-        grantedWhileHeld = !lock.signal.aborted;
         next = l;
       });
       await sleep(200);
@@ -86,15 +95,20 @@ describe.skipIf(!process.env.FENCEKIT_FAILURE_MODEL)('PostgreSQL failure model',
       await Promise.race([waiting, sleep(fault.healAfterMs ?? 0)]);
       await fault.heal?.({ holderPid: pid, proxy });
       await Promise.race([waiting, sleep(40_000)]);
+      if (fault.abrupt) await Promise.race([waitFor(lock.signal), sleep(2_000)]);
+      // How long the waiter held the lock while the old holder's signal was still live.
+      const window = grantedAt === undefined ? 0 : Math.max(0, (abortedAt ?? performance.now()) - grantedAt);
       const reason = (lock.signal.reason as LockLostError | undefined)?.reason;
       table.push(
         `| ${fault.name} | ${abortedAt ? `${seconds(abortedAt - start)} (${reason})` : 'never'} | ${
           grantedAt ? seconds(grantedAt - start) : 'not within the run'
-        } | ${lock.fencingToken} → ${next?.fencingToken ?? '–'} |`,
+        } | ${window > 0 ? `${window.toFixed(1)} ms` : 'none'} | ${lock.fencingToken} → ${next?.fencingToken ?? '–'} |`,
       );
-      expect(grantedWhileHeld, `${fault.name}: waiter granted while the holder's signal was live`).toBe(
-        false,
-      );
+      const bound = fault.abrupt ? 1_000 : 0;
+      expect(
+        window,
+        `${fault.name}: the waiter held while the old holder's signal was live`,
+      ).toBeLessThanOrEqual(bound);
       if (next) expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
       await next?.release();
     } finally {
@@ -106,6 +120,7 @@ describe.skipIf(!process.env.FENCEKIT_FAILURE_MODEL)('PostgreSQL failure model',
   it('session faults', { timeout: 300_000 }, async () => {
     await measure({
       name: 'pg_terminate_backend(holder)',
+      abrupt: true,
       inject: async ({ holderPid }) => {
         const admin = new pg.Client({ connectionString: url });
         await admin.connect();
@@ -115,6 +130,7 @@ describe.skipIf(!process.env.FENCEKIT_FAILURE_MODEL)('PostgreSQL failure model',
     });
     await measure({
       name: 'holder’s backend SIGKILL (the postmaster resets every session)',
+      abrupt: true,
       inject: async ({ holderPid }) => void process.kill(holderPid, 'SIGKILL'),
     });
     await measure({

@@ -131,6 +131,48 @@ describe('ZooKeeper: the session owns the nodes it created', () => {
     }
   }, 30_000);
 
+  it('a waiter whose clean-up delete is lost leaves no node behind: the session retries it', async () => {
+    const [host = '', port = ''] = endpoint(zk, 'ZK_CONNECT').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const options = { sessionTimeoutMs: 4_000, serverTickMs: 200, callTimeoutMs: 500 };
+      const direct = { connectString: `${host}:${port}`, ...options };
+      const holderSide = new ZooKeeperLockProvider(direct);
+      const waiterSide = new ZooKeeperLockProvider({ connectString: proxy.address, ...options });
+      const thirdSide = new ZooKeeperLockProvider(direct);
+      providers.push(holderSide, waiterSide, thirdSide);
+      const key = uniqueKey('lost-cancel');
+      const held = await holderSide.acquire(key);
+      await (await thirdSide.acquire(uniqueKey('warm-up'))).release();
+      const startedAt = performance.now();
+      const waiting = waiterSide.acquire(key, { waitMs: 1_500 }).then(
+        () => 'granted',
+        (error: Error) => error.name,
+      );
+      await new Promise((r) => setTimeout(r, 800));
+      proxy.setMode({ kind: 'blackhole' }); // the wait runs out in here: its delete goes nowhere
+      expect(await waiting).toBe('LockTimeoutError');
+      await new Promise((r) => setTimeout(r, Math.max(0, startedAt + 2_300 - performance.now())));
+      proxy.setMode({ kind: 'pass' });
+      proxy.cutAll(); // the waiter's client reconnects to the same, live session
+      await new Promise((r) => setTimeout(r, 1_000));
+      const releasedAt = performance.now();
+      await held.release();
+      const outcome = await thirdSide.acquire(key, { waitMs: 6_000 }).then(
+        (lock) => ({ lock, at: performance.now() - releasedAt }),
+        (error: Error) => ({ lock: undefined, at: performance.now() - releasedAt, error: error.name }),
+      );
+      console.log(
+        `third side: ${outcome.lock ? 'granted' : outcome.error} ${outcome.at.toFixed(0)} ms after the holder's release`,
+      );
+      expect(waiterSide.closed).toBe(false);
+      expect(outcome.lock).toBeDefined();
+      await outcome.lock?.release();
+    } finally {
+      await proxy.close();
+    }
+  }, 40_000);
+
   it('a session written off here but alive on the server is closed: its nodes do not block the name', async () => {
     const [host = '', port = ''] = endpoint(zk, 'ZK_CONNECT').split(':');
     const proxy = await FaultProxy.start({ host, port: Number(port) });

@@ -146,12 +146,10 @@ function removeLater(call: ZkQueueCall, prefix: string): void {
   })();
 }
 
-/** The folder's children; with `cancel`, the request stops waiting for the answer when it aborts. */
-async function list(call: ZkQueueCall, cancel?: AbortSignal): Promise<string[]> {
+async function list(call: ZkQueueCall): Promise<string[]> {
   try {
-    return await call.session.client.getChildren(call.parent, cancel ? { signal: cancel } : {});
+    return await call.session.client.getChildren(call.parent);
   } catch (error) {
-    if (cancel?.aborted) throw cancel.reason;
     if (zkCode(error) === 'NO_NODE') return [];
     throw unavailable('listing the queue failed', error);
   }
@@ -190,7 +188,7 @@ export async function waitForTurn(
   ownStat.catch(() => undefined);
   for (;;) {
     cancel.throwIfAborted();
-    const order = queueOrder(await list(call, cancel), call.kind);
+    const order = queueOrder(await list(call), call.kind);
     const index = order.findIndex((n) => n.name === queued.name);
     if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
     if (index === 0) {

@@ -85,3 +85,21 @@ export async function printHeapForLocks(title, open, count = 10_000) {
   );
   await provider.close();
 }
+
+/** Each of `clients` contenders (a separate client each) loops acquire + release for ms; grants per client. */
+export async function contendGrants(open, key, clients = 10, ms = 3_000) {
+  const providers = await Promise.all(Array.from({ length: clients }, () => open()));
+  const counts = providers.map(() => 0);
+  const stopAt = performance.now() + ms;
+  await Promise.all(
+    providers.map(async (provider, i) => {
+      while (performance.now() < stopAt) {
+        const lock = await provider.acquire(key);
+        await lock.release();
+        counts[i] += 1;
+      }
+    }),
+  );
+  await Promise.all(providers.map((p) => p.close()));
+  return counts;
+}

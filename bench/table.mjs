@@ -52,3 +52,23 @@ export function printTable(title, rows) {
     );
   }
 }
+
+/**
+ * Prints rows { name, grants: [per client, per round…], seconds } as handoffs/s and fairness:
+ * Jain's index of the per-client grants (1.00 = every client got the same share) and min/max.
+ */
+export function printContention(title, rows) {
+  console.log(`\n${title}`);
+  console.log(
+    `${'case'.padEnd(48)} ${'grants/s'.padStart(10)} ${'fairness'.padStart(10)} ${'min/max'.padStart(8)}`,
+  );
+  for (const { name, grants, seconds } of rows) {
+    const total = grants.reduce((a, b) => a + b, 0);
+    const squares = grants.reduce((a, b) => a + b * b, 0);
+    const jain = (total * total) / (grants.length * squares);
+    const minMax = Math.min(...grants) / Math.max(...grants);
+    console.log(
+      `${name.padEnd(48)} ${(total / seconds).toFixed(0).padStart(10)} ${jain.toFixed(3).padStart(10)} ${minMax.toFixed(2).padStart(8)}`,
+    );
+  }
+}

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages whose servers the test suite starts on free loopback ports
-# (etcd, ZooKeeper, Redis, PostgreSQL). Does nothing when they are all present.
+# (etcd, ZooKeeper, Redis, PostgreSQL), and Apache Curator for the ZooKeeper benchmark's side-by-side
+# rows (bench/curator.mjs). Does nothing when they are all present.
 # The tests start their own throwaway servers; this script never starts or enables a service.
 set -euo pipefail
 
-packages=(etcd-server etcd-client zookeeper redis-server)
+packages=(etcd-server etcd-client zookeeper redis-server libcurator-recipes-java)
 # What each package must provide for the harness (see docker/native/*.sh).
-probes=(/usr/bin/etcd /usr/bin/etcdctl /usr/share/java/zookeeper.jar /usr/bin/redis-server)
+probes=(/usr/bin/etcd /usr/bin/etcdctl /usr/share/java/zookeeper.jar /usr/bin/redis-server
+  /usr/share/java/curator-recipes.jar)
 
 missing=()
 for i in "${!packages[@]}"; do
@@ -17,9 +19,11 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   missing+=(postgresql)
 fi
 if ! command -v java >/dev/null; then missing+=(default-jre-headless); fi
+# The Curator harness is compiled at run time.
+if ! command -v javac >/dev/null; then missing+=(default-jdk-headless); fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-servers: etcd, ZooKeeper, Redis and PostgreSQL are installed"
+  echo "install-servers: etcd, ZooKeeper, Redis, PostgreSQL and Curator are installed"
   exit 0
 fi
 

@@ -21,6 +21,8 @@ export interface ZkQueueCall {
 export interface ZkQueued {
   path: string;
   name: string;
+  /** Our node's Stat as created (create2) or adopted: its czxid is the fencing token. */
+  stat: Stat;
 }
 
 export interface ZkNode {
@@ -55,13 +57,14 @@ export async function protectedCreate(call: ZkQueueCall): Promise<ZkQueued> {
   const base = `_c_${uuid}-${call.kind}`;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const path = await call.session.client.create(
+      // create2 answers with the Stat: the token and owner need no second read.
+      const { path, stat } = await call.session.client.create2(
         `${call.parent}/${base}`,
         call.data,
         call.acl,
         CreateMode.EPHEMERAL_SEQUENTIAL,
       );
-      return { path, name: path.slice(call.parent.length + 1) };
+      return { path, name: path.slice(call.parent.length + 1), stat };
     } catch (error) {
       const code = zkCode(error);
       if (code === 'NO_NODE') {
@@ -126,8 +129,8 @@ async function findOurs(call: ZkQueueCall, prefix: string): Promise<ZkQueued | u
   const name = children.find((c) => c.startsWith(prefix));
   if (!name) return undefined;
   const stat = await call.session.client.exists(`${call.parent}/${name}`);
-  if (stat?.ephemeralOwner !== call.session.sessionId) return undefined;
-  return { path: `${call.parent}/${name}`, name };
+  if (!stat || stat.ephemeralOwner !== call.session.sessionId) return undefined;
+  return { path: `${call.parent}/${name}`, name, stat };
 }
 
 /** Tries a few times, over a few seconds, to delete a node whose create had an unknown outcome. */
@@ -179,26 +182,23 @@ export async function waitForTurn(
   queued: ZkQueued,
   wait: boolean,
   cancel: AbortSignal,
-  /** Armed by the read of our own stat: tells a holder at once when its node is deleted. */
+  /** Armed right behind the first listing: tells a holder at once when its node is deleted. */
   watch?: OwnNodeWatch,
 ): Promise<Stat | null> {
-  const ours = `${call.parent}/${queued.name}`;
-  // Our own stat is read in parallel with the first listing: ZooKeeper answers one session's calls in order.
-  const ownStat = call.session.client.exists(ours, watch ? { watch: watch.watcher } : {});
-  ownStat.catch(() => undefined);
-  for (;;) {
+  for (let first = true; ; first = false) {
     cancel.throwIfAborted();
-    const order = queueOrder(await list(call), call.kind);
+    const listing = list(call);
+    // Sent in the same write as the first listing and answered right after it (one session's calls
+    // are answered in order): no round trip of its own, and the grant does not wait for it.
+    if (first) watch?.arm();
+    const order = queueOrder(await listing, call.kind);
     const index = order.findIndex((n) => n.name === queued.name);
     if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
     if (index === 0) {
-      const stat = await ownStat.catch((error: unknown) => {
-        throw unavailable('reading our node failed', error);
-      });
-      if (stat?.ephemeralOwner !== call.session.sessionId) {
+      if (queued.stat.ephemeralOwner !== call.session.sessionId) {
         throw new BackendUnavailableError('zookeeper: our queue node belongs to another session');
       }
-      return stat;
+      return queued.stat;
     }
     if (!wait) return null;
     const predecessor = `${call.parent}/${(order[index - 1] as ZkNode).name}`;

@@ -1,16 +1,21 @@
 import type { ZkSession } from './client.js';
 import type { WatchEvent } from './wire/watches.js';
 
+const ARM_RETRY_MS = 100;
+
 /**
- * A watch on our own queue node, set by the exists() read the queue check makes anyway (no extra
- * round trip). A holder whose node is deleted behind its back (an operator's delete) learns it from
- * the one watch event, not from the next heartbeat. ZooKeeper fires a watch once: another event on
- * the node (its data changed) re-arms it with one more exists().
+ * A watch on our own queue node, set by one exists() pipelined behind the queue's first listing (no
+ * round trip of its own). A holder whose node is deleted behind its back (an operator's delete)
+ * learns it from the one watch event, not from the next heartbeat. ZooKeeper fires a watch once:
+ * another event on the node (its data changed) re-arms it with one more exists(). The grant does
+ * not wait for the first exists: if that finds the node gone, the holder is told at once.
  */
 export class OwnNodeWatch {
   readonly #session: ZkSession;
   readonly #path: string;
-  #deleted = false;
+  #gone = false;
+  /** Nobody listens any more (released, lost): no more retries. */
+  #stopped = false;
   #onDeleted: (() => void) | undefined;
 
   constructor(session: ZkSession, path: string) {
@@ -18,12 +23,35 @@ export class OwnNodeWatch {
     this.#path = path;
   }
 
+  /**
+   * Sets the watch when the node is queued; its answer arrives right after the listing's. Not
+   * answered (a lost connection, a timeout): tried again while the session lives and someone
+   * listens; no watch event could arrive over a broken connection anyway, and the retry's answer
+   * tells whether the node went meanwhile.
+   */
+  arm(): void {
+    if (this.#gone || this.#stopped || !this.#session.alive) return;
+    this.#session.client.exists(this.#path, { watch: this.watcher }).then(
+      (stat) => {
+        if (stat) return;
+        this.#session.client.unwatch(this.#path, this.watcher); // it would wait for a creation
+        this.#end();
+      },
+      () => setTimeout(() => this.arm(), ARM_RETRY_MS).unref(),
+    );
+  }
+
+  #end(): void {
+    if (this.#gone) return;
+    this.#gone = true;
+    this.#onDeleted?.();
+    this.#onDeleted = undefined;
+  }
+
   /** The listener to pass to exists(path, { watch }). */
   readonly watcher = (event: WatchEvent): void => {
     if (event.type === 'deleted') {
-      this.#deleted = true;
-      this.#onDeleted?.();
-      this.#onDeleted = undefined;
+      this.#end();
       return;
     }
     if (!this.#session.alive || event.type === 'sessionEnded') return;
@@ -37,13 +65,14 @@ export class OwnNodeWatch {
 
   /** Calls onDeleted once when the node is gone (at once if it already is); returns the unsubscriber. */
   whenDeleted(onDeleted: () => void): () => void {
-    if (this.#deleted) {
+    if (this.#gone) {
       onDeleted();
       return () => undefined;
     }
     this.#onDeleted = onDeleted;
     return () => {
       this.#onDeleted = undefined;
+      this.#stopped = true;
       // Nobody to tell any more (released, lost): the registration goes, so watches do not pile up.
       this.#session.client.unwatch(this.#path, this.watcher);
     };

@@ -11,7 +11,7 @@ import { stopChild } from '../servers/processes.js';
 import { contendThroughLeaderKill, expectOneWakeupPerRelease } from './scenarios.js';
 
 const root = resolve(import.meta.dirname, '../..');
-const CREATE_OP = 1; // ZooKeeper request type of create
+const CREATE_OP = 15; // ZooKeeper request type of create2 (create answering with the Stat)
 
 /** A raw client for checks behind the provider's back. */
 async function rawClient(connect: string, digest?: string): Promise<zookeeper.Client> {

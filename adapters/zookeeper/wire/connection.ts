@@ -64,6 +64,7 @@ export class Connection {
   #pingTimer: NodeJS.Timeout | undefined;
   #readTimer: NodeJS.Timeout | undefined;
   #readTimeoutMs = 0;
+  #corked = false;
 
   private constructor(socket: net.Socket, events: ConnectionEvents) {
     this.#socket = socket;
@@ -158,6 +159,15 @@ export class Connection {
   #write(xid: number, op: number, body: ((w: JuteWriter) => void) | undefined): void {
     const w = new JuteWriter().int(xid).int(op);
     body?.(w);
+    // Requests made in the same tick (pipelined calls) leave in one write: one syscall, one segment.
+    if (!this.#corked) {
+      this.#corked = true;
+      this.#socket.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        this.#socket.uncork();
+      });
+    }
     this.#socket.write(w.frame());
   }
 

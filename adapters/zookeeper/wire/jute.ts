@@ -10,7 +10,8 @@ export class WireError extends Error {
 
 export class JuteWriter {
   #buf = Buffer.allocUnsafe(256);
-  #pos = 0;
+  /** The first 4 bytes are kept for the frame's length prefix, so frame() needs no copy. */
+  #pos = 4;
 
   #room(n: number): void {
     if (this.#pos + n <= this.#buf.length) return;
@@ -57,10 +58,8 @@ export class JuteWriter {
 
   /** The record with its 4-byte length prefix: one frame on the wire. */
   frame(): Buffer {
-    const out = Buffer.allocUnsafe(this.#pos + 4);
-    out.writeInt32BE(this.#pos, 0);
-    this.#buf.copy(out, 4, 0, this.#pos);
-    return out;
+    this.#buf.writeInt32BE(this.#pos - 4, 0);
+    return this.#buf.subarray(0, this.#pos);
   }
 }
 

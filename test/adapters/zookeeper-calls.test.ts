@@ -1,0 +1,42 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { startWireCounter, type WireCounter } from '../../bench/wire-count.mjs';
+import { uniqueKey } from '../../src/testing/index.js';
+import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+
+// What one grant costs on the wire, counted by a proxy: Curator's InterProcessMutex makes 3 calls in
+// 3 round trips (create2, getChildren2, delete; see the README's ZooKeeper figures). fencekit makes
+// the same 3 round trips; its one extra call, the own-node watch, rides behind the listing.
+describe('ZooKeeper calls per grant', () => {
+  let zk: ServerGroup;
+  let counter: WireCounter;
+  let provider: ZooKeeperLockProvider;
+  beforeAll(async () => {
+    zk = await startServers('zookeeper');
+    counter = await startWireCounter(endpoint(zk, 'ZK_CONNECT'));
+    provider = new ZooKeeperLockProvider({
+      connectString: counter.connectString,
+      sessionTimeoutMs: 4_000,
+      serverTickMs: 200,
+    });
+  });
+  afterAll(async () => {
+    await provider?.close();
+    await counter?.close();
+    await zk?.stop();
+  });
+
+  it('an uncontended acquire + release takes 3 round trips and no call waits on another it does not need', async () => {
+    const key = uniqueKey('calls');
+    await (await provider.acquire(key)).release(); // the session and the name's folder exist now
+    counter.take();
+    const grants = 20;
+    for (let i = 0; i < grants; i++) await (await provider.acquire(key)).release();
+    const { requests, roundTrips } = counter.take();
+    const { multi: heartbeats = 0, ...calls } = requests; // the session's heartbeats, on their own timer
+    console.log(`${grants} grants: ${JSON.stringify(requests)}, ${roundTrips} round trips`);
+    expect(calls).toEqual({ create2: grants, getChildren: grants, exists: grants, delete: grants });
+    expect(roundTrips).toBeGreaterThanOrEqual(3 * grants);
+    expect(roundTrips).toBeLessThanOrEqual(3 * grants + heartbeats);
+  });
+});

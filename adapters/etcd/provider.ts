@@ -9,17 +9,23 @@ import {
   SortTarget,
 } from 'etcd3';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
+import {
+  BackendUnavailableError,
+  InvalidArgumentError,
+  NotHolderError,
+  ProviderClosedError,
+} from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
+import { bounded, requestSignal } from './bounded.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
-import { enqueue, guardedDelete, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
+import { enqueue, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
 import { EtcdSession } from './session.js';
 
 export interface EtcdProviderOptions extends ProviderDefaults {
@@ -111,46 +117,87 @@ export class EtcdLockProvider extends BaseLockProvider {
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    // One etcd key per session and name: acquires of one name in this provider take turns here.
+    // One etcd key per session and name: acquires of one name in this provider take turns here. A
+    // turn ends only once etcd confirmed our key's deletion, or the session (its lease) ended.
     const leave = await this.#local.enter(req.key, cancel);
+    let session: EtcdSession;
     try {
-      const lock = await this.#acquire(req, cancel, leave);
-      if (!lock) leave();
-      return lock;
+      session = await bounded(this.#currentSession(), cancel, this.#callTimeoutMs, 'session lease grant');
     } catch (error) {
       leave();
       throw error;
     }
+    const { signal, dispose } = requestSignal(cancel, session.signal);
+    try {
+      return await this.#acquire(req, session, signal, leave);
+    } finally {
+      dispose();
+    }
   }
 
-  async #acquire(req: LockRequest, cancel: AbortSignal, leave: () => void): Promise<OwnedLock | null> {
-    const session = await this.#currentSession();
+  async #acquire(
+    req: LockRequest,
+    session: EtcdSession,
+    signal: AbortSignal,
+    leave: () => void,
+  ): Promise<OwnedLock | null> {
+    const prefix = namePrefix(this.namespace, req.key);
     const call: MutexCall = {
       client: this.client,
       session,
-      prefix: namePrefix(this.namespace, req.key),
+      prefix,
+      key: Buffer.from(prefix + session.leaseHex),
       value: req.payload ?? encodeHolder(req.owner, new Date()),
       callTimeoutMs: this.#callTimeoutMs,
       onWake: () => {
         this.wakeups += 1;
       },
     };
-    const queued = await enqueue(call);
+    let queued: Queued;
+    try {
+      queued = await enqueue(call, signal);
+    } catch (error) {
+      await this.#remove(session, call.key, undefined, leave); // the put may have happened
+      throw error;
+    }
     if (!queued.owner) {
-      const leaveQueue = () => guardedDelete(this.client, queued.key, queued.revision, this.#callTimeoutMs);
       if (!req.wait) {
-        await leaveQueue();
+        await this.#remove(session, queued.key, queued.revision, leave);
         return null;
       }
       try {
-        await waitForTurn(call, queued, cancel);
+        await waitForTurn(call, queued, signal);
       } catch (error) {
-        // Timed out, aborted or cut off: take our queue entry back (best effort: the session ends it otherwise).
-        await leaveQueue().catch(() => undefined);
+        // Timed out, aborted or cut off: take our queue entry back before answering (closing: the
+        // lease's revoke deletes it with the rest, no need to wait).
+        const removing = this.#remove(session, queued.key, queued.revision, leave);
+        if (!(signal.reason instanceof ProviderClosedError)) await removing;
         throw error;
       }
     }
     return this.#grant(req, session, queued, leave);
+  }
+
+  /**
+   * Hands a key to its session for deletion (guarded by revision, retried until confirmed); the
+   * name's local turn ends when that is confirmed. Waits for it at most callTimeoutMs: on time, the
+   * entry is gone before the caller hears back; late, the session keeps trying without us.
+   */
+  async #remove(
+    session: EtcdSession,
+    key: Buffer,
+    revision: bigint | undefined,
+    leave: () => void,
+  ): Promise<boolean> {
+    let settled = false;
+    const removed = session.remove(key, revision).then(() => {
+      settled = true;
+      leave();
+    });
+    await bounded(removed, undefined, this.#callTimeoutMs, 'clean-up').catch(() => undefined);
+    // Not confirmed while the session lives: the key is still there (its session keeps trying).
+    // A session that ended took the key with its lease.
+    return settled || !session.alive;
   }
 
   /** The handle of a granted key (a method of its own so its closures keep only what they need). */
@@ -160,8 +207,12 @@ export class EtcdLockProvider extends BaseLockProvider {
       key: req.key,
       fencingToken: revision,
       ownerToken: req.ownerToken,
-      // The next local acquire may go only once our key is deleted: it would find and adopt it.
-      releaseOnBackend: () => guardedDelete(this.client, key, revision, this.#callTimeoutMs).finally(leave),
+      // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
+      releaseOnBackend: async () => {
+        if (!(await this.#remove(session, key, revision, leave))) {
+          throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
+        }
+      },
     });
     this.#keys.set(lock, { key, revision });
     const unsubscribe = session.whenLost((reason) => {
@@ -204,28 +255,44 @@ export class EtcdLockProvider extends BaseLockProvider {
     return new EtcdElection(host, name);
   }
 
-  /** The live session, or a new one when the last was lost. Concurrent callers share one grant. */
+  /**
+   * The live session, or a new one when the last was lost. Concurrent callers share one grant: only
+   * the first caller to find the session dead opens the next one; the others then wait for it.
+   */
   #currentSession(): Promise<EtcdSession> {
     const current = this.#session;
-    const fresh = () => {
-      const opening = EtcdSession.open(this.client, {
-        ttlMs: this.#sessionTtlMs,
-        driftRate: this.driftRate,
-        callTimeoutMs: this.#callTimeoutMs,
-      });
-      this.#session = opening;
-      opening.catch(() => {
-        if (this.#session === opening) this.#session = undefined;
-      });
-      return opening;
-    };
-    if (!current) return fresh();
-    return current.then((session) => (session.alive ? session : fresh()));
+    if (!current) return this.#openSession();
+    return current.then((session) => {
+      if (session.alive) return session;
+      return this.#session === current ? this.#openSession() : this.#currentSession();
+    });
   }
 
+  #openSession(): Promise<EtcdSession> {
+    const opening = EtcdSession.open(this.client, {
+      ttlMs: this.#sessionTtlMs,
+      driftRate: this.driftRate,
+      callTimeoutMs: this.#callTimeoutMs,
+    });
+    this.#session = opening;
+    opening.catch(() => {
+      if (this.#session === opening) this.#session = undefined;
+    });
+    return opening;
+  }
+
+  /** @internal For tests that inspect the session (its listeners): the current one, if any. */
+  async currentSessionForTests(): Promise<EtcdSession | undefined> {
+    return this.#session?.catch(() => undefined);
+  }
+
+  /** Revokes the session (bounded by callTimeoutMs in all: etcd may be unreachable), then disconnects. */
   protected async shutdown(): Promise<void> {
-    const session = await this.#session?.catch(() => undefined);
-    await session?.close(true);
+    const closing = (async () => {
+      const session = await this.#session?.catch(() => undefined);
+      await session?.close(true);
+    })();
+    await bounded(closing, undefined, this.#callTimeoutMs, 'close').catch(() => undefined);
     this.client.close();
   }
 
@@ -244,7 +311,10 @@ export class EtcdLockProvider extends BaseLockProvider {
  * A failed call moves on to another endpoint at once (a dead member must not fail a third of all
  * calls), each endpoint's breaker skips it for 1 s after 3 failures (the package's default, 5 s,
  * would keep refusing a healed single endpoint). Every call carries an absolute deadline, so a retry
- * never outlives it; lock calls are safe to replay (create-if-absent, compare-and-delete).
+ * never outlives it. This retry DOES replay a call whose answer was lost, so every mutating call is
+ * made safe under replay: the enqueue Txn adopts its own key (see enqueue), deletes and proclaims
+ * are guarded by create revision, a revoke is idempotent. A replayed lease grant can leave one
+ * extra lease with no key, which expires within its TTL.
  */
 function faultHandling(endpointCount: number): IOptions['faultHandling'] {
   const recoverable = handleWhen(isRecoverableError);

@@ -2,6 +2,8 @@ import type { Etcd3 } from 'etcd3';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness } from '../../src/session-liveness.js';
+import { bounded } from './bounded.js';
+import { deleteUntilConfirmed } from './cleanup.js';
 import { leaseHex } from './keys.js';
 
 export interface SessionOptions {
@@ -16,6 +18,9 @@ export interface SessionOptions {
  * alive every ttl/3, and trusted only until `sent + ttl·(1−drift) − rtt` after the last keepalive
  * answer. When that passes, or etcd answers TTL 0 / lease not found, the session is lost and
  * `signal` aborts (reason: a LossReason); the provider then grants a new one for later acquires.
+ * The session owns every key it created: remove() deletes one, guarded by its create revision, and
+ * retries until etcd confirms or the session ends. A session written off while etcd may still keep
+ * its lease is revoked (best effort), so its keys do not outlive it by a whole TTL.
  */
 export class EtcdSession {
   readonly leaseId: string;
@@ -31,6 +36,10 @@ export class EtcdSession {
     this.leaseHex = leaseHex(leaseId);
     this.#options = options;
     this.#liveness = new SessionLiveness(options.driftRate, () => clearTimeout(this.#keepaliveTimer));
+    // Lost locally (no keepalive answer in time) but maybe alive on the server: end it there too.
+    this.#liveness.whenLost((reason) => {
+      if (reason === 'unconfirmed') void this.#revoke();
+    });
   }
 
   static async open(client: Etcd3, options: SessionOptions): Promise<EtcdSession> {
@@ -77,10 +86,35 @@ export class EtcdSession {
   /** Ends the session. revoke=true deletes its keys at once; false lets them expire (a crash). */
   async close(revoke: boolean): Promise<void> {
     this.#lose('closed');
-    if (!revoke) return;
-    await this.#client.leaseClient
-      .leaseRevoke({ ID: this.leaseId }, { deadline: new Date(Date.now() + this.#options.callTimeoutMs) })
-      .catch(() => undefined); // unreachable: the lease expires by itself within its TTL
+    if (revoke) await this.#revoke();
+  }
+
+  /**
+   * Deletes a key of this session (created at `revision`; undefined when the put's answer was lost),
+   * retrying until confirmed: resolves true then, false when the session ended first (its keys
+   * go with its lease). A session that cannot confirm within its TTL is ended (and revoked).
+   */
+  remove(key: Buffer, revision: bigint | undefined): Promise<boolean> {
+    return deleteUntilConfirmed(this.#client, key, revision, {
+      timeoutMs: this.#options.callTimeoutMs,
+      sessionSignal: this.signal,
+      giveUpAfterMs: this.#options.ttlMs,
+      giveUp: () => this.#lose('unconfirmed'),
+    });
+  }
+
+  /** Revokes the lease, bounded by callTimeoutMs; unreachable: it expires by itself within its TTL. */
+  async #revoke(): Promise<void> {
+    const timeout = this.#options.callTimeoutMs;
+    try {
+      const revoking = this.#client.leaseClient.leaseRevoke(
+        { ID: this.leaseId },
+        { deadline: new Date(Date.now() + timeout) },
+      );
+      await bounded(revoking, undefined, timeout, 'lease revoke');
+    } catch {
+      // Unreachable or closed: the lease expires by itself within its TTL.
+    }
   }
 
   #scheduleKeepalive(delay: number): void {

@@ -1,4 +1,5 @@
 import { decorrelatedJitterGenerator, ExponentialBackoff, type IBackoff } from 'cockatiel';
+import { longTimeout } from './timers.js';
 
 export interface JitterOptions {
   /** First delay around this many ms. */
@@ -34,13 +35,14 @@ export function sleepUnlessWoken(
   let wake: () => void = () => undefined;
   const done = new Promise<'slept' | 'woken'>((resolve, reject) => {
     const finish = (outcome: 'slept' | 'woken' | { aborted: unknown }) => {
-      clearTimeout(timer);
+      cancelTimer();
       signal?.removeEventListener('abort', onAbort);
       if (typeof outcome === 'object') reject(outcome.aborted);
       else resolve(outcome);
     };
     const onAbort = () => finish({ aborted: signal?.reason });
-    const timer = setTimeout(() => finish('slept'), ms);
+    // Chained: a delay past 2^31-1 ms (a monthly cron tick) would otherwise fire after 1 ms.
+    const cancelTimer = longTimeout(() => finish('slept'), ms);
     wake = () => finish('woken');
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });

@@ -24,6 +24,7 @@ export class OwnedLock implements Lock {
   #loss: { reason: LossReason; cause: unknown } | undefined;
   readonly #releaseOnBackend: () => Promise<void>;
   readonly #endListeners: Array<() => void> = [];
+  #releaseListener: (() => void) | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #released: Promise<void> | undefined;
 
@@ -82,6 +83,12 @@ export class OwnedLock implements Lock {
     else listener();
   }
 
+  /** Runs once when release() is first called (the provider stops tracking the grant then). */
+  onRelease(listener: () => void): void {
+    if (this.#released) listener();
+    else this.#releaseListener = listener;
+  }
+
   /**
    * Aborts the signal first (the work must stop before anyone else can be granted), then deletes the
    * grant on the backend. The backend delete is guarded and runs once, even if ownership was already
@@ -90,6 +97,8 @@ export class OwnedLock implements Lock {
    */
   release(): Promise<void> {
     this.#released ??= (async () => {
+      this.#releaseListener?.();
+      this.#releaseListener = undefined;
       this.lose('released');
       await this.#releaseOnBackend();
     })();

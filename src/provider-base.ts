@@ -1,7 +1,16 @@
 import { setMaxListeners } from 'node:events';
+import { jitteredDelays, sleepUnlessWoken } from './backoff.js';
 import { DEFAULT_DRIFT_RATE } from './clock.js';
-import { AbortError, LockTimeoutError, ProviderClosedError } from './errors.js';
+import {
+  AbortError,
+  BackendUnavailableError,
+  InvalidArgumentError,
+  LockTimeoutError,
+  ProviderClosedError,
+} from './errors.js';
 import type { OwnedLock } from './ownership.js';
+import { linkSignals } from './signals.js';
+import { longTimeout } from './timers.js';
 import type { AcquireOptions, BackendName, Lock, LockInfo, LockProvider } from './types.js';
 import { validateAcquireOptions, validateKey, validateTtlMs, validateWaitMs } from './validate.js';
 
@@ -23,9 +32,17 @@ export interface ProviderDefaults {
   waitMs?: number;
   /** Clock-rate drift the loss signal allows for (0..0.5). Default 0.01 (1 %). */
   driftRate?: number;
+  /**
+   * Deadline of every call to the backend, and what close() may spend on clean-up (plus 1 s).
+   * Default 5000 ms (Redlock: 200 ms per instance).
+   */
+  callTimeoutMs?: number;
 }
 
+export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
 const TIMED_OUT = Symbol('timed out');
+/** What close() may spend on shutdown() after the clean-up phase. */
+const SHUTDOWN_GRACE_MS = 1_000;
 
 /** A signal many waiting requests listen to at once is not a leak: no listener-count warning. */
 function unlimitedListeners(controller: AbortController): AbortController {
@@ -33,37 +50,51 @@ function unlimitedListeners(controller: AbortController): AbortController {
   return controller;
 }
 
+/** Resolves after ms (unref'd), for bounding clean-up that must not hold close() up. */
+function grace(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
 /**
  * What every provider shares: validation, waitMs and AbortSignal handling, tracking what it holds so
  * close() releases it, and withLock. An adapter implements `request` and `inspect` only.
  *
  * `request` contract: resolve with the grant, or with null when `wait` is false and the key is busy.
- * When `cancel` aborts, remove the queue entry (and release a grant that raced in), then reject.
+ * `cancel` is the request's one signal (the caller's, waitMs, close): race every backend call
+ * against it and against callTimeoutMs. When it aborts, remove the queue entry (and release a grant
+ * that raced in), then reject. When the backend cannot be reached, reject with
+ * BackendUnavailableError: a waiting acquire is retried here, within waitMs.
+ *
+ * Two rules hold here for every backend: a grant whose lock is already lost is never handed out
+ * (it is released and the wait goes on), and close() is bounded by callTimeoutMs + 1 s.
  */
 export abstract class BaseLockProvider implements LockProvider {
   abstract readonly backend: BackendName;
   protected readonly ttlMs: number;
   protected readonly waitMs: number;
   protected readonly driftRate: number;
+  protected readonly callTimeoutMs: number;
+  /** Granted and not yet released, lost or not: close() releases them all (guarded). */
   readonly #held = new Set<OwnedLock>();
   /** Requests under way: each promise settles once its request has cleaned up after itself. */
   readonly #pending = new Set<Promise<unknown>>();
   /**
-   * Aborted by close(). Requests with neither a signal nor a time limit share it (an
-   * AbortController per acquire cost a third of the memory provider's time); the others get
-   * their own controller, kept in #cancellers so that close() aborts it too.
+   * Aborted by close(). Requests with neither a signal nor a time limit use it as it is (a derived
+   * signal per acquire cost a third of the memory provider's time); the others derive theirs from it.
    */
   readonly #closeController = unlimitedListeners(new AbortController());
-  readonly #cancellers = new Set<AbortController>();
   #closing: Promise<void> | undefined;
+  /** The backend has answered at least once: from then on, outages are ridden through (retried). */
+  #reached = false;
 
-  constructor(defaults: ProviderDefaults = {}) {
+  constructor(defaults: ProviderDefaults = {}, callTimeoutDefaultMs = DEFAULT_CALL_TIMEOUT_MS) {
     this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
     this.waitMs = defaults.waitMs === undefined ? Number.POSITIVE_INFINITY : validateWaitMs(defaults.waitMs);
     this.driftRate = defaults.driftRate ?? DEFAULT_DRIFT_RATE;
     if (!(this.driftRate >= 0 && this.driftRate <= 0.5)) {
       throw new RangeError(`driftRate must be within 0..0.5, got ${defaults.driftRate}`);
     }
+    this.callTimeoutMs = validateCallTimeoutMs(defaults.callTimeoutMs ?? callTimeoutDefaultMs);
   }
 
   protected abstract request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
@@ -72,6 +103,25 @@ export abstract class BaseLockProvider implements LockProvider {
 
   get closed(): boolean {
     return this.#closing !== undefined;
+  }
+
+  /** The provider's close signal: adapters derive long-lived work (sessions, watches) from it. */
+  protected get closeSignal(): AbortSignal {
+    return this.#closeController.signal;
+  }
+
+  /** Adapters call this once the backend has answered (connected): outages after it are retried. */
+  protected noteReached(): void {
+    this.#reached = true;
+  }
+
+  /**
+   * Whether the backend answered recently enough to call a wait that ran out a timeout rather than
+   * an outage. Adapters that know their connection state override it; the base knows only how the
+   * last attempt ended.
+   */
+  protected backendReachable(): boolean {
+    return this.#reached;
   }
 
   async acquire(key: string, opts?: AcquireOptions): Promise<Lock> {
@@ -96,6 +146,12 @@ export abstract class BaseLockProvider implements LockProvider {
   }
 
   async withLock<T>(key: string, fn: (lock: Lock) => Promise<T>, opts?: AcquireOptions): Promise<T> {
+    if (typeof fn !== 'function') {
+      throw new InvalidArgumentError(
+        'fn',
+        `withLock needs the function to run under the lock, got ${typeof fn}`,
+      );
+    }
     const lock = await this.acquire(key, opts);
     try {
       return await fn(lock);
@@ -105,15 +161,22 @@ export abstract class BaseLockProvider implements LockProvider {
     }
   }
 
+  /**
+   * Fails waiters, aborts every signal and releases what it holds (lost or not: a lock that could
+   * not be confirmed may still be ours on the server), then shuts the connections. Bounded: the
+   * clean-up gets callTimeoutMs, shutdown 1 s more; what is not done by then is left to leases.
+   */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      const closed = new ProviderClosedError(this.backend);
-      this.#closeController.abort(closed);
-      for (const cancel of this.#cancellers) cancel.abort(closed);
-      // Let cancelled requests take their queue entries back before the connections go.
-      await Promise.allSettled(this.#pending);
-      await Promise.allSettled([...this.#held].map((lock) => lock.release()));
-      await this.shutdown();
+      this.#closeController.abort(new ProviderClosedError(this.backend));
+      const cleanUp = Promise.allSettled([
+        // Let cancelled requests take their queue entries back before the connections go.
+        ...this.#pending,
+        ...[...this.#held].map((lock) => lock.release()),
+      ]);
+      await Promise.race([cleanUp, grace(this.callTimeoutMs)]);
+      const shutdown = this.shutdown().catch(() => undefined);
+      await Promise.race([shutdown, grace(SHUTDOWN_GRACE_MS)]);
     })();
     return this.#closing;
   }
@@ -135,53 +198,109 @@ export abstract class BaseLockProvider implements LockProvider {
     const userSignal = options.signal;
     if (userSignal?.aborted) throw new AbortError(`acquire("${key}")`, userSignal.reason);
 
+    // One signal for the whole request: the caller's, the wait's time limit, and close().
     const timeLimited = shouldWait && Number.isFinite(options.waitMs);
-    const own = userSignal || timeLimited ? new AbortController() : undefined;
-    const cancel = own?.signal ?? this.#closeController.signal;
-    const onUserAbort = () => own?.abort(userSignal?.reason);
-    userSignal?.addEventListener('abort', onUserAbort, { once: true });
-    const timer = timeLimited ? setTimeout(() => own?.abort(TIMED_OUT), options.waitMs) : undefined;
-    if (own) this.#cancellers.add(own);
-    const requested = this.request(
-      {
-        key,
-        ttlMs: options.ttlMs,
-        owner: options.owner,
-        ownerToken: crypto.randomUUID(),
-        wait: shouldWait,
-        ...(payload === undefined ? {} : { payload }),
-      },
-      cancel,
-    );
-    this.#pending.add(requested);
-    let lock: OwnedLock | null;
+    const derived =
+      userSignal || timeLimited ? linkSignals([userSignal, this.#closeController.signal]) : undefined;
+    const cancel = derived?.signal ?? this.#closeController.signal;
+    const cancelTimer = timeLimited
+      ? longTimeout(() => derived?.abort(TIMED_OUT), options.waitMs)
+      : undefined;
+    const ownerToken = crypto.randomUUID();
+    let unavailable: BackendUnavailableError | undefined;
+    const delays = shouldWait
+      ? jitteredDelays({ initialMs: 50, maxMs: Math.max(50, this.callTimeoutMs / 2) })
+      : undefined;
     try {
-      lock = await requested;
-    } catch (error) {
-      if (!cancel.aborted) throw error;
-      const reason: unknown = cancel.reason;
-      if (reason === TIMED_OUT) throw new LockTimeoutError(key, options.waitMs);
-      if (reason instanceof ProviderClosedError) throw reason;
-      throw new AbortError(`acquire("${key}")`, reason);
+      for (;;) {
+        let lock: OwnedLock | null;
+        try {
+          lock = await this.#requestOnce(
+            {
+              key,
+              ttlMs: options.ttlMs,
+              owner: options.owner,
+              ownerToken,
+              wait: shouldWait,
+              ...(payload === undefined ? {} : { payload }),
+            },
+            cancel,
+          );
+        } catch (error) {
+          if (cancel.aborted) throw this.#cancelled(key, options.waitMs, cancel.reason, unavailable);
+          // Ride through an outage while there is time to wait, once the backend was reached at all.
+          if (error instanceof BackendUnavailableError && shouldWait && this.#reached) {
+            unavailable = error;
+            await sleepUnlessWoken(delays?.next().value ?? 50, cancel).done.catch(() => undefined);
+            if (cancel.aborted) throw this.#cancelled(key, options.waitMs, cancel.reason, unavailable);
+            continue;
+          }
+          throw error;
+        }
+        this.#reached = true;
+        unavailable = undefined;
+        if (lock === null) return null;
+        if (!lock.held) {
+          // Born lost (the answer came after the lease could have passed on): not a grant.
+          await lock.release().catch(() => undefined);
+          if (!shouldWait) return null;
+          if (cancel.aborted) throw this.#cancelled(key, options.waitMs, cancel.reason, undefined);
+          continue;
+        }
+        if (this.closed) {
+          await lock.release().catch(() => undefined);
+          throw new ProviderClosedError(this.backend);
+        }
+        this.#track(lock);
+        return lock;
+      }
     } finally {
-      clearTimeout(timer);
-      userSignal?.removeEventListener('abort', onUserAbort);
-      if (own) this.#cancellers.delete(own);
+      cancelTimer?.();
+      derived?.dispose();
+    }
+  }
+
+  /** One call of the adapter, counted as pending so that close() waits for its clean-up. */
+  async #requestOnce(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const requested = this.request(req, cancel);
+    this.#pending.add(requested);
+    try {
+      return await requested;
+    } finally {
       this.#pending.delete(requested);
     }
-    if (lock === null) return null;
-    if (this.closed) {
-      await lock.release().catch(() => undefined);
-      throw new ProviderClosedError(this.backend);
+  }
+
+  /** The error a request ends with when its signal aborted. */
+  #cancelled(
+    key: string,
+    waitMs: number,
+    reason: unknown,
+    unavailable: BackendUnavailableError | undefined,
+  ): Error {
+    if (reason instanceof ProviderClosedError) return reason;
+    if (reason !== TIMED_OUT) return new AbortError(`acquire("${key}")`, reason);
+    // The wait ran out: during an outage (or before the backend ever answered) that is what to say.
+    if (unavailable) return unavailable;
+    if (!this.backendReachable()) {
+      return new BackendUnavailableError(
+        `the ${this.backend} backend did not answer within ${waitMs} ms (acquire("${key}"))`,
+      );
     }
-    this.#track(lock);
-    return lock;
+    return new LockTimeoutError(key, waitMs);
   }
 
   // Its own method so the listener's closure keeps only the lock, not the request's state (signals,
   // options): a provider may hold many thousands of locks.
   #track(lock: OwnedLock): void {
     this.#held.add(lock);
-    lock.onEnd(() => this.#held.delete(lock));
+    lock.onRelease(() => this.#held.delete(lock));
   }
+}
+
+function validateCallTimeoutMs(ms: unknown): number {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 1 || ms > 600_000) {
+    throw new InvalidArgumentError('callTimeoutMs', `expected 1..600000 ms, got ${String(ms)}`);
+  }
+  return ms;
 }

@@ -52,10 +52,10 @@ export function validateTtlMs(ttlMs: unknown, argument = 'ttlMs'): number {
 
 export function validateWaitMs(waitMs: unknown): number {
   if (waitMs === Number.POSITIVE_INFINITY) return waitMs;
-  if (typeof waitMs !== 'number' || Number.isNaN(waitMs) || waitMs < 0) {
+  if (typeof waitMs !== 'number' || Number.isNaN(waitMs) || waitMs < 0 || waitMs > Number.MAX_SAFE_INTEGER) {
     throw new InvalidArgumentError(
       'waitMs',
-      `expected 0, a positive number or Infinity, got ${String(waitMs)}`,
+      `expected 0, a number of ms up to Number.MAX_SAFE_INTEGER, or Infinity, got ${String(waitMs)}`,
     );
   }
   return waitMs;

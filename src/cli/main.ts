@@ -98,16 +98,23 @@ program
         ...(opts.ttl === undefined ? {} : { ttlMs: opts.ttl }),
         owner: `fencekit-run pid ${process.pid}`,
       });
+      if (lock.signal.aborted) {
+        // Lost between grant and here (a pause): the command must not start without the lock.
+        await lock.release();
+        throw lock.signal.reason;
+      }
       const [file = '', ...args] = command;
       const child = spawn(file, args, {
         stdio: 'inherit',
         env: { ...process.env, FENCEKIT_LOCK_KEY: key, FENCEKIT_FENCING_TOKEN: lock.fencingToken.toString() },
+        // Losing the lock stops the work: the child gets SIGTERM (at once if already lost).
+        signal: lock.signal,
+        killSignal: 'SIGTERM',
       });
-      // Losing the lock stops the work: the child gets SIGTERM.
-      lock.signal.addEventListener('abort', () => child.kill('SIGTERM'), { once: true });
       const code = await new Promise<number>((resolve) => {
         child.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 128 : 1)));
         child.on('error', (error) => {
+          if (error.name === 'AbortError') return; // the lock was lost: 'exit' follows the kill
           console.error(`fencekit run: ${error.message}`);
           resolve(127);
         });
@@ -126,10 +133,13 @@ async function withProvider(url: string, body: (provider: LockProvider) => Promi
   }
 }
 
+/** sysexits(3): EX_TEMPFAIL for a timeout, EX_UNAVAILABLE for a backend that did not answer. */
+const EXIT_CODES: Partial<Record<string, number>> = { LOCK_TIMEOUT: 75, BACKEND_UNAVAILABLE: 69 };
+
 program.parseAsync().catch((error: unknown) => {
   if (error instanceof FencekitError) {
     console.error(`fencekit: ${error.message} [${error.code}]`);
-    process.exitCode = error.code === 'LOCK_TIMEOUT' ? 75 : 2;
+    process.exitCode = EXIT_CODES[error.code] ?? 2;
     return;
   }
   console.error(error);

@@ -2,9 +2,10 @@ import { hostname } from 'node:os';
 import { BrokenCircuitError, ConsecutiveBreaker, circuitBreaker, handleAll } from 'cockatiel';
 import { jitteredDelays, sleepUnlessWoken } from '../backoff.js';
 import { InvalidArgumentError } from '../errors.js';
+import { linkSignals } from '../signals.js';
 import type { LockProvider } from '../types.js';
 import { createElection, type LockElectionOptions } from './lock-election.js';
-import type { LeaderInfo } from './types.js';
+import type { Election, LeaderInfo } from './types.js';
 
 export interface LeaderWork {
   /** Aborted when the term ends (lost, resigned, stopped): stop working. */
@@ -20,6 +21,11 @@ export interface RunAsLeaderOptions extends LockElectionOptions {
   signal?: AbortSignal;
   /** Also stop (and resign) on SIGTERM and SIGINT. Default false. */
   handleSignals?: boolean;
+  /**
+   * How long one campaign may wait before it counts as a failure (onError, backoff, breaker).
+   * Default: without limit — a campaign rides through backend outages and waits its turn.
+   */
+  campaignWaitMs?: number;
   /** Pause between a term's end or a failure and the next campaign (decorrelated jitter). */
   backoff?: { initialMs?: number; maxMs?: number };
   /** After this many failed campaigns in a row, wait halfOpenAfterMs before trying again. */
@@ -53,17 +59,18 @@ export async function runAsLeader(
   if (!(Number.isInteger(failures) && failures > 0))
     throw new InvalidArgumentError('breaker.failures', 'a positive integer');
 
-  const stop = new AbortController();
-  const onStop = () => stop.abort(options.signal?.reason);
   if (options.signal?.aborted) return;
-  options.signal?.addEventListener('abort', onStop, { once: true });
+  // One stop signal for the loop: the caller's, and SIGTERM/SIGINT when asked.
+  const osStop = new AbortController();
+  const stop = linkSignals([options.signal, osStop.signal]);
+  const onOsSignal = () => osStop.abort(new Error('stopped by a process signal'));
   const osSignals: NodeJS.Signals[] = options.handleSignals ? ['SIGTERM', 'SIGINT'] : [];
-  for (const s of osSignals) process.on(s, onStop);
+  for (const s of osSignals) process.on(s, onOsSignal);
 
   const election = createElection(provider, name, options);
   const value = options.value ?? `${hostname()}/${process.pid}`;
   const breaker = circuitBreaker(handleAll, { halfOpenAfter, breaker: new ConsecutiveBreaker(failures) });
-  const watching = watchLeader(election.observe({ signal: stop.signal }), options.onLeaderChange);
+  const watching = watchLeader(election, stop.signal, options, { initialMs, maxMs });
   const delays = jitteredDelays({ initialMs, maxMs });
   const pause = async () => {
     await sleepUnlessWoken(delays.next().value, stop.signal).done.catch(() => undefined);
@@ -73,47 +80,73 @@ export async function runAsLeader(
     while (!stop.signal.aborted) {
       let leadership: Awaited<ReturnType<typeof election.campaign>>;
       try {
-        leadership = await breaker.execute(() => election.campaign(value, { signal: stop.signal }));
+        leadership = await breaker.execute(() =>
+          election.campaign(value, {
+            signal: stop.signal,
+            ...(options.campaignWaitMs === undefined ? {} : { waitMs: options.campaignWaitMs }),
+          }),
+        );
       } catch (error) {
         if (stop.signal.aborted) break;
         if (!(error instanceof BrokenCircuitError)) options.onError?.(error);
         await pause(); // never a hot loop: failures and an open circuit both wait
         continue;
       }
-      options.onElected?.(leadership.term);
-      const term = new AbortController();
-      const endTerm = () => term.abort(leadership.signal.reason ?? stop.signal.reason);
-      leadership.signal.addEventListener('abort', endTerm, { once: true });
-      stop.signal.addEventListener('abort', endTerm, { once: true });
+      // The term's signal derives from the leadership's and the loop's: a leadership already lost
+      // (or a stop already asked) aborts it at once, and such a term runs nothing.
+      const term = linkSignals([leadership.signal, stop.signal]);
+      const elected = !term.signal.aborted;
       try {
-        await fn({ signal: term.signal, term: leadership.term });
+        if (elected) {
+          options.onElected?.(leadership.term);
+          await fn({ signal: term.signal, term: leadership.term });
+        }
       } catch (error) {
         options.onError?.(error);
       } finally {
         term.abort(new Error('the term ended'));
-        leadership.signal.removeEventListener('abort', endTerm);
-        stop.signal.removeEventListener('abort', endTerm);
+        term.dispose();
         await leadership.resign().catch((error: unknown) => options.onError?.(error));
-        options.onDemoted?.(leadership.term);
+        if (elected) options.onDemoted?.(leadership.term);
       }
       await pause();
     }
   } finally {
-    options.signal?.removeEventListener('abort', onStop);
-    for (const s of osSignals) process.off(s, onStop);
-    stop.abort();
+    for (const s of osSignals) process.off(s, onOsSignal);
+    osStop.abort();
+    stop.dispose();
     await watching;
   }
 }
 
+/**
+ * Reports every change of leader to onLeaderChange. An observer that fails (a backend blip) is
+ * reported to onError and started again after a jittered pause, until stop: observing never ends
+ * silently. The same leader is not reported twice across such restarts.
+ */
 async function watchLeader(
-  changes: AsyncIterable<LeaderInfo | null>,
-  onChange: ((leader: LeaderInfo | null) => void) | undefined,
+  election: Election,
+  stop: AbortSignal,
+  options: RunAsLeaderOptions,
+  backoff: { initialMs: number; maxMs: number },
 ): Promise<void> {
+  const onChange = options.onLeaderChange;
   if (!onChange) return;
-  try {
-    for await (const leader of changes) onChange(leader);
-  } catch {
-    // observing is best effort: a backend error ends it, the election loop goes on
+  let delays = jitteredDelays(backoff);
+  let last: LeaderInfo | null | undefined;
+  while (!stop.aborted) {
+    try {
+      for await (const leader of election.observe({ signal: stop })) {
+        if (stop.aborted) return;
+        if (last !== undefined && last?.term === leader?.term && last?.value === leader?.value) continue;
+        last = leader;
+        onChange(leader);
+        delays = jitteredDelays(backoff); // it works again: the next failure starts short
+      }
+    } catch (error) {
+      if (stop.aborted) return;
+      options.onError?.(error);
+    }
+    await sleepUnlessWoken(delays.next().value, stop).done.catch(() => undefined);
   }
 }

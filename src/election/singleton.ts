@@ -2,7 +2,9 @@ import { hostname } from 'node:os';
 import { Cron } from 'croner';
 import { sleepUnlessWoken } from '../backoff.js';
 import { InvalidArgumentError } from '../errors.js';
+import { linkSignals } from '../signals.js';
 import type { LockProvider } from '../types.js';
+import { MAX_TTL_MS, MIN_TTL_MS, validateTtlMs } from '../validate.js';
 
 export interface SingletonJob {
   /** Aborted when the lock is lost or the runner stops. */
@@ -66,15 +68,31 @@ export async function runSingleton(
   options: SingletonOptions,
 ): Promise<void> {
   const schedule = scheduleOf(options);
+  const lockAtMostForOption =
+    options.lockAtMostForMs === undefined
+      ? undefined
+      : validateTtlMs(options.lockAtMostForMs, 'lockAtMostForMs');
+  if (
+    options.lockAtLeastForMs !== undefined &&
+    !(Number.isFinite(options.lockAtLeastForMs) && options.lockAtLeastForMs >= 0)
+  ) {
+    throw new InvalidArgumentError(
+      'lockAtLeastForMs',
+      `expected 0 or more ms, got ${options.lockAtLeastForMs}`,
+    );
+  }
   const ledger = options.ledger ?? defaultLedger;
   const replica = options.replica ?? `${hostname()}/${process.pid}`;
   const signal = options.signal;
   while (!signal?.aborted) {
     const tick = schedule.next(Date.now());
+    if (!Number.isFinite(tick)) return; // a cron with no future run
     const wait = await sleepUnlessWoken(Math.max(0, tick - Date.now()), signal).done.catch(() => 'aborted');
     if (wait === 'aborted' || signal?.aborted) return;
     const period = schedule.periodAt(tick);
-    const lockAtMostFor = options.lockAtMostForMs ?? period;
+    // The lease only covers a crashed runner (a held lock is renewed): no longer than a lease may be,
+    // so weekly jobs and 25-hour DST days run.
+    const lockAtMostFor = lockAtMostForOption ?? Math.min(Math.max(period, MIN_TTL_MS), MAX_TTL_MS);
     const lockAtLeastFor = options.lockAtLeastForMs ?? Math.floor(period * 0.9);
     let lock: Awaited<ReturnType<LockProvider['tryAcquire']>>;
     try {
@@ -87,8 +105,12 @@ export async function runSingleton(
       continue;
     }
     if (!lock) continue; // another replica has this tick
+    // The job stops when the lock is lost or the runner is stopped, whichever comes first.
+    const run = linkSignals([lock.signal, signal]);
     try {
       const last = await ledger.lastRun(name);
+      // A replica whose timer fired late finds the lock free again: the ledger says the tick ran.
+      if (last !== undefined && last >= tick) continue;
       if (last !== undefined) {
         // At most MAX_MISSED_REPORTED: after a long outage the count matters, not every tick.
         let missed = schedule.next(last);
@@ -96,12 +118,14 @@ export async function runSingleton(
           options.onMissed?.(new Date(missed));
         }
       }
-      await job({ signal: lock.signal, term: lock.fencingToken, tick: new Date(tick) });
+      if (run.signal.aborted) continue; // lost before it began: not this replica's run
+      await job({ signal: run.signal, term: lock.fencingToken, tick: new Date(tick) });
       await ledger.recordRun(name, tick);
       options.onRun?.({ tick: new Date(tick), term: lock.fencingToken, replica });
     } catch (error) {
       options.onError?.(error, new Date(tick));
     } finally {
+      run.dispose();
       const holdUntil = tick + lockAtLeastFor;
       await sleepUnlessWoken(Math.max(0, holdUntil - Date.now()), signal).done.catch(() => undefined);
       await lock.release().catch(() => undefined);
@@ -125,7 +149,9 @@ function scheduleOf(options: SingletonOptions): Schedule {
   }
   if (options.everyMs !== undefined) {
     const every = options.everyMs;
-    if (!(Number.isFinite(every) && every >= 10)) throw new InvalidArgumentError('everyMs', 'at least 10 ms');
+    if (!(Number.isFinite(every) && every >= MIN_TTL_MS && every <= Number.MAX_SAFE_INTEGER)) {
+      throw new InvalidArgumentError('everyMs', `at least ${MIN_TTL_MS} ms (the shortest lease)`);
+    }
     return { next: (after) => (Math.floor(after / every) + 1) * every, periodAt: () => every };
   }
   let cron: Cron;

@@ -37,6 +37,7 @@ export class MemoryLockProvider extends BaseLockProvider {
     super(options);
     this.server = options.server ?? memoryServer();
     this.#clientId = this.server.registerClient();
+    this.noteReached(); // in process: reached from the start
   }
 
   /** Fault injection for tests and demos. */
@@ -70,8 +71,11 @@ export class MemoryLockProvider extends BaseLockProvider {
           reject(cancel.reason);
           return;
         }
-        // Granted while cancelling: give the grant straight back, leave nothing behind.
-        void granted.then((raced) => this.server.release(this.#clientId, raced.key, raced.ownerToken));
+        // Granted while cancelling: give the grant straight back, leave nothing behind. A release
+        // refused (partitioned client) leaves the lease to expire: it is never renewed.
+        granted
+          .then((raced) => this.server.release(this.#clientId, raced.key, raced.ownerToken))
+          .catch(() => undefined);
         reject(cancel.reason);
       };
       if (cancel.aborted) return onCancel();

@@ -196,7 +196,10 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
         const lock = await a.acquire(key, ttl);
         const started = performance.now();
         await rejectsWith(b.acquire(key, { ...ttl, waitMs: 150 }), 'LOCK_TIMEOUT');
-        assert.ok(performance.now() - started >= 140, 'did not give up before waitMs');
+        const waited = performance.now() - started;
+        assert.ok(waited >= 140, 'did not give up before waitMs');
+        // The other half of the contract: waitMs is honoured, not stretched by backend retries.
+        assert.ok(waited < 150 + 1_500, `gave up only after ${Math.round(waited)} ms (waitMs 150)`);
         assert.equal((await a.inspect(key))?.waiters, 0);
         assert.ok(lock.held, 'the holder is untouched');
         await lock.release();
@@ -437,9 +440,87 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
             await next.release();
           },
         );
+
+        t.it('cut off: waitMs is honoured and the wait ends with a timeout or unavailable', async () => {
+          const [a, b] = [await open(), await open()];
+          const key = uniqueKey('cut-wait');
+          const lock = await a.acquire(key, ttl);
+          await b.inspect(key); // b has reached the backend
+          await partition(b, true);
+          try {
+            const started = performance.now();
+            const error = await rejectsWith(b.acquire(key, { ...ttl, waitMs: 300 }));
+            const waited = performance.now() - started;
+            assert.ok(
+              ['LOCK_TIMEOUT', 'BACKEND_UNAVAILABLE'].includes((error as { code?: string }).code ?? ''),
+              `ended with ${error.message}`,
+            );
+            assert.ok(waited < 300 + 1_500, `waitMs 300 ended only after ${Math.round(waited)} ms`);
+            const controller = new AbortController();
+            const abortedAt = performance.now();
+            const aborted = b.acquire(key, { ...ttl, signal: controller.signal });
+            setTimeout(() => controller.abort(new Error('stop')), 100);
+            await rejectsWith(aborted, 'AbortError');
+            const took = performance.now() - abortedAt;
+            assert.ok(
+              took < 100 + 1_500,
+              `an abort at 100 ms ended the wait only after ${Math.round(took)} ms`,
+            );
+          } finally {
+            await partition(b, false);
+          }
+          await lock.release();
+        });
+
+        t.it('cut off: a waiting acquire rides through an outage shorter than its waitMs', async () => {
+          const [a, b] = [await open(), await open()];
+          const key = uniqueKey('ride-through');
+          const lock = await a.acquire(key, ttl);
+          const waiting = b.acquire(key, { ...ttl, waitMs: 30_000 });
+          await waitersReach(a, key, 1);
+          // Longer than one call's deadline: b's calls fail meanwhile and must be retried.
+          await partition(b, true);
+          await sleep(callTimeoutOf(b) + 500);
+          await partition(b, false);
+          await lock.release();
+          const next = await waiting;
+          assert.ok(next.held && next.fencingToken > lock.fencingToken);
+          await next.release();
+        });
+
+        t.it(
+          'cut off: close() returns within callTimeoutMs + 1 s, failing waiters and aborting signals',
+          async () => {
+            const [a, b] = [await open(), await open()];
+            const [held, busy] = [uniqueKey('close-held'), uniqueKey('close-busy')];
+            const lock = await a.acquire(held, ttl);
+            const other = await b.acquire(busy, ttl);
+            const waiting = a.acquire(busy, ttl);
+            await waitersReach(b, busy, 1);
+            await partition(a, true);
+            try {
+              const started = performance.now();
+              await a.close();
+              const took = performance.now() - started;
+              const bound = callTimeoutOf(a) + 1_000 + 500;
+              assert.ok(took <= bound, `close() took ${Math.round(took)} ms (bound ${bound})`);
+              assert.ok(lock.signal.aborted, 'the held lock’s signal is aborted');
+              await rejectsWith(waiting, 'PROVIDER_CLOSED');
+            } finally {
+              await partition(a, false);
+            }
+            await other.release();
+          },
+        );
       }
     });
   });
+}
+
+/** The provider's call deadline (BaseLockProvider's callTimeoutMs), 5 s where it says none. */
+function callTimeoutOf(provider: LockProvider): number {
+  const ms = (provider as unknown as { callTimeoutMs?: unknown }).callTimeoutMs;
+  return typeof ms === 'number' ? ms : 5_000;
 }
 
 /**

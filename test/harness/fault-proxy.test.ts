@@ -83,6 +83,47 @@ describe('fault proxy', () => {
     socket.destroy();
   });
 
+  it('partition: bytes are held, not dropped, and delivered in order on heal', async () => {
+    const socket = await connectTo(proxy.port);
+    proxy.setMode({ kind: 'partition' });
+    const reply = roundTrip(socket, 'held-1', 3_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(socket.destroyed).toBe(false);
+    let early = '';
+    socket.once('data', (chunk) => {
+      early = chunk.toString();
+    });
+    proxy.setMode({ kind: 'pass' });
+    const { echo: text, ms } = await reply;
+    expect(text).toBe('held-1');
+    expect(ms).toBeGreaterThanOrEqual(295);
+    expect(early.startsWith('held-1')).toBe(true);
+    // The connection is in step after the heal: the next reply is the next request's.
+    expect((await roundTrip(socket, 'next')).echo).toBe('next');
+    socket.destroy();
+  });
+
+  it('blackhole: healing resets a connection that lost bytes, so no reply comes out of step', async () => {
+    const socket = await connectTo(proxy.port);
+    const reset = new Promise<string | undefined>((resolve) =>
+      socket.once('error', (e: NodeJS.ErrnoException) => resolve(e.code)),
+    );
+    proxy.setMode({ kind: 'blackhole' });
+    await expect(roundTrip(socket, 'dropped', 200)).rejects.toThrow('timed out');
+    proxy.setMode({ kind: 'pass' });
+    expect(await reset).toBe('ECONNRESET');
+  });
+
+  it('delay one way: requests arrive at once, replies late', async () => {
+    const socket = await connectTo(proxy.port);
+    proxy.setMode({ kind: 'delay', direction: 'toClient', ms: 150 });
+    const { echo: text, ms } = await roundTrip(socket, 'late');
+    expect(text).toBe('late');
+    expect(ms).toBeGreaterThanOrEqual(145);
+    proxy.setMode({ kind: 'pass' });
+    socket.destroy();
+  });
+
   it('cutAll resets every open connection', async () => {
     const sockets = [await connectTo(proxy.port), await connectTo(proxy.port)];
     const closed = sockets.map(

@@ -4,17 +4,45 @@ export type ProxyMode =
   | { kind: 'pass' }
   /** Every chunk, each way, is delivered ms later (order kept). */
   | { kind: 'latency'; ms: number }
-  /** Connections stay open but nothing gets through, either way: a silent network drop. */
+  /** Only one direction is late (late replies: 'toClient'; late requests: 'toServer'). */
+  | { kind: 'delay'; direction: 'toClient' | 'toServer'; ms: number }
+  /**
+   * A real partition: connections stay open, nothing gets through either way, and every byte (and
+   * close) is held. Healing (any other mode) delivers what was held, in order, as TCP would after
+   * its retransmissions; `reset()` instead ends the held connections with an RST.
+   */
+  | { kind: 'partition' }
+  /**
+   * Nothing gets through and the bytes are dropped. No real network drops bytes inside a live TCP
+   * connection, so healing resets every connection that lost bytes (no reply out of step): use it for
+   * a cut-off that ends in a reset; `partition` for one that heals.
+   */
   | { kind: 'blackhole' };
+
+type Direction = 'toServer' | 'toClient';
+
+interface Lane {
+  to: net.Socket;
+  /** When the last scheduled chunk is due (keeps order when delays change). */
+  lastDue: number;
+  /** Chunks held by a partition, delivered on heal. */
+  held: Buffer[];
+}
 
 interface Link {
   client: net.Socket;
   upstream: net.Socket;
+  lanes: Record<Direction, Lane>;
+  /** A blackhole dropped bytes on it: it cannot be healed, only reset. */
+  lostBytes: boolean;
+  /** A side closed while traffic was held: the close is delivered on heal. */
+  closedWhileHeld: boolean;
 }
 
 /**
  * A loopback TCP proxy for fault tests: clients connect to 127.0.0.1:port and reach the target
- * through it, while the test adds latency, blackholes traffic, or cuts every connection with a reset.
+ * through it, while the test adds latency (both ways or one), partitions (bytes held), blackholes
+ * (bytes dropped), or cuts every connection with a reset.
  * It only ever connects to the target it was given (a loopback server of the test's own).
  */
 export class FaultProxy {
@@ -61,17 +89,36 @@ export class FaultProxy {
     return this.#links.size;
   }
 
-  /** Applies to open connections and new ones. Leaving blackhole closes what closed meanwhile. */
+  get mode(): ProxyMode {
+    return this.#mode;
+  }
+
+  /**
+   * Applies to open connections and new ones. Leaving a partition delivers what it held (then
+   * the closes it held); leaving a blackhole resets the connections that lost bytes.
+   */
   setMode(mode: ProxyMode): void {
+    const previous = this.#mode;
     this.#mode = mode;
-    if (mode.kind === 'blackhole') return;
-    for (const link of this.#links) {
-      if (link.client.destroyed || link.upstream.destroyed) {
-        this.#links.delete(link);
-        link.client.destroy();
-        link.upstream.destroy();
+    if (mode.kind === 'partition' || mode.kind === 'blackhole') return;
+    for (const link of [...this.#links]) {
+      if (previous.kind === 'partition') {
+        for (const direction of ['toServer', 'toClient'] as const) {
+          const lane = link.lanes[direction];
+          for (const chunk of lane.held.splice(0)) this.#send(lane, direction, chunk);
+        }
+      }
+      if (link.lostBytes) {
+        this.#reset(link);
+      } else if (link.closedWhileHeld || link.client.destroyed || link.upstream.destroyed) {
+        this.#closeAfterFlush(link);
       }
     }
+  }
+
+  /** Ends every held or open connection with a reset (a partition that ends in RST, not delivery). */
+  reset(): void {
+    this.cutAll();
   }
 
   /**
@@ -85,10 +132,7 @@ export class FaultProxy {
 
   /** Resets every open connection, both sides (TCP RST), as a crashed middlebox or server would. */
   cutAll(): void {
-    for (const link of this.#links) {
-      link.client.resetAndDestroy();
-      link.upstream.resetAndDestroy();
-    }
+    for (const link of this.#links) this.#reset(link, false);
     this.#links.clear();
   }
 
@@ -97,15 +141,42 @@ export class FaultProxy {
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
+  #reset(link: Link, forget = true): void {
+    link.client.resetAndDestroy();
+    link.upstream.resetAndDestroy();
+    if (forget) this.#links.delete(link);
+  }
+
+  #closeAfterFlush(link: Link): void {
+    if (!this.#links.delete(link)) return;
+    // Pending writes (delivered held bytes) go out before the FIN.
+    for (const socket of [link.client, link.upstream]) if (!socket.destroyed) socket.end();
+    setTimeout(() => {
+      link.client.destroy();
+      link.upstream.destroy();
+    }, 1_000).unref();
+  }
+
   #accept(client: net.Socket): void {
     this.accepted += 1;
     const upstream = net.connect(this.target.port, this.target.host);
-    const link = { client, upstream };
+    const link: Link = {
+      client,
+      upstream,
+      lanes: {
+        toServer: { to: upstream, lastDue: 0, held: [] },
+        toClient: { to: client, lastDue: 0, held: [] },
+      },
+      lostBytes: false,
+      closedWhileHeld: false,
+    };
     this.#links.add(link);
     const end = (closed: net.Socket) => {
-      // Blackholed: a close does not get through either; the other side stays open, as across a
-      // real partition, until the mode changes back or cutAll().
-      if (this.#mode.kind === 'blackhole') {
+      // Partitioned or blackholed: a close does not get through either; the other side stays
+      // open, as across a real partition, until the mode changes back or cutAll().
+      const kind = this.#mode.kind;
+      if (kind === 'blackhole' || kind === 'partition') {
+        link.closedWhileHeld = true;
         closed.destroy();
         return;
       }
@@ -118,34 +189,48 @@ export class FaultProxy {
       socket.on('error', () => end(socket));
       socket.on('close', () => end(socket));
     }
-    this.#forward(client, upstream, true);
-    this.#forward(upstream, client, false);
+    this.#forward(link, client, 'toServer');
+    this.#forward(link, upstream, 'toClient');
   }
 
-  #forward(from: net.Socket, to: net.Socket, towardsServer: boolean): void {
-    let lastDue = 0;
+  #forward(link: Link, from: net.Socket, direction: Direction): void {
+    const lane = link.lanes[direction];
     from.on('data', (chunk: Buffer) => {
-      if (towardsServer && this.#cutAfter?.(chunk)) {
+      if (direction === 'toServer' && this.#cutAfter?.(chunk)) {
         this.#cutAfter = undefined;
         this.#cutArmed = true;
-      } else if (!towardsServer && this.#cutArmed) {
+      } else if (direction === 'toClient' && this.#cutArmed) {
         this.#cutArmed = false;
         this.cutAll();
         return;
       }
-      const mode = this.#mode;
-      if (mode.kind === 'blackhole') return;
-      if (mode.kind === 'pass' && lastDue <= performance.now()) {
-        to.write(chunk);
+      const kind = this.#mode.kind;
+      if (kind === 'blackhole') {
+        link.lostBytes = true;
         return;
       }
-      // Latency (or draining what latency queued): deliver in order, each chunk no earlier than due.
-      const now = performance.now();
-      const due = Math.max(now + (mode.kind === 'latency' ? mode.ms : 0), lastDue);
-      lastDue = due;
-      setTimeout(() => {
-        if (!to.destroyed) to.write(chunk);
-      }, due - now);
+      if (kind === 'partition') {
+        lane.held.push(chunk);
+        return;
+      }
+      this.#send(lane, direction, chunk);
     });
+  }
+
+  /** Delivers in order, each chunk no earlier than the mode's delay for its direction. */
+  #send(lane: Lane, direction: Direction, chunk: Buffer): void {
+    const mode = this.#mode;
+    const delay =
+      mode.kind === 'latency' ? mode.ms : mode.kind === 'delay' && mode.direction === direction ? mode.ms : 0;
+    const now = performance.now();
+    if (delay === 0 && lane.lastDue <= now) {
+      if (!lane.to.destroyed) lane.to.write(chunk);
+      return;
+    }
+    const due = Math.max(now + delay, lane.lastDue);
+    lane.lastDue = due;
+    setTimeout(() => {
+      if (!lane.to.destroyed) lane.to.write(chunk);
+    }, due - now);
   }
 }

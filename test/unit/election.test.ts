@@ -114,6 +114,7 @@ describe('runAsLeader over the memory provider', () => {
         signal: stop.signal,
         backoff: { initialMs: 10, maxMs: 40 },
         breaker: { failures: 5, halfOpenAfterMs: 300 },
+        campaignWaitMs: 20, // each campaign gives up quickly, so the failures reach the breaker
         onError: () => errorsAt.push(performance.now()),
       },
     );

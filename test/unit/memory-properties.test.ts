@@ -107,7 +107,8 @@ async function run(ops: Op[]): Promise<void> {
     expect(violations).toEqual([]);
     expect(granted.filter((l) => !l.signal.aborted).length).toBeLessThanOrEqual(1);
     // Every queue entry belongs to an acquire still waiting: a cancelled one left nothing behind.
-    expect(server.inspect(key)?.waiters ?? 0).toBe(waiting);
+    // (A waiting acquire of a partitioned client retries within its waitMs and is not queued.)
+    expect(server.inspect(key)?.waiters ?? 0).toBeLessThanOrEqual(waiting);
   }
   for (const client of clients) client.simulate.partition(false);
   await Promise.all(clients.map((c) => c.close()));

@@ -46,11 +46,9 @@ describe('FencedStore', () => {
     expect(store.read('card')).toBe('charge-2');
     expect(store.highestToken('card')).toBe(7n);
     store.write('other', 'independent', 1n);
-    try {
-      store.write('card', 'x', 2n);
-    } catch (error) {
-      expect(error).toMatchObject({ code: 'STALE_FENCING_TOKEN', token: 2n, highestAccepted: 7n });
-    }
+    expect(() => store.write('card', 'x', 2n)).toThrow(
+      expect.objectContaining({ code: 'STALE_FENCING_TOKEN', token: 2n, highestAccepted: 7n }),
+    );
   });
   it('refuses a token that is not a bigint', () => {
     expect(() => new FencedStore().write('r', 1, 3 as unknown as bigint)).toThrow(InvalidArgumentError);

@@ -1,0 +1,33 @@
+/** Node clamps a setTimeout delay above this to 1 ms (with a warning): longer waits are chained. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * setTimeout for any delay up to Number.MAX_SAFE_INTEGER ms: a delay Node would clamp to 1 ms (a
+ * weekly cron tick, a month-long waitMs) is waited in steps. Infinity never fires. Returns the
+ * function that cancels it. `unref`: the timer alone does not keep the process alive.
+ */
+export function longTimeout(fn: () => void, ms: number, options: { unref?: boolean } = {}): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let cancelled = false;
+  if (ms === Number.POSITIVE_INFINITY) return () => undefined;
+  const due = performance.now() + Math.max(0, ms);
+  const arm = (): void => {
+    const remaining = due - performance.now();
+    if (remaining > MAX_TIMER_MS) {
+      timer = setTimeout(arm, MAX_TIMER_MS);
+    } else {
+      timer = setTimeout(
+        () => {
+          if (!cancelled) fn();
+        },
+        Math.max(0, remaining),
+      );
+    }
+    if (options.unref) timer.unref();
+  };
+  arm();
+  return () => {
+    cancelled = true;
+    clearTimeout(timer);
+  };
+}

@@ -38,8 +38,6 @@ export interface EtcdProviderOptions extends ProviderDefaults {
    * locks stay held. Rounded up to whole seconds (etcd leases count seconds). Default 10 000 ms.
    */
   sessionTtlMs?: number;
-  /** Deadline of each call to etcd. Default 5 000 ms. */
-  callTimeoutMs?: number;
   auth?: { username: string; password: string };
   /** TLS for https:// endpoints, passed to the etcd3 client as `credentials`. */
   credentials?: IOptions['credentials'];
@@ -57,7 +55,6 @@ export class EtcdLockProvider extends BaseLockProvider {
   readonly client: Etcd3;
   readonly namespace: string;
   readonly #sessionTtlMs: number;
-  readonly #callTimeoutMs: number;
   readonly #local = new KeyedFifo();
   readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint }>();
   #session: Promise<EtcdSession> | undefined;
@@ -73,7 +70,6 @@ export class EtcdLockProvider extends BaseLockProvider {
     this.#sessionTtlMs = validateTtlMs(options.sessionTtlMs ?? 10_000, 'sessionTtlMs');
     if (this.#sessionTtlMs < 1000)
       throw new InvalidArgumentError('sessionTtlMs', 'etcd leases last at least 1 s');
-    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
     this.client = new Etcd3({
       ...options.clientOptions,
       hosts: options.endpoints,
@@ -101,7 +97,7 @@ export class EtcdLockProvider extends BaseLockProvider {
           sort_order: SortOrder.Ascend,
           sort_target: SortTarget.Create,
         },
-        { deadline: new Date(Date.now() + this.#callTimeoutMs) },
+        { deadline: new Date(Date.now() + this.callTimeoutMs) },
       ));
     } catch (error) {
       throw unavailable('inspect failed', error);
@@ -122,7 +118,8 @@ export class EtcdLockProvider extends BaseLockProvider {
     const leave = await this.#local.enter(req.key, cancel);
     let session: EtcdSession;
     try {
-      session = await bounded(this.#currentSession(), cancel, this.#callTimeoutMs, 'session lease grant');
+      session = await bounded(this.#currentSession(), cancel, this.callTimeoutMs, 'session lease grant');
+      this.noteReached();
     } catch (error) {
       leave();
       throw error;
@@ -148,7 +145,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       prefix,
       key: Buffer.from(prefix + session.leaseHex),
       value: req.payload ?? encodeHolder(req.owner, new Date()),
-      callTimeoutMs: this.#callTimeoutMs,
+      callTimeoutMs: this.callTimeoutMs,
       onWake: () => {
         this.wakeups += 1;
       },
@@ -194,7 +191,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       settled = true;
       leave();
     });
-    await bounded(removed, undefined, this.#callTimeoutMs, 'clean-up').catch(() => undefined);
+    await bounded(removed, undefined, this.callTimeoutMs, 'clean-up').catch(() => undefined);
     // Not confirmed while the session lives: the key is still there (its session keeps trying).
     // A session that ended took the key with its lease.
     return settled || !session.alive;
@@ -232,7 +229,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     const grant = this.#keys.get(lock);
     if (!grant) throw new NotHolderError(lock.key, 'this lock was not granted by this etcd provider');
     try {
-      return await guardedTxn(this.client, grant.key, grant.revision, ops, this.#callTimeoutMs);
+      return await guardedTxn(this.client, grant.key, grant.revision, ops, this.callTimeoutMs);
     } catch (error) {
       throw unavailable('guarded txn failed', error);
     }
@@ -243,7 +240,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     const host: ElectionHost = {
       client: this.client,
       namespace: this.namespace,
-      callTimeoutMs: this.#callTimeoutMs,
+      callTimeoutMs: this.callTimeoutMs,
       campaignLock: (key, value, opts) => this.acquireWithPayload(key, value, opts),
       putIfHeld: async (lock, value) => {
         const grant = this.#keys.get(lock);
@@ -272,7 +269,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     const opening = EtcdSession.open(this.client, {
       ttlMs: this.#sessionTtlMs,
       driftRate: this.driftRate,
-      callTimeoutMs: this.#callTimeoutMs,
+      callTimeoutMs: this.callTimeoutMs,
     });
     this.#session = opening;
     opening.catch(() => {
@@ -292,7 +289,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       const session = await this.#session?.catch(() => undefined);
       await session?.close(true);
     })();
-    await bounded(closing, undefined, this.#callTimeoutMs, 'close').catch(() => undefined);
+    await bounded(closing, undefined, this.callTimeoutMs, 'close').catch(() => undefined);
     this.client.close();
   }
 

@@ -45,25 +45,27 @@ export function bounded<T>(
 /**
  * The one signal of a request, as Go passes ctx: aborts when the caller cancels (reason kept: the
  * base tells timeout, abort and close apart) or when the session ends (BackendUnavailableError).
- * dispose() removes both listeners; call it when the request is over.
+ * The session is followed through its whenLost callbacks (a Set, not AbortSignal listeners: many
+ * requests at once would trip the listener-count warning). dispose() unsubscribes from both; call
+ * it when the request is over.
  */
 export function requestSignal(
   cancel: AbortSignal,
-  session: AbortSignal,
+  whenSessionLost: (onLost: () => void) => () => void,
 ): { signal: AbortSignal; dispose: () => void } {
   const controller = new AbortController();
   const onCancel = () => controller.abort(cancel.reason);
-  const onLost = () =>
-    controller.abort(new BackendUnavailableError('etcd: the session was lost during the request'));
+  if (cancel.aborted) {
+    onCancel();
+    return { signal: controller.signal, dispose: () => undefined };
+  }
+  const unsubscribe = whenSessionLost(() =>
+    controller.abort(new BackendUnavailableError('etcd: the session was lost during the request')),
+  );
+  cancel.addEventListener('abort', onCancel, { once: true });
   const dispose = () => {
     cancel.removeEventListener('abort', onCancel);
-    session.removeEventListener('abort', onLost);
+    unsubscribe();
   };
-  if (cancel.aborted) onCancel();
-  else if (session.aborted) onLost();
-  else {
-    cancel.addEventListener('abort', onCancel, { once: true });
-    session.addEventListener('abort', onLost, { once: true });
-  }
   return { signal: controller.signal, dispose };
 }

@@ -72,6 +72,8 @@ export async function enqueue(call: MutexCall, signal: AbortSignal): Promise<Que
     );
     res = await bounded(txn, signal, call.callTimeoutMs, 'acquire txn');
   } catch (error) {
+    // Our lease is gone (revoked, expired): the session is lost now, and with it this request.
+    if (/lease not found/i.test((error as Error).message)) call.session.leaseNotFound();
     if (signal.aborted) throw signal.reason;
     throw unavailable('acquire txn failed', error);
   }
@@ -174,7 +176,15 @@ async function afterDeletion(
     .startRevision(fromRevision.toString())
     .watcher();
   // Always listened to: an 'error' emitted with no listener would throw inside the etcd3 client.
-  const ended = new Promise<false>((resolve) => watcher.on('error', () => resolve(false)));
+  // etcd ended this watch itself (compaction): the client dropped it; cancelling it again would
+  // send a cancel whose answer that client cannot place, and it throws.
+  let endedByServer = false;
+  const ended = new Promise<false>((resolve) =>
+    watcher.on('error', () => {
+      endedByServer = true;
+      resolve(false);
+    }),
+  );
   const deleted = new Promise<true>((resolve) =>
     watcher.once('delete', () => {
       call.onWake();
@@ -188,6 +198,6 @@ async function afterDeletion(
     signal.throwIfAborted();
     return outcome;
   } finally {
-    void watcher.cancel().catch(() => undefined);
+    if (!endedByServer) void watcher.cancel().catch(() => undefined);
   }
 }

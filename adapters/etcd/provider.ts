@@ -22,6 +22,7 @@ import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../..
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
+import { DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
@@ -58,6 +59,7 @@ export class EtcdLockProvider extends BaseLockProvider {
   readonly #local = new KeyedFifo();
   readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint }>();
   #session: Promise<EtcdSession> | undefined;
+  #deletions: DeletionWatch | undefined;
   /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
   wakeups = 0;
 
@@ -124,7 +126,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       leave();
       throw error;
     }
-    const { signal, dispose } = requestSignal(cancel, session.signal);
+    const { signal, dispose } = requestSignal(cancel, (onLost) => session.whenLost(onLost));
     try {
       return await this.#acquire(req, session, signal, leave);
     } finally {
@@ -216,7 +218,15 @@ export class EtcdLockProvider extends BaseLockProvider {
       lock.lose(reason);
       leave(); // the next acquire uses a new session, hence another key
     });
-    lock.onEnd(unsubscribe);
+    // Our key deleted behind our back (lease revoked, `etcdctl del`): lost at once.
+    const stopWatching = this.#deletionWatch(session).watch(key, revision, () => {
+      lock.lose('revoked');
+      leave(); // our key is gone: the next local acquire creates a new one
+    });
+    lock.onEnd(() => {
+      unsubscribe();
+      stopWatching();
+    });
     return lock;
   }
 
@@ -278,6 +288,12 @@ export class EtcdLockProvider extends BaseLockProvider {
     return opening;
   }
 
+  /** The provider's one deletion watch, started after the first session's grant. */
+  #deletionWatch(session: EtcdSession): DeletionWatch {
+    this.#deletions ??= new DeletionWatch(this.client, this.namespace, session.grantRevision + 1n);
+    return this.#deletions;
+  }
+
   /** @internal For tests that inspect the session (its listeners): the current one, if any. */
   async currentSessionForTests(): Promise<EtcdSession | undefined> {
     return this.#session?.catch(() => undefined);
@@ -290,6 +306,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       await session?.close(true);
     })();
     await bounded(closing, undefined, this.callTimeoutMs, 'close').catch(() => undefined);
+    this.#deletions?.close();
     this.client.close();
   }
 

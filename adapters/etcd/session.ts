@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Etcd3 } from 'etcd3';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
@@ -25,17 +26,22 @@ export interface SessionOptions {
 export class EtcdSession {
   readonly leaseId: string;
   readonly leaseHex: string;
+  /** The revision of the lease grant: every key of this session is created after it. */
+  readonly grantRevision: bigint;
   readonly #client: Etcd3;
   readonly #options: SessionOptions;
   readonly #liveness: SessionLiveness;
   #keepaliveTimer: NodeJS.Timeout | undefined;
 
-  private constructor(client: Etcd3, leaseId: string, options: SessionOptions) {
+  private constructor(client: Etcd3, leaseId: string, grantRevision: bigint, options: SessionOptions) {
     this.#client = client;
+    this.grantRevision = grantRevision;
     this.leaseId = leaseId;
     this.leaseHex = leaseHex(leaseId);
     this.#options = options;
     this.#liveness = new SessionLiveness(options.driftRate, () => clearTimeout(this.#keepaliveTimer));
+    // Every retried deletion waits on it (close() may release thousands at once): not a leak.
+    setMaxListeners(0, this.#liveness.signal);
     // Lost locally (no keepalive answer in time) but maybe alive on the server: end it there too.
     this.#liveness.whenLost((reason) => {
       if (reason === 'unconfirmed') void this.#revoke();
@@ -45,7 +51,7 @@ export class EtcdSession {
   static async open(client: Etcd3, options: SessionOptions): Promise<EtcdSession> {
     const sentAt = monotonicNow();
     const ttlSeconds = Math.max(1, Math.ceil(options.ttlMs / 1000));
-    let granted: { ID: string; TTL: string };
+    let granted: { ID: string; TTL: string; header: { revision: string } };
     try {
       granted = await client.leaseClient.leaseGrant(
         { TTL: ttlSeconds },
@@ -59,7 +65,7 @@ export class EtcdSession {
         },
       );
     }
-    const session = new EtcdSession(client, granted.ID, options);
+    const session = new EtcdSession(client, granted.ID, BigInt(granted.header.revision), options);
     session.#liveness.confirmed(sentAt, Number(granted.TTL) * 1000);
     session.#scheduleKeepalive(session.#interval);
     return session;
@@ -81,6 +87,11 @@ export class EtcdSession {
 
   get #interval(): number {
     return this.#options.ttlMs / 3;
+  }
+
+  /** etcd answered that our lease does not exist (revoked, expired): lost now, not at the next keepalive. */
+  leaseNotFound(): void {
+    this.#lose('session-lost');
   }
 
   /** Ends the session. revoke=true deletes its keys at once; false lets them expire (a crash). */

@@ -241,6 +241,8 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
     const heapBefore = heap();
     let timedOut = 0;
     for (let i = 0; i < 100; i++) timedOut += (await round()).filter((c) => c === 'LOCK_TIMEOUT').length;
+    // The churn's 10,000 deletes reach each session's deletion watch a little later: let them drain.
+    await sleep(3_000);
     const listeners = getEventListeners(session.signal, 'abort').length;
     const grownMb = (heap() - heapBefore) / 2 ** 20;
     console.log(
@@ -252,4 +254,41 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
     expect(grownMb).toBeLessThan(5);
     await Promise.all(held.map((l) => l.release()));
   }, 240_000);
+
+  it('immediate loss: a holder whose key is deleted (`etcdctl del`, `etcdctl lease revoke`) aborts within one watch event', async () => {
+    const provider = open({ sessionTtlMs: 6_000 });
+    const other = open();
+    const results: Array<{ how: string; settled: boolean; ms: number }> = [];
+    for (const how of ['del', 'lease revoke'] as const) {
+      const lock = await provider.acquire(uniqueKey(`deleted-${how.replace(' ', '-')}`));
+      const { key, lease } = await holderKey(provider, lock.key);
+      const args = how === 'del' ? ['del', key.toString()] : ['lease', 'revoke', BigInt(lease).toString(16)];
+      const run = etcdctl(endpoints, args);
+      await new Promise((r) => run.child.on('exit', r));
+      const doneAt = performance.now();
+      const outcome = await settleWithin(
+        new Promise((resolve) => {
+          if (lock.signal.aborted) resolve(undefined);
+          lock.signal.addEventListener('abort', resolve, { once: true });
+        }),
+        4_000,
+      );
+      const taken = await other.tryAcquire(lock.key);
+      console.log(
+        `immediate loss: etcdctl ${how}: ${
+          outcome.settled
+            ? `signal aborted ${Math.round(performance.now() - doneAt)} ms after`
+            : 'signal live 4 s after'
+        }; another client ${taken ? 'was granted meanwhile' : 'was not granted'}`,
+      );
+      await taken?.release();
+      await lock.release();
+      expect(taken, 'the name is free after the delete').not.toBeNull();
+      results.push({ how, settled: outcome.settled, ms: outcome.ms });
+    }
+    for (const { how, settled, ms } of results) {
+      expect(settled, `${how}: the holder must learn before the next client uses the name`).toBe(true);
+      expect(ms).toBeLessThan(500);
+    }
+  });
 });

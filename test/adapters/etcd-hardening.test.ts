@@ -291,4 +291,40 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
       expect(ms).toBeLessThan(500);
     }
   });
+
+  it('items 11/12: an etcd never reached fails with BackendUnavailableError within min(callTimeoutMs, waitMs); close() is prompt', async () => {
+    // Nothing listens on a port the OS just handed out and took back.
+    const free = await FaultProxy.start({ host: '127.0.0.1', port: 1 });
+    const deadPort = free.port;
+    await free.close();
+    await throughProxy(async (silent) => {
+      silent.setMode({ kind: 'blackhole' }); // accepts connections, never answers
+      const cases = [
+        {
+          name: 'refused, waitMs 10 s',
+          endpoint: `http://127.0.0.1:${deadPort}`,
+          waitMs: 10_000,
+          bound: 1_000,
+        },
+        { name: 'silent, waitMs 10 s', endpoint: `http://${silent.address}`, waitMs: 10_000, bound: 1_000 },
+        { name: 'silent, waitMs 300 ms', endpoint: `http://${silent.address}`, waitMs: 300, bound: 300 },
+      ];
+      const figures: string[] = [];
+      for (const c of cases) {
+        const provider = open({ endpoints: [c.endpoint], callTimeoutMs: 1_000 });
+        const outcome = await settleWithin(
+          provider.acquire(uniqueKey('unreachable'), { waitMs: c.waitMs }),
+          8_000,
+        );
+        const closed = await settleWithin(provider.close(), 4_000);
+        figures.push(
+          `${c.name}: ${outcome.settled ? `${(outcome.error as { code?: string })?.code} after ${outcome.ms} ms` : 'pending after 8 s'}, close() ${closed.ms} ms`,
+        );
+        expect(outcome.error, c.name).toMatchObject({ code: 'BACKEND_UNAVAILABLE' });
+        expect(outcome.ms, c.name).toBeLessThan(c.bound + 700);
+        expect(closed.ms, c.name).toBeLessThan(1_000 + 1_000);
+      }
+      console.log(`items 11/12: ${figures.join('; ')}`);
+    });
+  });
 });

@@ -116,12 +116,13 @@ export abstract class BaseLockProvider implements LockProvider {
   }
 
   /**
-   * Whether the backend answered recently enough to call a wait that ran out a timeout rather than
-   * an outage. Adapters that know their connection state override it; the base knows only how the
-   * last attempt ended.
+   * Whether the backend is reachable as far as the adapter knows (connected, session alive): a
+   * wait that runs out while it is not ends with BackendUnavailableError instead of a timeout.
+   * Adapters that know their connection state override it; by default only a failed last attempt
+   * counts as an outage (a request still waiting in the backend's queue has reached it).
    */
   protected backendReachable(): boolean {
-    return this.#reached;
+    return true;
   }
 
   async acquire(key: string, opts?: AcquireOptions): Promise<Lock> {

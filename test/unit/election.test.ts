@@ -16,6 +16,7 @@ describe('runAsLeader over the memory provider', () => {
     const stop = new AbortController();
     const live = new Set<AbortSignal>();
     const terms: bigint[] = [];
+    const overlaps: bigint[] = [];
     let elected = 0;
     let demoted = 0;
     const runs = Array.from({ length: 5 }, (_, i) =>
@@ -23,7 +24,8 @@ describe('runAsLeader over the memory provider', () => {
         new MemoryLockProvider({ server, ttlMs: 300 }),
         'controller',
         async ({ signal, term }) => {
-          for (const other of live) expect(other.aborted, 'two live terms at once').toBe(true);
+          // Recorded, not asserted here: runAsLeader catches what fn throws (it goes to onError).
+          for (const other of live) if (!other.aborted) overlaps.push(term);
           live.add(signal);
           terms.push(term);
           await sleep(20 + Math.random() * 20);
@@ -45,6 +47,7 @@ describe('runAsLeader over the memory provider', () => {
     await sleep(1_000);
     stop.abort();
     await Promise.all(runs);
+    expect(overlaps, 'terms that began while another was live').toEqual([]);
     expect(terms.length).toBeGreaterThan(10);
     for (let i = 1; i < terms.length; i++) expect(terms[i]).toBeGreaterThan(terms[i - 1] as bigint);
     expect(elected).toBe(terms.length);

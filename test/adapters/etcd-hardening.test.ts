@@ -327,4 +327,34 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
       console.log(`items 11/12: ${figures.join('; ')}`);
     });
   });
+
+  it('item 8: election observe() whose watch cannot be created ends when its signal aborts', async () => {
+    await throughProxy(async (proxy) => {
+      const b = open({ endpoints: [`http://${proxy.address}`], callTimeoutMs: 10_000 });
+      const name = uniqueKey('observe-watch');
+      const prefix = Buffer.from(namePrefix('', name));
+      // B's first request naming the election's prefix is the leader read; its second, the watch.
+      let seen = 0;
+      proxy.cutAfterRequest((chunk) => {
+        if (chunk.includes(prefix) && ++seen === 2) proxy.setMode({ kind: 'blackhole' });
+        return false;
+      });
+      const controller = new AbortController();
+      const observing = (async () => {
+        const seenLeaders: unknown[] = [];
+        for await (const leader of b.election(name).observe({ signal: controller.signal }))
+          seenLeaders.push(leader);
+        return seenLeaders;
+      })();
+      await eventually('the watch request is blackholed', async () => seen >= 2);
+      controller.abort();
+      const outcome = await settleWithin(observing, 3_000);
+      console.log(
+        `item 8: observe() aborted during its watch creation: ${outcome.settled ? `ended after ${outcome.ms} ms` : 'still pending after 3 s'}`,
+      );
+      expect(outcome.settled).toBe(true);
+      expect(outcome.error).toBeUndefined();
+      proxy.setMode({ kind: 'pass' });
+    });
+  });
 });

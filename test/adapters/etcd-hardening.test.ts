@@ -213,6 +213,35 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
     });
   });
 
+  it('item 6: a waiter that times out while cut off: its session deletes the queue entry once etcd answers again', async () => {
+    await throughProxy(async (proxy) => {
+      const a = open();
+      const b = open({ endpoints: [`http://${proxy.address}`], sessionTtlMs: 10_000, callTimeoutMs: 500 });
+      const c = open();
+      const key = uniqueKey('waiter-cleanup');
+      const lock = await a.acquire(key);
+      const waitingB = b.acquire(key, { waitMs: 1_200 }).catch((error: { code?: string }) => error.code);
+      await eventually('B queued', async () => (await a.inspect(key))?.waiters === 1);
+      await sleep(200);
+      proxy.setMode({ kind: 'blackhole' }); // B times out and cannot take its entry back
+      expect(await waitingB).toMatch(/LOCK_TIMEOUT|BACKEND_UNAVAILABLE/);
+      proxy.setMode({ kind: 'pass' });
+      proxy.cutAll();
+      const healedAt = performance.now();
+      await lock.release();
+      const outcome = await settleWithin(c.acquire(key, { waitMs: 5_000 }), 7_000);
+      console.log(
+        `item 6: after the heal, C ${
+          outcome.error === undefined
+            ? `was granted after ${Math.round(performance.now() - healedAt)} ms`
+            : `failed with ${(outcome.error as Error).name} after ${outcome.ms} ms`
+        } (B still open)`,
+      );
+      expect(outcome.error).toBeUndefined();
+      await (outcome.value as Lock).release();
+    });
+  });
+
   it('item 13: 10,000 timed-out waiters leave no listener on the session signal, and the heap stays flat', async () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;

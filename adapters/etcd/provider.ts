@@ -59,6 +59,8 @@ export class EtcdLockProvider extends BaseLockProvider {
   readonly #local = new KeyedFifo();
   readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint }>();
   #session: Promise<EtcdSession> | undefined;
+  /** The last session granted, once its grant resolved (for a synchronous reachability answer). */
+  #granted: EtcdSession | undefined;
   #deletions: DeletionWatch | undefined;
   /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
   wakeups = 0;
@@ -282,10 +284,23 @@ export class EtcdLockProvider extends BaseLockProvider {
       callTimeoutMs: this.callTimeoutMs,
     });
     this.#session = opening;
-    opening.catch(() => {
-      if (this.#session === opening) this.#session = undefined;
-    });
+    opening.then(
+      (session) => {
+        if (this.#session === opening) this.#granted = session;
+      },
+      () => {
+        if (this.#session === opening) this.#session = undefined;
+      },
+    );
     return opening;
+  }
+
+  /**
+   * A wait that runs out is an outage (BackendUnavailableError) unless etcd is answering: a session
+   * was granted, is alive, and its last keepalive was answered.
+   */
+  protected override backendReachable(): boolean {
+    return this.#granted?.answering === true;
   }
 
   /** The provider's one deletion watch, started after the first session's grant. */

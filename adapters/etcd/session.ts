@@ -32,6 +32,8 @@ export class EtcdSession {
   readonly #options: SessionOptions;
   readonly #liveness: SessionLiveness;
   #keepaliveTimer: NodeJS.Timeout | undefined;
+  #subscriptions = 0;
+  #answering = true;
 
   private constructor(client: Etcd3, leaseId: string, grantRevision: bigint, options: SessionOptions) {
     this.#client = client;
@@ -78,11 +80,30 @@ export class EtcdSession {
 
   /** Calls onLost once if the session is lost; returns the function that unsubscribes. */
   whenLost(onLost: (reason: LossReason) => void): () => void {
-    return this.#liveness.whenLost(onLost);
+    if (!this.alive) return this.#liveness.whenLost(onLost);
+    this.#subscriptions += 1;
+    const unsubscribe = this.#liveness.whenLost(onLost);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.#subscriptions -= 1;
+      unsubscribe();
+    };
+  }
+
+  /** whenLost subscriptions not yet unsubscribed (a leak check: each held lock keeps one). */
+  get subscriptions(): number {
+    return this.#subscriptions;
   }
 
   get alive(): boolean {
     return this.#liveness.alive;
+  }
+
+  /** Alive, and its last keepalive was answered (false while etcd does not answer it). */
+  get answering(): boolean {
+    return this.alive && this.#answering;
   }
 
   get #interval(): number {
@@ -143,8 +164,10 @@ export class EtcdSession {
         return;
       }
       this.#liveness.confirmed(sentAt, ttl * 1000);
+      this.#answering = true;
       this.#scheduleKeepalive(this.#interval);
     } catch {
+      this.#answering = false;
       // No answer in time: the deadline set by the last answer decides; retry sooner meanwhile.
       this.#scheduleKeepalive(Math.max(this.#options.ttlMs / 10, 50));
     }

@@ -131,7 +131,8 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
       expect(outcome.settled).toBe(true);
       // waitMs, then at most callTimeoutMs to take the queue entry back (the session keeps trying).
       expect(outcome.ms).toBeLessThan(1_500 + 2_000 + 700);
-      expect(outcome.error).toMatchObject({ code: 'LOCK_TIMEOUT' });
+      // A timeout, or an outage if a keepalive went unanswered meanwhile: either way, on time.
+      expect((outcome.error as { code?: string })?.code).toMatch(/^(LOCK_TIMEOUT|BACKEND_UNAVAILABLE)$/);
       proxy.setMode({ kind: 'pass' });
       await lock.release();
     });
@@ -272,10 +273,10 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
     for (let i = 0; i < 100; i++) timedOut += (await round()).filter((c) => c === 'LOCK_TIMEOUT').length;
     // The churn's 10,000 deletes reach each session's deletion watch a little later: let them drain.
     await sleep(3_000);
-    const listeners = getEventListeners(session.signal, 'abort').length;
+    const listeners = getEventListeners(session.signal, 'abort').length + session.subscriptions;
     const grownMb = (heap() - heapBefore) / 2 ** 20;
     console.log(
-      `item 13: ${timedOut} timed-out waiters left ${listeners} listener(s) on the session signal; ` +
+      `item 13: ${timedOut} timed-out waiters left ${listeners} listener(s) or subscription(s) on the session; ` +
         `heap grew ${grownMb.toFixed(1)} MB`,
     );
     expect(timedOut).toBeGreaterThan(9_000);

@@ -43,7 +43,12 @@ export class DeletionWatch {
     // Always listened to: an 'error' emitted with no listener would throw inside the etcd3 client.
     // Ended by etcd, the client has dropped it already (cancelling it again would make it throw).
     watcher.on('error', () => {
-      if (!this.#closed) this.#watcher = this.#start(undefined);
+      if (this.#closed) return;
+      try {
+        this.#watcher = this.#start(undefined);
+      } catch {
+        // The client is closed: nothing left to watch for.
+      }
     });
     return watcher;
   }

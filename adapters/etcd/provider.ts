@@ -332,6 +332,7 @@ export class EtcdLockProvider extends BaseLockProvider {
   async abandon(): Promise<void> {
     const session = await this.#session?.catch(() => undefined);
     await session?.close(false);
+    this.#deletions?.close();
     this.client.close();
   }
 }

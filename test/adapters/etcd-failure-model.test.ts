@@ -1,3 +1,5 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import type { LockLostError } from '../../src/index.js';
@@ -165,5 +167,44 @@ describe('etcd failure model (3-member cluster)', () => {
     );
     if (!lock.signal.aborted) expect(info?.holder?.fencingToken).toBe(lock.fencingToken);
     await lock.release().catch(() => undefined);
+  }, 40_000);
+
+  it('restart (SIGKILL, then the same command 1 s later) of a single-node etcd', async () => {
+    const single = await startServers('etcd', { faults: true });
+    let restarted: ChildProcess | undefined;
+    try {
+      const member = single.members[0];
+      if (!member) throw new Error('no member');
+      const [command, ...args] = readFileSync(`/proc/${member.pid}/cmdline`, 'utf8')
+        .split('\0')
+        .filter(Boolean);
+      const endpoints = endpoint(single, 'ETCD_ENDPOINTS').split(',');
+      const holder = open(endpoints);
+      const waiter = open(endpoints);
+      const key = uniqueKey('failure-model-restart');
+      const lock = await holder.acquire(key);
+      let abortedAt: number | undefined;
+      lock.signal.addEventListener('abort', () => {
+        abortedAt = performance.now();
+      });
+      const faultAt = performance.now();
+      await member.kill();
+      await sleep(1_000);
+      restarted = spawn(command as string, args, { stdio: 'ignore', detached: true });
+      await sleep(2 * TTL_MS);
+      const info = await waiter.inspect(key);
+      const state = lock.signal.aborted
+        ? `aborted at ${Math.round((abortedAt as number) - faultAt)} ms (${(lock.signal.reason as LockLostError).reason})`
+        : 'still live';
+      console.log(
+        `failure model, restart (1 s down): after ${Math.round(performance.now() - faultAt)} ms the holder's signal is ${state}; ` +
+          `inspect: holder token ${info?.holder?.fencingToken ?? 'none'} (the holder's is ${lock.fencingToken})`,
+      );
+      if (!lock.signal.aborted) expect(info?.holder?.fencingToken).toBe(lock.fencingToken);
+      await lock.release().catch(() => undefined);
+    } finally {
+      if (restarted?.pid) process.kill(-restarted.pid, 'SIGKILL');
+      await single.stop();
+    }
   }, 40_000);
 });

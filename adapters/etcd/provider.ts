@@ -221,7 +221,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       leave(); // the next acquire uses a new session, hence another key
     });
     // Our key deleted behind our back (lease revoked, `etcdctl del`): lost at once.
-    const stopWatching = this.#deletionWatch(session).watch(key, revision, () => {
+    const stopWatching = this.#deletionWatch().watch(key, revision, () => {
       lock.lose('revoked');
       leave(); // our key is gone: the next local acquire creates a new one
     });
@@ -278,11 +278,17 @@ export class EtcdLockProvider extends BaseLockProvider {
   }
 
   #openSession(): Promise<EtcdSession> {
-    const opening = EtcdSession.open(this.client, {
+    // The deletion watch is confirmed before any key of the session exists, in parallel with the
+    // grant (no round trip added); if it is not within callTimeoutMs, the session goes on without
+    // waiting (the keepalive still reports a revoked lease).
+    const watching = this.#deletionWatch().ready;
+    const watched = bounded(watching, undefined, this.callTimeoutMs, 'deletion watch').catch(() => undefined);
+    const granting = EtcdSession.open(this.client, {
       ttlMs: this.#sessionTtlMs,
       driftRate: this.driftRate,
       callTimeoutMs: this.callTimeoutMs,
     });
+    const opening = Promise.all([granting, watched]).then(([session]) => session);
     this.#session = opening;
     opening.then(
       (session) => {
@@ -303,9 +309,9 @@ export class EtcdLockProvider extends BaseLockProvider {
     return this.#granted?.answering === true;
   }
 
-  /** The provider's one deletion watch, started after the first session's grant. */
-  #deletionWatch(session: EtcdSession): DeletionWatch {
-    this.#deletions ??= new DeletionWatch(this.client, this.namespace, session.grantRevision + 1n);
+  /** The provider's one deletion watch, made before its first session. */
+  #deletionWatch(): DeletionWatch {
+    this.#deletions ??= new DeletionWatch(this.client, this.namespace);
     return this.#deletions;
   }
 

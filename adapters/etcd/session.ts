@@ -26,8 +26,6 @@ export interface SessionOptions {
 export class EtcdSession {
   readonly leaseId: string;
   readonly leaseHex: string;
-  /** The revision of the lease grant: every key of this session is created after it. */
-  readonly grantRevision: bigint;
   readonly #client: Etcd3;
   readonly #options: SessionOptions;
   readonly #liveness: SessionLiveness;
@@ -35,9 +33,8 @@ export class EtcdSession {
   #subscriptions = 0;
   #answering = true;
 
-  private constructor(client: Etcd3, leaseId: string, grantRevision: bigint, options: SessionOptions) {
+  private constructor(client: Etcd3, leaseId: string, options: SessionOptions) {
     this.#client = client;
-    this.grantRevision = grantRevision;
     this.leaseId = leaseId;
     this.leaseHex = leaseHex(leaseId);
     this.#options = options;
@@ -53,7 +50,7 @@ export class EtcdSession {
   static async open(client: Etcd3, options: SessionOptions): Promise<EtcdSession> {
     const sentAt = monotonicNow();
     const ttlSeconds = Math.max(1, Math.ceil(options.ttlMs / 1000));
-    let granted: { ID: string; TTL: string; header: { revision: string } };
+    let granted: { ID: string; TTL: string };
     try {
       granted = await client.leaseClient.leaseGrant(
         { TTL: ttlSeconds },
@@ -67,7 +64,7 @@ export class EtcdSession {
         },
       );
     }
-    const session = new EtcdSession(client, granted.ID, BigInt(granted.header.revision), options);
+    const session = new EtcdSession(client, granted.ID, options);
     session.#liveness.confirmed(sentAt, Number(granted.TTL) * 1000);
     session.#scheduleKeepalive(session.#interval);
     return session;

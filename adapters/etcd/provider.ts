@@ -349,8 +349,8 @@ export class EtcdLockProvider extends BaseLockProvider {
  * would keep refusing a healed single endpoint). Every call carries an absolute deadline, so a retry
  * never outlives it. This retry DOES replay a call whose answer was lost, so every mutating call is
  * made safe under replay: the enqueue Txn adopts its own key (see enqueue), deletes and proclaims
- * are guarded by create revision, a revoke is idempotent. A replayed lease grant can leave one
- * extra lease with no key, which expires within its TTL.
+ * are guarded by create revision, a revoke is idempotent, a lease grant carries our own id (its
+ * replay is refused as "already exists" and adopted).
  */
 function faultHandling(endpointCount: number): IOptions['faultHandling'] {
   const recoverable = handleWhen(isRecoverableError);

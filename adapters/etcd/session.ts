@@ -50,19 +50,25 @@ export class EtcdSession {
   static async open(client: Etcd3, options: SessionOptions): Promise<EtcdSession> {
     const sentAt = monotonicNow();
     const ttlSeconds = Math.max(1, Math.ceil(options.ttlMs / 1000));
+    // We choose the lease id: the etcd3 client replays a grant whose answer was lost, and with our
+    // id the replay is refused as "already exists" (ours) instead of granting a second lease.
+    const id = randomLeaseId();
     let granted: { ID: string; TTL: string };
     try {
       granted = await client.leaseClient.leaseGrant(
-        { TTL: ttlSeconds },
+        { TTL: ttlSeconds, ID: id },
         { deadline: new Date(Date.now() + options.callTimeoutMs) },
       );
     } catch (error) {
-      throw new BackendUnavailableError(
-        `etcd: could not grant a session lease: ${(error as Error).message}`,
-        {
-          cause: error,
-        },
-      );
+      if (!/lease already exists/i.test((error as Error).message)) {
+        throw new BackendUnavailableError(
+          `etcd: could not grant a session lease: ${(error as Error).message}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      granted = { ID: id, TTL: String(ttlSeconds) }; // our first attempt was granted
     }
     const session = new EtcdSession(client, granted.ID, options);
     session.#liveness.confirmed(sentAt, Number(granted.TTL) * 1000);
@@ -197,4 +203,12 @@ export class EtcdSession {
   #lose(reason: LossReason): void {
     this.#liveness.lose(reason);
   }
+}
+
+/** A random lease id in 1..2⁶³−1 (etcd's ids are positive int64), as the decimal string etcd3 sends. */
+function randomLeaseId(): string {
+  const bytes = new BigUint64Array(1);
+  crypto.getRandomValues(bytes);
+  const id = (bytes[0] as bigint) & 0x7fff_ffff_ffff_ffffn;
+  return (id === 0n ? 1n : id).toString();
 }

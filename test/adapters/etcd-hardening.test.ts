@@ -107,6 +107,31 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
     await next.release();
   });
 
+  it('item 3: a lease grant replayed by the etcd3 client after a lost reply grants one lease, not two', async () => {
+    const provider = open();
+    const leases = async () => (await provider.client.leaseClient.leaseLeases()).leases.length;
+    const before = await leases();
+    type Pool = { withConnection: (service: string, ...rest: unknown[]) => Promise<unknown> };
+    const pool = (provider.client as unknown as { pool: Pool }).pool;
+    const real = pool.withConnection.bind(pool);
+    let lost = false;
+    pool.withConnection = async (service, ...rest) => {
+      const result = await real(service, ...rest);
+      if (service === 'Lease' && !lost) {
+        lost = true; // the grant happened; its reply is lost: the client's global retry replays it
+        throw new GRPCUnavailableError('reply lost (injected)');
+      }
+      return result;
+    };
+    const lock = await provider.acquire(uniqueKey('grant-replay'), { waitMs: 5_000 });
+    pool.withConnection = real;
+    const granted = (await leases()) - before;
+    console.log(`item 3: a lease grant whose reply was lost and replayed left ${granted} new lease(s)`);
+    expect(lost).toBe(true);
+    expect(granted).toBe(1);
+    await lock.release();
+  });
+
   it('item 8: a waiter whose watch cannot be created (blackholed) still honours waitMs', async () => {
     await throughProxy(async (proxy) => {
       const a = open();

@@ -3,7 +3,7 @@
 // command at a time, so the ZooKeeper benchmark can interleave Curator's rounds with fencekit's.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -53,6 +53,11 @@ export async function startCurator(connectString) {
     waiting.shift()?.resolve(JSON.parse(line));
   });
   return {
+    /** CPU time (µs) the harness's JVM has used so far, from /proc (clock ticks of 10 ms). */
+    async cpuMicros() {
+      const fields = (await readFile(`/proc/${child.pid}/stat`, 'utf8')).split(') ')[1].split(' ');
+      return (Number(fields[11]) + Number(fields[12])) * 10_000; // utime + stime
+    },
     send(command) {
       if (ended) return Promise.reject(ended);
       return new Promise((resolveReply, reject) => {

@@ -83,11 +83,32 @@ async function uncontended(connectString, curator) {
     cases['Curator InterProcessMutex acquire + release'] = async (n) =>
       (await curator.send(`uncontended ${n}`)).samples;
   }
+  // Client CPU per call: this process's for the Node cases, the JVM's for Curator.
+  const cpu = Object.fromEntries(Object.keys(cases).map((name) => [name, { micros: 0, calls: 0 }]));
+  for (const [name, run] of Object.entries(cases)) {
+    const clock = name.startsWith('Curator')
+      ? () => curator.cpuMicros()
+      : async () => {
+          const { user, system } = process.cpuUsage();
+          return user + system;
+        };
+    cases[name] = async (n) => {
+      const before = await clock();
+      const samples = await run(n);
+      cpu[name].micros += (await clock()) - before;
+      cpu[name].calls += n;
+      return samples;
+    };
+  }
   const rows = await interleaved(cases, 300, 200);
   printTable(
     `ZooKeeper, uncontended acquire + release (1 client, loopback, ${ROUNDS} interleaved rounds)`,
     rows,
   );
+  console.log(`${'client CPU per call, warm-up included'.padEnd(48)} ${'µs'.padStart(10)}`);
+  for (const [name, { micros, calls }] of Object.entries(cpu)) {
+    console.log(`${name.padEnd(48)} ${(micros / calls).toFixed(0).padStart(10)}`);
+  }
   raw.close();
   await provider.close();
 }

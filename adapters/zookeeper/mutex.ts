@@ -182,16 +182,12 @@ export async function waitForTurn(
   queued: ZkQueued,
   wait: boolean,
   cancel: AbortSignal,
-  /** Armed right behind the first listing: tells a holder at once when its node is deleted. */
+  /** Armed as soon as we have to wait: tells a holder at once when its node is deleted. */
   watch?: OwnNodeWatch,
 ): Promise<Stat | null> {
-  for (let first = true; ; first = false) {
+  for (;;) {
     cancel.throwIfAborted();
-    const listing = list(call);
-    // Sent in the same write as the first listing and answered right after it (one session's calls
-    // are answered in order): no round trip of its own, and the grant does not wait for it.
-    if (first) watch?.arm();
-    const order = queueOrder(await listing, call.kind);
+    const order = queueOrder(await list(call), call.kind);
     const index = order.findIndex((n) => n.name === queued.name);
     if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
     if (index === 0) {
@@ -201,6 +197,9 @@ export async function waitForTurn(
       return queued.stat;
     }
     if (!wait) return null;
+    // Sent with the predecessor's watch (one write): no round trip of its own. A lock granted at
+    // once arms it after the grant instead (provider.ts).
+    watch?.arm();
     const predecessor = `${call.parent}/${(order[index - 1] as ZkNode).name}`;
     await deletion(call, predecessor, cancel);
   }

@@ -4,11 +4,11 @@ import type { WatchEvent } from './wire/watches.js';
 const ARM_RETRY_MS = 100;
 
 /**
- * A watch on our own queue node, set by one exists() pipelined behind the queue's first listing (no
- * round trip of its own). A holder whose node is deleted behind its back (an operator's delete)
- * learns it from the one watch event, not from the next heartbeat. ZooKeeper fires a watch once:
- * another event on the node (its data changed) re-arms it with one more exists(). The grant does
- * not wait for the first exists: if that finds the node gone, the holder is told at once.
+ * A watch on our own queue node, set by one exists(): a holder whose node is deleted behind its
+ * back (an operator's delete) learns it from the one watch event, not from the next heartbeat.
+ * ZooKeeper fires a watch once: another event on the node (its data changed) re-arms it with one
+ * more exists(). A waiter sets it while it waits; a lock granted at once sets it just after the
+ * grant (armSoon). If that exists finds the node gone, the holder is told at once.
  */
 export class OwnNodeWatch {
   readonly #session: ZkSession;
@@ -16,6 +16,8 @@ export class OwnNodeWatch {
   #gone = false;
   /** Nobody listens any more (released, lost): no more retries. */
   #stopped = false;
+  #armed = false;
+  #soon: NodeJS.Immediate | undefined;
   #onDeleted: (() => void) | undefined;
 
   constructor(session: ZkSession, path: string) {
@@ -24,12 +26,18 @@ export class OwnNodeWatch {
   }
 
   /**
-   * Sets the watch when the node is queued; its answer arrives right after the listing's. Not
-   * answered (a lost connection, a timeout): tried again while the session lives and someone
-   * listens; no watch event could arrive over a broken connection anyway, and the retry's answer
-   * tells whether the node went meanwhile.
+   * Sets the watch (once). Not answered (a lost connection, a timeout): tried again while the
+   * session lives and someone listens; no watch event could arrive over a broken connection anyway,
+   * and the retry's answer tells whether the node went meanwhile.
    */
   arm(): void {
+    clearImmediate(this.#soon);
+    if (this.#armed) return;
+    this.#armed = true;
+    this.#send();
+  }
+
+  #send(): void {
     if (this.#gone || this.#stopped || !this.#session.alive) return;
     this.#session.client.exists(this.#path, { watch: this.watcher }).then(
       (stat) => {
@@ -37,8 +45,19 @@ export class OwnNodeWatch {
         this.#session.client.unwatch(this.#path, this.watcher); // it would wait for a creation
         this.#end();
       },
-      () => setTimeout(() => this.arm(), ARM_RETRY_MS).unref(),
+      () => setTimeout(() => this.#send(), ARM_RETRY_MS).unref(),
     );
+  }
+
+  /**
+   * Arms the watch of a lock granted at once, unless released first: in the turn of the event loop
+   * after the grant, so a lock taken and released without waiting for anything in between (a
+   * short critical section) costs no call for it, as with Curator; any I/O of the holder lets it go
+   * out first. A delete before it is found by its answer.
+   */
+  armSoon(): void {
+    if (this.#armed || this.#soon) return;
+    this.#soon = setImmediate(() => this.arm());
   }
 
   #end(): void {
@@ -73,6 +92,7 @@ export class OwnNodeWatch {
     return () => {
       this.#onDeleted = undefined;
       this.#stopped = true;
+      clearImmediate(this.#soon);
       // Nobody to tell any more (released, lost): the registration goes, so watches do not pile up.
       this.#session.client.unwatch(this.#path, this.watcher);
     };

@@ -186,6 +186,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     this.#nodes.set(lock, { session, path });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
     lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
+    watch.armSoon();
     return lock;
   }
 

@@ -473,14 +473,17 @@ export class ZkClient {
   }
 
   #pause(ms: number): Promise<void> {
+    const stop = this.#stop.signal;
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       timer.unref();
       function done() {
         clearTimeout(timer);
+        // Each reconnect round pauses: a listener left here per round would pile up while the servers stay away.
+        stop.removeEventListener('abort', done);
         resolve();
       }
-      this.#stop.signal.addEventListener('abort', done, { once: true });
+      stop.addEventListener('abort', done, { once: true });
     });
   }
 

@@ -3,10 +3,13 @@ import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey, lockRowIds } from './keyspace.js';
+import { postgresSemaphore } from './semaphore.js';
+import { semaphoreTableBeside } from './semaphore-table.js';
 
 export interface PostgresProviderOptions extends ProviderDefaults {
   /** postgres://user:pass@host:port/db, or use `pool` for every pg option. */
@@ -99,6 +102,24 @@ export class PostgresLockProvider extends BaseLockProvider {
     } finally {
       client.release();
     }
+  }
+
+  /** "At most `limit` at once" under `name` (DESIGN §6): slots as advisory locks, see semaphore.ts. */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
+    return postgresSemaphore(
+      name,
+      options,
+      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
+      {
+        fence: this.#fence,
+        grants: semaphoreTableBeside(this.#fence),
+        connect: (cancel) => this.#connectCancellable(cancel),
+        control: () => this.#connect(this.#control),
+        untilCancelled: (client, cancel, query) => this.#untilCancelled(client, cancel, query),
+        ...{ holding: this.#holding, healthIntervalMs: this.#healthIntervalMs, pollMs: 500 },
+      },
+    );
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

@@ -39,6 +39,7 @@ export { MemoryLockServer } from './memory/server.js';
 export { OwnedLock, type OwnedLockInit } from './ownership.js';
 export { BaseLockProvider, type LockRequest, type ProviderDefaults } from './provider-base.js';
 export {
+  createTenantLimiter,
   GenericSemaphore,
   MAX_SEMAPHORE_LIMIT,
   type Permit,
@@ -51,6 +52,8 @@ export {
   type SemaphoreInfo,
   SemaphoreLimitMismatchError,
   type SemaphoreOptions,
+  type TenantLimiter,
+  type TenantLimiterOptions,
   withDeadline,
 } from './semaphore/index.js';
 export type { AcquireOptions, BackendName, HolderInfo, Lock, LockInfo, LockProvider } from './types.js';

@@ -6,6 +6,7 @@ export {
 } from './core.js';
 export { withDeadline } from './deadline.js';
 export { SemaphoreLimitMismatchError } from './errors.js';
+export { createTenantLimiter, type TenantLimiter, type TenantLimiterOptions } from './tenant-limiter.js';
 export type {
   Permit,
   PermitOptions,

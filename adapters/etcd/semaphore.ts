@@ -120,7 +120,14 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       keySuffix: `-${req.ownerToken}`,
       onWake: () => this.#c.woken('handoff'),
     };
-    const queued = await enqueue(call);
+    // Raced against cancel: a key created after we stopped waiting for the answer is deleted then.
+    const enqueuing = enqueue(call);
+    const queued = await withDeadline(() => enqueuing, this.#c.callTimeoutMs, cancel, 'etcd: enqueue').catch(
+      (error: unknown) => {
+        void enqueuing.then((late) => this.#leave(late)).catch(() => undefined);
+        throw error;
+      },
+    );
     let inQueue = true;
     try {
       if (!queued.owner) {
@@ -132,13 +139,17 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       inQueue = false; // the granting Txn deleted our mutex key
       return this.#hold(req, session, grant);
     } finally {
-      // Not granted (busy, cancelled, failed): leave the queue; the session ends the key otherwise.
-      if (inQueue) {
-        await guardedDelete(this.#c.client, queued.key, queued.revision, this.#c.callTimeoutMs).catch(
-          () => undefined,
-        );
-      }
+      // Not granted (busy, cancelled, failed): leave the queue, without holding the caller up (a
+      // cut-off client would wait callTimeoutMs); the session's end removes the key otherwise.
+      if (inQueue) void this.#leave(queued);
     }
+  }
+
+  /** Deletes our mutex key if it is still the one created at its revision. */
+  async #leave(queued: Queued): Promise<void> {
+    await guardedDelete(this.#c.client, queued.key, queued.revision, this.#c.callTimeoutMs).catch(
+      () => undefined,
+    );
   }
 
   /** As the head of the queue: our lease key once our permits fit, or null when not waiting. */
@@ -247,16 +258,21 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
 
   /** Waits for any lease under the name to be deleted at or after fromRevision (or the watch to end). */
   async #nextRelease(fromRevision: bigint, session: EtcdSession, cancel: AbortSignal): Promise<void> {
-    const watcher = await this.#c.client
+    const creating = this.#c.client
       .watch()
       .prefix(this.#leases.toString())
       .only('delete')
       .startRevision(fromRevision.toString())
-      .create()
-      .catch((error: unknown) => {
+      .create();
+    const watcher = await withDeadline(() => creating, this.#c.callTimeoutMs, cancel, 'etcd: watch').catch(
+      (error: unknown) => {
+        // A watch that comes after we stopped waiting for it is cancelled then.
+        void creating.then((late) => late.cancel()).catch(() => undefined);
         if (/compacted/i.test((error as Error).message)) return undefined; // read again
+        if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
         throw unavailable('watch failed', error);
-      });
+      },
+    );
     if (!watcher) return;
     try {
       await new Promise<void>((resolve, reject) => {

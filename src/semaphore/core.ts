@@ -35,6 +35,8 @@ export interface SemaphoreAdapter {
   /** Whether the backend is reachable as far as the adapter knows: a wait that runs out while it
    * is not ends with BackendUnavailableError instead of a timeout. Default: reachable. */
   reachable?(): boolean;
+  /** Whether the backend answered before (in process: always). Default: tracked per provider here. */
+  reached?(): boolean;
 }
 
 /** What the provider lends its semaphores. */
@@ -50,6 +52,13 @@ export interface SemaphoreContext {
 const TIMED_OUT = Symbol('timed out');
 
 /**
+ * Providers (by their close signal) whose backend answered a semaphore call: from then on, outages
+ * are ridden through. Shared by every semaphore of a provider, as the base provider's flag is by
+ * its locks.
+ */
+const reachedProviders = new WeakSet<AbortSignal>();
+
+/**
  * Everything semaphores share across backends: validation, waitMs and signals (one derived signal
  * per request), riding through outages, never handing out a permit already lost, releasing held
  * permits on the provider's close, withPermit. Adapters implement SemaphoreAdapter only.
@@ -61,7 +70,6 @@ export class GenericSemaphore implements Semaphore {
   readonly #adapter: SemaphoreAdapter;
   /** Granted, not yet released: released when the provider closes. */
   readonly #held = new Set<OwnedLock>();
-  #reached = false;
   readonly #onClose = (): void => {
     for (const lock of this.#held) void lock.release().catch(() => undefined);
   };
@@ -104,7 +112,12 @@ export class GenericSemaphore implements Semaphore {
       this.#ctx.closeSignal,
       `inspect semaphore "${this.name}"`,
     );
+    reachedProviders.add(this.#ctx.closeSignal);
     return { name: this.name, limit: this.limit, ...info };
+  }
+
+  #reached(): boolean {
+    return this.#adapter.reached?.() ?? reachedProviders.has(this.#ctx.closeSignal);
   }
 
   #assertOpen(): void {
@@ -154,7 +167,7 @@ export class GenericSemaphore implements Semaphore {
         } catch (error) {
           if (cancel.aborted) throw cancelled();
           // Ride through an outage while there is time to wait, once the backend was reached at all.
-          if (error instanceof BackendUnavailableError && shouldWait && this.#reached) {
+          if (error instanceof BackendUnavailableError && shouldWait && this.#reached()) {
             unavailable = error;
             await sleepUnlessWoken(delays.next().value, cancel).done.catch(() => undefined);
             if (cancel.aborted) throw cancelled();
@@ -162,7 +175,7 @@ export class GenericSemaphore implements Semaphore {
           }
           throw error;
         }
-        this.#reached = true;
+        reachedProviders.add(this.#ctx.closeSignal);
         unavailable = undefined;
         if (lock === null) return null;
         if (!lock.held) {

@@ -24,7 +24,11 @@ export interface SemaphoreConformanceTarget {
   faults?: {
     /** The client's process dies: it neither renews nor releases anything again. */
     crash(provider: LockProvider): Promise<void>;
+    /** Cut (true) or heal (false) the client's connection, without closing it. */
+    partition?(provider: LockProvider, cut: boolean): Promise<void>;
   };
+  /** The providers' callTimeoutMs: close() of a cut-off provider must end within it + 1 s. */
+  callTimeoutMs?: number;
 }
 
 /** How long one test may wait for a grant before it counts as a failure rather than a hang. */
@@ -347,6 +351,84 @@ export function describeSemaphoreConformance(target: SemaphoreConformanceTarget,
         assert.ok(waited <= target.holderDeathBoundMs, `free after ${Math.round(waited)} ms`);
         await next.release();
       });
+
+      const partition = faults.partition;
+      if (partition) {
+        t.it('early loss signal: a cut-off holder’s permit aborts before it is granted again', async () => {
+          const [a, b] = [await open(), await open()];
+          const name = uniqueKey('early-loss');
+          const held = await (await sem(name, 1, a)).acquire(ttl);
+          let abortedAt = Number.NaN;
+          held.signal.addEventListener('abort', () => {
+            abortedAt = performance.now();
+          });
+          const sb = await sem(name, 1, b);
+          const waiting = sb.acquire({ ...ttl, waitMs: target.holderDeathBoundMs + 2_000 });
+          await waitersReach(sb, 1);
+          await partition(a, true);
+          const next = await waiting;
+          const grantedAt = performance.now();
+          try {
+            assert.ok(held.signal.aborted, 'the old holder was told before the new grant');
+            assert.ok(
+              abortedAt < grantedAt,
+              `aborted ${Math.round(abortedAt - grantedAt)} ms after the grant`,
+            );
+            assert.equal((held.signal.reason as LockLostError).code, 'LOCK_LOST');
+            assert.ok(next.fencingToken > held.fencingToken);
+          } finally {
+            await partition(a, false);
+          }
+          // The stale holder's release after healing must not remove the new grant.
+          await held.release().catch(() => undefined);
+          assert.ok(next.held);
+          assert.deepEqual(
+            (await sb.inspect()).holders.map((h) => h.fencingToken),
+            [next.fencingToken],
+          );
+          await next.release();
+        });
+
+        t.it('cut off: waitMs and abort are honoured, close() is bounded', async () => {
+          const [a, b] = [await open(), await open()];
+          const name = uniqueKey('cut-wait');
+          const held = await (await sem(name, 1, a)).acquire(ttl);
+          const sb = await sem(name, 1, b);
+          await sb.inspect(); // b has reached the backend
+          const mine = await (await sem(`${name}-b`, 1, b)).acquire(ttl);
+          await partition(b, true);
+          try {
+            let started = performance.now();
+            const error = await rejectsWith(sb.acquire({ ...ttl, waitMs: 300 }));
+            const waited = performance.now() - started;
+            assert.ok(
+              ['LOCK_TIMEOUT', 'BACKEND_UNAVAILABLE'].includes((error as { code?: string }).code ?? ''),
+              `ended with ${error.message}`,
+            );
+            assert.ok(waited < 300 + 1_500, `waitMs 300 ended only after ${Math.round(waited)} ms`);
+            const controller = new AbortController();
+            started = performance.now();
+            const aborted = sb.acquire({ ...ttl, signal: controller.signal });
+            setTimeout(() => controller.abort(new Error('stop')), 100);
+            await rejectsWith(aborted, 'AbortError');
+            const took = performance.now() - started;
+            assert.ok(took < 100 + 1_500, `an abort at 100 ms ended the wait after ${Math.round(took)} ms`);
+            if (target.callTimeoutMs !== undefined) {
+              started = performance.now();
+              await b.close();
+              const closing = performance.now() - started;
+              assert.ok(
+                closing < target.callTimeoutMs + 1_000 + 500,
+                `close() of a cut-off provider took ${Math.round(closing)} ms`,
+              );
+              assert.equal(mine.held, false, 'close() aborted the permit it held');
+            }
+          } finally {
+            await partition(b, false);
+          }
+          await held.release();
+        });
+      }
     }
   });
 }

@@ -14,7 +14,11 @@ describeSemaphoreConformance(
     fifo: true,
     limitMismatch: true,
     wakeups: () => semaphoreServerOf(server).wakeups,
-    faults: { crash: async (p) => (p as MemoryLockProvider).simulate.crash() },
+    faults: {
+      crash: async (p) => (p as MemoryLockProvider).simulate.crash(),
+      partition: async (p, cut) => (p as MemoryLockProvider).simulate.partition(cut),
+    },
+    callTimeoutMs: 5_000,
   },
   { describe, it, afterEach },
 );

@@ -1,4 +1,6 @@
-import type { ClientBase } from 'pg';
+import type pg from 'pg';
+import { checkOut } from './checkout.js';
+import { within } from './deadline.js';
 import { advisoryKey } from './keyspace.js';
 
 /**
@@ -9,40 +11,40 @@ import { advisoryKey } from './keyspace.js';
 export class SemaphoreTable {
   readonly table: string;
   #ready: Promise<void> | undefined;
+  #created = false;
 
   constructor(quotedName: string) {
     this.table = quotedName;
   }
 
-  ensure(client: ClientBase): Promise<void> {
+  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
+    if (this.#created) return Promise.resolve();
     this.#ready ??= (async () => {
-      await client.query('BEGIN');
-      try {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [
-          advisoryKey('fencekit/migration').toString(),
-        ]);
-        await client.query(
-          `CREATE TABLE IF NOT EXISTS ${this.table} (
-             name text NOT NULL,
-             token bigint NOT NULL,
-             slots bigint[] NOT NULL,
-             "limit" integer NOT NULL,
-             owner text,
-             since timestamptz NOT NULL DEFAULT now(),
-             pid integer NOT NULL,
-             PRIMARY KEY (name, token)
-           )`,
-        );
-        await client.query('COMMIT');
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      }
+      const conn = await checkOut(pool, callTimeoutMs);
+      const run = (sql: string, values: unknown[] = []) =>
+        conn.query(sql, values, callTimeoutMs, 'creating the semaphore grants table');
+      await run('BEGIN');
+      await run('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
+      await run(
+        `CREATE TABLE IF NOT EXISTS ${this.table} (
+           name text NOT NULL,
+           token bigint NOT NULL,
+           slots bigint[] NOT NULL,
+           "limit" integer NOT NULL,
+           owner text,
+           since timestamptz NOT NULL DEFAULT now(),
+           pid integer NOT NULL,
+           PRIMARY KEY (name, token)
+         )`,
+      );
+      await run('COMMIT');
+      conn.giveBack();
+      this.#created = true;
     })();
     this.#ready.catch(() => {
       this.#ready = undefined;
     });
-    return this.#ready;
+    return within(this.#ready, Number.POSITIVE_INFINITY, 'creating the semaphore grants table', cancel);
   }
 }
 

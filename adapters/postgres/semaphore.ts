@@ -7,28 +7,32 @@ import {
   type SemaphoreAdapter,
   type SemaphoreContext,
 } from '../../src/semaphore/core.js';
-import { withDeadline } from '../../src/semaphore/deadline.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreInfo, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { type Checkout, checkOut } from './checkout.js';
+import { within } from './deadline.js';
 import type { FenceTable } from './fence-table.js';
 import { advisoryKey } from './keyspace.js';
 import { LIVE, type SemaphoreTable } from './semaphore-table.js';
+import type { Slots } from './slots.js';
 
 /** What a PostgreSQL semaphore borrows from its provider. */
 export interface PostgresSemaphoreClient {
   fence: FenceTable;
   grants: SemaphoreTable;
-  /** A pooled connection for a waiter or holder (rejects with cancel.reason if cancelled first). */
-  connect(cancel: AbortSignal): Promise<pg.PoolClient>;
-  /** A spare connection for inspect() and table creation. */
-  control(): Promise<pg.PoolClient>;
-  /** Runs a blocking query; if cancel aborts first, ends that backend so nothing stays queued. */
-  untilCancelled<T>(client: pg.PoolClient, cancel: AbortSignal, query: Promise<T>): Promise<T>;
+  /** Holders' and waiters' connections, within the provider's connection budget (slots). */
+  pool: pg.Pool;
+  slots: Slots;
+  /** Spare connections: inspect(), table creation, ending waits. */
+  control: pg.Pool;
   /** Connections holding grants (the provider's abandon() drops them, as a crash would). */
-  holding: Set<pg.PoolClient>;
+  holding: Set<Checkout>;
   healthIntervalMs: number;
+  healthTimeoutMs: number;
   /** How often the head of the queue looks for slots freed without a NOTIFY (a dead holder). */
   pollMs: number;
+  /** The server answered (the provider's reachability). */
+  answered(): void;
 }
 
 /**
@@ -63,13 +67,13 @@ interface Keys {
 class PostgresSemaphoreAdapter implements SemaphoreAdapter {
   readonly #name: string;
   readonly #ctx: SemaphoreContext;
-  readonly #client: PostgresSemaphoreClient;
+  readonly #c: PostgresSemaphoreClient;
   #keys: Keys | undefined;
 
   constructor(name: string, ctx: SemaphoreContext, client: PostgresSemaphoreClient) {
     this.#name = name;
     this.#ctx = ctx;
-    this.#client = client;
+    this.#c = client;
   }
 
   #keysFor(limit: number): Keys {
@@ -84,108 +88,76 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     return this.#keys;
   }
 
-  /** One query with the provider's deadline; a connection whose query ran out is not reused. */
-  #query<R extends pg.QueryResultRow>(
-    client: pg.PoolClient,
-    cancel: AbortSignal,
-    what: string,
-    text: string,
-    values: unknown[],
-  ): Promise<pg.QueryResult<R>> {
-    return withDeadline(
-      () => client.query<R>(text, values),
-      this.#ctx.callTimeoutMs,
-      cancel,
-      `postgres: ${what}`,
-    );
-  }
-
   async #ensureTables(cancel: AbortSignal): Promise<void> {
-    await withDeadline(
-      async () => {
-        const control = await this.#client.control();
-        try {
-          await this.#client.fence.ensure(control);
-          await this.#client.grants.ensure(control);
-        } finally {
-          control.release();
-        }
-      },
-      this.#ctx.callTimeoutMs,
-      cancel,
-      'postgres: create tables',
-    );
+    const { control } = this.#c;
+    await this.#c.fence.ensure(control, this.#ctx.callTimeoutMs, cancel);
+    await this.#c.grants.ensure(control, this.#ctx.callTimeoutMs, cancel);
   }
 
   async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
     await this.#ensureTables(signal);
     const queue = advisoryKey(`/semaphore/${this.#name}/queue`).toString();
-    const control = await this.#client.control();
-    try {
-      const { rows } = await this.#query<{
-        token: string;
-        slots: string[];
-        owner: string | null;
-        since: Date;
-        waiting: string;
-      }>(
-        control,
-        signal,
-        'inspect',
-        `SELECT g.token, g.slots, g.owner, g.since, NULL AS waiting FROM ${this.#client.grants.table} g
-          WHERE g.name = $1 AND ${LIVE}
-         UNION ALL
-         SELECT NULL, NULL, NULL, NULL, count(*) FROM pg_locks l
-          WHERE l.locktype = 'advisory' AND l.objsubid = 1
-            AND ((l.classid::bigint << 32) | l.objid::bigint) = $2::bigint`,
-        [this.#name, queue],
-      );
-      const holders = rows
-        .filter((r) => r.token !== null)
-        .map((r) => ({
-          owner: r.owner ?? undefined,
-          fencingToken: BigInt(r.token),
-          since: r.since,
-          permits: r.slots.length,
-        }))
-        .sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1));
-      // Everyone at the queue lock, granted (the head, looking at slots) or not, is waiting.
-      const waiting = Number(rows.find((r) => r.token === null)?.waiting ?? 0);
-      return { holders, waiters: waiting };
-    } finally {
-      control.release();
-    }
+    const conn = await checkOut(this.#c.control, this.#ctx.callTimeoutMs, signal);
+    const { rows } = await conn.query<{
+      token: string | null;
+      slots: string[];
+      owner: string | null;
+      since: Date;
+      waiting: string | null;
+    }>(
+      `SELECT g.token, g.slots, g.owner, g.since, NULL AS waiting FROM ${this.#c.grants.table} g
+        WHERE g.name = $1 AND ${LIVE}
+       UNION ALL
+       SELECT NULL, NULL, NULL, NULL, count(*) FROM pg_locks l
+        WHERE l.locktype = 'advisory' AND l.objsubid = 1
+          AND ((l.classid::bigint << 32) | l.objid::bigint) = $2::bigint`,
+      [this.#name, queue],
+      this.#ctx.callTimeoutMs,
+      'semaphore inspect',
+      signal,
+    );
+    conn.giveBack();
+    this.#c.answered();
+    const holders = rows
+      .filter((r): r is typeof r & { token: string } => r.token !== null)
+      .map((r) => ({
+        owner: r.owner ?? undefined,
+        fencingToken: BigInt(r.token),
+        since: r.since,
+        permits: r.slots.length,
+      }))
+      .sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1));
+    // Everyone at the queue lock, granted (the head, looking at slots) or not, is waiting.
+    const waiting = Number(rows.find((r) => r.token === null)?.waiting ?? 0);
+    return { holders, waiters: waiting };
   }
 
   async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     await this.#ensureTables(cancel);
     const keys = this.#keysFor(req.limit);
-    const client = await withDeadline(
-      (signal) => this.#client.connect(signal),
-      this.#ctx.callTimeoutMs,
-      cancel,
-      'postgres: connect',
-    );
+    const { callTimeoutMs } = this.#ctx;
+    // Waiting for a free connection is part of a waiting acquire; a try gets callTimeoutMs.
+    const free = await this.#c.slots.take(req.wait ? Number.POSITIVE_INFINITY : callTimeoutMs, cancel);
+    const conn = await checkOut(this.#c.pool, callTimeoutMs, cancel, free);
+    this.#c.answered();
     let kept = false;
     try {
-      const entered = req.wait
-        ? await this.#client.untilCancelled(
-            client,
-            cancel,
-            client.query('SELECT pg_advisory_lock($1) AS ok', [keys.queue]),
-          )
-        : await this.#query<{ ok: boolean }>(
-            client,
-            cancel,
-            'try queue',
-            'SELECT pg_try_advisory_lock($1) AS ok',
-            [keys.queue],
-          );
-      if (!req.wait && !entered.rows[0]?.ok) return null;
-      const token = await this.#takeSlots(client, req, keys, cancel);
-      if (token === null) return null;
+      if (req.wait) {
+        await this.#enterQueue(conn, keys, cancel);
+      } else {
+        const entered = await conn.query<{ ok: boolean }>(
+          'SELECT pg_try_advisory_lock($1) AS ok',
+          [keys.queue],
+          callTimeoutMs,
+          'semaphore queue',
+          cancel,
+        );
+        if (!entered.rows[0]?.ok) return null;
+      }
+      const grant = await this.#takeSlots(conn, req, keys, cancel);
+      if (grant === null) return null;
       kept = true;
-      return this.#hold(client, req, keys, token.token, token.slots);
+      return this.#hold(conn, req, keys, grant.token, grant.slots);
     } catch (error) {
       if (cancel.aborted) throw cancel.reason;
       if (error instanceof SemaphoreLimitMismatchError || error instanceof BackendUnavailableError)
@@ -196,29 +168,53 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     } finally {
       // Closing the connection ends the queue lock and any slot taken before a failure: nothing
       // is left behind however the request ended. A granted request keeps it (it holds the slots).
-      if (!kept) client.release(true);
+      if (!kept) conn.discard();
+    }
+  }
+
+  /**
+   * The blocking queue-lock statement; on cancel its backend is terminated (the server would also
+   * drop it once it sees the closed connection, within client_connection_check_interval).
+   */
+  async #enterQueue(conn: Checkout, keys: Keys, cancel: AbortSignal): Promise<void> {
+    const entering = conn.client.query('SELECT pg_advisory_lock($1)', [keys.queue]);
+    try {
+      await within(entering, Number.POSITIVE_INFINITY, 'semaphore queue', cancel);
+    } catch (error) {
+      if (cancel.aborted) void this.#terminate(conn.pid);
+      throw error;
+    }
+  }
+
+  async #terminate(pid: number): Promise<void> {
+    try {
+      const control = await checkOut(this.#c.control, this.#ctx.callTimeoutMs);
+      await control.query('SELECT pg_terminate_backend($1)', [pid], this.#ctx.callTimeoutMs, 'ending a wait');
+      control.giveBack();
+    } catch {
+      // The closed connection ends the wait on the server too.
     }
   }
 
   /** As the head of the queue: the token once all permits are ours, or null (not waiting). */
   async #takeSlots(
-    client: pg.PoolClient,
+    conn: Checkout,
     req: PermitRequest,
     keys: Keys,
     cancel: AbortSignal,
   ): Promise<{ token: bigint; slots: string[] } | null> {
-    const table = this.#client.grants.table;
+    const table = this.#c.grants.table;
+    const run = <R extends pg.QueryResultRow>(what: string, sql: string, values: unknown[]) =>
+      conn.query<R>(sql, values, this.#ctx.callTimeoutMs, `semaphore ${what}`, cancel);
     let notified: () => void = () => undefined;
     let listening = false;
     const onNotification = () => notified();
-    client.on('notification', onNotification);
+    conn.client.on('notification', onNotification);
     try {
       for (;;) {
         // Stale rows of dead holders go; a live holder with another limit is a mismatch.
-        const other = await this.#query<{ limit: number }>(
-          client,
-          cancel,
-          'check limit',
+        const other = await run<{ limit: number }>(
+          'limit check',
           `WITH stale AS (DELETE FROM ${table} g WHERE g.name = $1 AND NOT ${LIVE})
            SELECT g."limit" FROM ${table} g WHERE g.name = $1 AND g."limit" <> $2 AND ${LIVE} LIMIT 1`,
           [req.name, req.limit],
@@ -226,21 +222,17 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
         const stored = other.rows[0]?.limit;
         if (stored !== undefined) throw new SemaphoreLimitMismatchError(req.name, req.limit, stored);
         // The filter calls pg_try_advisory_lock row by row and LIMIT stops it at `permits` locks.
-        const got = await this.#query<{ k: string }>(
-          client,
-          cancel,
-          'take slots',
+        const got = await run<{ k: string }>(
+          'slots',
           'SELECT k::text FROM unnest($1::bigint[]) k WHERE pg_try_advisory_lock(k) LIMIT $2',
           [keys.slots, req.permits],
         );
         const slots = got.rows.map((r) => r.k);
         if (slots.length === req.permits) {
-          const granted = await this.#query<{ token: string }>(
-            client,
-            cancel,
+          const granted = await run<{ token: string }>(
             'grant',
             `WITH f AS (
-               INSERT INTO ${this.#client.fence.table} AS t (name, token, owner, since)
+               INSERT INTO ${this.#c.fence.table} AS t (name, token, owner, since)
                VALUES ($1, 1, $3, now())
                ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, since = now()
                RETURNING token)
@@ -249,26 +241,20 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
              RETURNING token::text`,
             [keys.fenceName, req.name, req.owner ?? null, slots, req.limit],
           );
-          await this.#query(client, cancel, 'leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
-          if (listening) await this.#query(client, cancel, 'unlisten', `UNLISTEN ${keys.channel}`, []);
+          await run('leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
+          if (listening) await run('unlisten', `UNLISTEN ${keys.channel}`, []);
           return { token: BigInt(granted.rows[0]?.token ?? '0'), slots };
         }
         // All or none: give back what we took.
         if (slots.length > 0) {
-          await this.#query(
-            client,
-            cancel,
-            'give back',
-            'SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) k',
-            [slots],
-          );
+          await run('give back', 'SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) k', [slots]);
         }
         if (!req.wait) {
-          await this.#query(client, cancel, 'leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
+          await run('leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
           return null;
         }
         if (!listening) {
-          await this.#query(client, cancel, 'listen', `LISTEN ${keys.channel}`, []);
+          await run('listen', `LISTEN ${keys.channel}`, []);
           listening = true;
           continue; // a release between our look and LISTEN sent no notice we could hear: look again
         }
@@ -285,7 +271,7 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
           const timer = setTimeout(() => {
             done();
             resolve();
-          }, this.#client.pollMs);
+          }, this.#c.pollMs);
           notified = () => {
             done();
             resolve();
@@ -295,72 +281,54 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
         });
       }
     } finally {
-      client.off('notification', onNotification);
+      conn.client.off('notification', onNotification);
     }
   }
 
-  #hold(client: pg.PoolClient, req: PermitRequest, keys: Keys, token: bigint, slots: string[]): OwnedLock {
-    const holding = this.#client.holding;
+  #hold(conn: Checkout, req: PermitRequest, keys: Keys, token: bigint, slots: string[]): OwnedLock {
+    const { holding, healthIntervalMs, healthTimeoutMs } = this.#c;
     let healthTimer: NodeJS.Timeout | undefined;
-    let returned = false;
-    const giveBack = (destroy: boolean) => {
-      if (returned) return;
-      returned = true;
-      holding.delete(client);
-      client.release(destroy);
-    };
     const lock = new OwnedLock({
       key: req.name,
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
-        if (returned) return; // the connection is gone, and the slots with it
+        if (conn.done) return; // the connection is gone, and the slots with it
         try {
-          await withDeadline(
-            () =>
-              client.query(
-                // One statement: row gone, slots free, then the head of the queue told (at commit).
-                `WITH d AS (DELETE FROM ${this.#client.grants.table} WHERE name = $1 AND token = $2),
-                      u AS (SELECT pg_advisory_unlock(k) FROM unnest($3::bigint[]) k)
-                 SELECT pg_notify($4, '') FROM (SELECT count(*) FROM u) x`,
-                [req.name, token.toString(), slots, keys.channel],
-              ),
+          await conn.query(
+            // One statement: row gone, slots free, then the head of the queue told (at commit).
+            `WITH d AS (DELETE FROM ${this.#c.grants.table} WHERE name = $1 AND token = $2),
+                  u AS (SELECT pg_advisory_unlock(k) FROM unnest($3::bigint[]) k)
+             SELECT pg_notify($4, '') FROM (SELECT count(*) FROM u) x`,
+            [req.name, token.toString(), slots, keys.channel],
             this.#ctx.callTimeoutMs,
-            new AbortController().signal,
-            'postgres: release',
+            'semaphore release',
           );
-          giveBack(false);
+          conn.giveBack();
         } catch {
-          giveBack(true); // closing the connection frees the slots too
+          conn.discard(); // unconfirmed: closing the connection frees the slots on the server
         }
       },
     });
     const lost = () => {
       if (!lock.held) return;
       lock.lose('connection-lost');
-      giveBack(true);
+      conn.discard();
     };
-    client.on('error', lost);
-    client.on('end', lost);
-    holding.add(client);
+    conn.onLost(lost);
+    holding.add(conn);
     const check = async () => {
       try {
-        await withDeadline(
-          () => client.query('SELECT 1'),
-          this.#ctx.callTimeoutMs,
-          new AbortController().signal,
-          'health',
-        );
-        if (lock.held) healthTimer = setTimeout(check, this.#client.healthIntervalMs);
+        await conn.query('SELECT 1', [], healthTimeoutMs, 'health check');
+        if (lock.held) healthTimer = setTimeout(check, healthIntervalMs);
       } catch {
         lost();
       }
     };
-    healthTimer = setTimeout(check, this.#client.healthIntervalMs);
+    healthTimer = setTimeout(check, healthIntervalMs);
     lock.onEnd(() => {
       clearTimeout(healthTimer);
-      client.off('error', lost);
-      client.off('end', lost);
+      holding.delete(conn);
     });
     return lock;
   }

@@ -92,22 +92,32 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       children(this.#leases),
       this.#storedLimit(session, signal),
     ]);
-    // Lease nodes beyond the limit (in creation order) are the waiting head's, not holders'.
-    const ordered = queueOrder(leases, 'lease-');
-    const held = limit === undefined ? ordered : ordered.slice(0, limit);
-    const grants = new Map<string, SemaphoreHolder>();
-    for (const node of held) {
+    const nodes: Array<{ id: string; data: Buffer; czxid: bigint; permits: number }> = [];
+    for (const node of queueOrder(leases, 'lease-')) {
       const got = await client.getData(`${this.#leases}/${node.name}`, { signal }).catch(() => undefined);
       if (!got) continue; // released meanwhile
       const data = parse(got.data);
-      const id = data.grant ?? node.name; // Curator's nodes: one permit each
-      if (grants.has(id)) continue; // in creation order: the grant's first node came first
-      const stored = decodeHolder(got.data);
-      grants.set(id, {
+      // Curator's nodes carry no grant id: one permit each.
+      nodes.push({
+        id: data.grant ?? node.name,
+        data: got.data,
+        czxid: got.stat.czxid,
+        permits: data.permits ?? 1,
+      });
+    }
+    // More leases than the limit: the newest grant's nodes are the mutex holder's, still waiting
+    // (only the mutex holder creates lease nodes), not a holder's.
+    const newest = nodes.at(-1);
+    const waiting = limit !== undefined && nodes.length > limit && newest ? newest.id : undefined;
+    const grants = new Map<string, SemaphoreHolder>();
+    for (const node of nodes) {
+      if (node.id === waiting || grants.has(node.id)) continue; // in creation order: first node first
+      const stored = decodeHolder(node.data);
+      grants.set(node.id, {
         owner: stored.owner,
         since: stored.since,
-        fencingToken: got.stat.czxid,
-        permits: data.permits ?? 1,
+        fencingToken: node.czxid,
+        permits: node.permits,
       });
     }
     return {

@@ -165,7 +165,8 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     const nodes: ZkQueued[] = [];
     let granted = false;
     try {
-      for (let i = 0; i < req.permits; i++) nodes.push(await protectedCreate(call));
+      if (req.permits === 1) nodes.push(await protectedCreate(call));
+      else nodes.push(...(await this.#createAtOnce(session, call, req.permits, req.limit)));
       for (;;) {
         cancel.throwIfAborted();
         const changed = this.#nextChange(session, cancel);
@@ -197,25 +198,63 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
+  /**
+   * Several lease nodes in one multi: all exist or none, so nobody (inspect, a Curator client) ever
+   * sees part of a grant that may not fit. One uuid marks them all: after a lost answer, the ones
+   * the multi made (all or none) are found by it and removed, and the request is retried.
+   */
+  async #createAtOnce(
+    session: ZkSession,
+    call: ZkQueueCall,
+    permits: number,
+    limit: number,
+  ): Promise<ZkQueued[]> {
+    const base = `_c_${crypto.randomUUID()}-lease-`;
+    const ops = Array.from({ length: permits }, () => ({
+      op: 'create' as const,
+      path: `${this.#leases}/${base}`,
+      data: call.data,
+      acl: call.acl,
+      mode: CreateMode.EPHEMERAL_SEQUENTIAL,
+    }));
+    try {
+      const results = await session.client.multi(ops).catch(async (error: unknown) => {
+        if (zkCode(error) !== 'NO_NODE') throw error;
+        // The leases folder went (a releaser removed it as empty just now): make it again, once.
+        await this.#makeFolder(session, limit);
+        return session.client.multi(ops);
+      });
+      return results.flatMap((r) =>
+        r.op === 'create' ? [{ path: r.path, name: r.path.slice(this.#leases.length + 1) }] : [],
+      );
+    } catch (error) {
+      void (async () => {
+        const children = await session.client.getChildren(this.#leases).catch(() => [] as string[]);
+        for (const name of children.filter((c) => c.startsWith(base))) {
+          await removeOwned(session, `${this.#leases}/${name}`).catch(() => undefined);
+        }
+      })();
+      throw unavailable('creating the lease nodes failed', error);
+    }
+  }
+
   /** The limit fencekit stored on the leases folder (creating it with ours if absent). */
   async #checkLimit(session: ZkSession, req: PermitRequest, cancel: AbortSignal): Promise<void> {
-    await session.client
-      .create(
-        this.#leases,
-        Buffer.from(JSON.stringify({ fencekitLimit: req.limit })),
-        this.#c.acl,
-        CreateMode.PERSISTENT,
-        {
-          signal: cancel,
-        },
-      )
-      .catch((error: unknown) => {
-        if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
-      });
+    await this.#makeFolder(session, req.limit, cancel);
     const stored = await this.#storedLimit(session, cancel);
     if (stored !== undefined && stored !== req.limit) {
       throw new SemaphoreLimitMismatchError(req.name, req.limit, stored);
     }
+  }
+
+  /** The leases folder, with our limit as its data (an existing one is left as it is). */
+  async #makeFolder(session: ZkSession, limit: number, signal?: AbortSignal): Promise<void> {
+    const data = Buffer.from(JSON.stringify({ fencekitLimit: limit }));
+    await session.client
+      .create(this.#leases, data, this.#c.acl, CreateMode.PERSISTENT, signal ? { signal } : {})
+      .catch((error: unknown) => {
+        if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
+      });
   }
 
   async #storedLimit(session: ZkSession, signal: AbortSignal): Promise<number | undefined> {

@@ -141,8 +141,14 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       return this.#hold(req, session, grant);
     } finally {
       // Not granted (busy, cancelled, failed): the session deletes our queue key, retrying until
-      // etcd confirms; the caller is not held up by it (a cut-off client would wait a whole TTL).
-      if (inQueue) void session.remove(queued.key, queued.revision);
+      // etcd confirms. The caller waits for that at most callTimeoutMs (a cut-off client would
+      // otherwise wait a whole TTL), so that a refused try leaves no waiter behind when it answers.
+      if (inQueue) {
+        const removing = session.remove(queued.key, queued.revision);
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([removing, new Promise((r) => (timer = setTimeout(r, this.#c.callTimeoutMs)))]);
+        clearTimeout(timer);
+      }
     }
   }
 

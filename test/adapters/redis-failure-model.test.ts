@@ -36,8 +36,14 @@ describe.skipIf(!process.env.FENCEKIT_FAILURE_MODEL)('Redis failure model', () =
 
   const faults: Array<{ name: string; inject(proxy: FaultProxy, admin: Redis): Promise<void> }> = [
     { name: 'holder’s link partitioned (bytes held)', inject: async (p) => p.setMode({ kind: 'partition' }) },
-    { name: 'holder’s link blackholed (bytes dropped)', inject: async (p) => p.setMode({ kind: 'blackhole' }) },
-    { name: 'holder’s replies 5 s late', inject: async (p) => p.setMode({ kind: 'delay', direction: 'toClient', ms: 5_000 }) },
+    {
+      name: 'holder’s link blackholed (bytes dropped)',
+      inject: async (p) => p.setMode({ kind: 'blackhole' }),
+    },
+    {
+      name: 'holder’s replies 5 s late',
+      inject: async (p) => p.setMode({ kind: 'delay', direction: 'toClient', ms: 5_000 }),
+    },
   ];
 
   for (const fault of faults) {

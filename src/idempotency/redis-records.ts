@@ -52,6 +52,7 @@ export class RedisRecords implements RecordBackend {
   readonly name = 'redis';
   private readonly prefix: string;
   private connecting: Promise<void> | undefined;
+  private reconnected: Promise<void> | undefined;
 
   constructor(
     private readonly client: Redis,
@@ -70,10 +71,31 @@ export class RedisRecords implements RecordBackend {
   }
 
   private async script(name: string, ...args: (string | number)[]): Promise<unknown> {
-    // lazyConnect: the first call connects; later ones fail fast while the connection is down.
-    if (this.client.status === 'wait') this.connecting ??= this.client.connect();
-    if (this.connecting) await this.connecting.finally(() => (this.connecting = undefined));
+    await this.ready();
     return ((this.client as unknown as Record<string, Script>)[name] as Script).call(this.client, ...args);
+  }
+
+  /**
+   * lazyConnect: the first call connects (and fails fast if refused). After a drop, calls wait for
+   * the reconnection instead of failing at once; the store's call deadline bounds the wait.
+   */
+  private async ready(): Promise<void> {
+    const status = this.client.status;
+    if (status === 'ready') return;
+    if (status === 'wait') {
+      this.connecting ??= this.client.connect().finally(() => {
+        this.connecting = undefined;
+      });
+    }
+    if (this.connecting) return this.connecting;
+    if (status === 'end' || status === 'close') throw new Error('the Redis connection is closed');
+    this.reconnected ??= new Promise<void>((resolve) => {
+      this.client.once('ready', () => {
+        this.reconnected = undefined;
+        resolve();
+      });
+    });
+    return this.reconnected;
   }
 
   private record(key: string): string {

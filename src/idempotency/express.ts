@@ -28,7 +28,7 @@ export function idempotencyMiddleware(store: IdempotencyStore, options: HttpIdem
       (start) => {
         if (start.kind === 'pass') return next();
         if (start.kind === 'answer') return send(res, start.answer);
-        capture(res, options, start.finish, start.fail);
+        capture(res, options, start.finish);
         next();
       },
       (error) => next(error),
@@ -48,7 +48,6 @@ function capture(
   res: ServerResponse,
   options: HttpIdempotencyOptions,
   finish: (r: { status: number; headers: Record<string, string>; body: string }) => Promise<Answer | null>,
-  fail: () => void,
 ): void {
   const original = { write: res.write, end: res.end, writeHead: res.writeHead };
   const chunks: Buffer[] = [];
@@ -57,7 +56,8 @@ function capture(
       ? chunk
       : Buffer.from(chunk as string, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
   const restore = () => Object.assign(res, original);
-  res.on('close', () => fail());
+  // A client that disconnects has not stopped the handler: its response is still stored when it
+  // ends (the retry is replayed). Only a handler that cannot end in a stored response frees the key.
   res.writeHead = ((status: number, ...rest: unknown[]) => {
     res.statusCode = status;
     const headers = rest.find((r) => typeof r === 'object' && r !== null) as

@@ -78,8 +78,9 @@ async function plugin(app: FastifyLike, options: IdempotencyPluginOptions): Prom
     runs.get(request)?.fail();
     runs.delete(request);
   }) as never;
+  // After onSend, a run still listed never handed a storable response over. A client abort is not
+  // such an end: the handler goes on and its response is stored for the retry.
   app.addHook('onResponse', abandon);
-  app.addHook('onRequestAbort', abandon);
 }
 
 function apply(reply: FastifyReplyLike, answer: Answer): FastifyReplyLike {

@@ -97,9 +97,10 @@ async function fastifyApp(store: IdempotencyStore): Promise<App> {
   };
 }
 
-const post = (base: string, path: string, body: unknown, key?: string) =>
+const post = (base: string, path: string, body: unknown, key?: string, signal?: AbortSignal) =>
   fetch(`${base}${path}`, {
     method: 'POST',
+    signal,
     headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { 'idempotency-key': key }) },
     body: JSON.stringify(body),
   });
@@ -173,6 +174,27 @@ describe.each([
     const replay = await post(app.base, '/payments', { amount: 7 }, key);
     expect(replay.headers.get('idempotency-replayed')).toBe('true');
     expect(await replay.json()).toEqual(await done.json());
+  });
+
+  it('a client that gives up mid-request does not free the key: its retry is answered, one charge', async () => {
+    const key = crypto.randomUUID();
+    const before = app.charges();
+    const release = app.hold();
+    const gaveUp = await post(app.base, '/payments', { amount: 9 }, key, AbortSignal.timeout(100)).catch(
+      (e: unknown) => e,
+    );
+    expect((gaveUp as Error).name).toBe('TimeoutError');
+    await new Promise((r) => setTimeout(r, 100)); // the server has seen the disconnect
+    setTimeout(release, 100);
+    // A client's retry loop: 409 means "still in flight", so ask again a little later (at most 30 times).
+    let retry = await post(app.base, '/payments', { amount: 9 }, key);
+    for (let i = 0; i < 30 && retry.status === 409; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      retry = await post(app.base, '/payments', { amount: 9 }, key);
+    }
+    expect(retry.status).toBe(201);
+    expect(app.charges() - before).toBe(1);
+    expect(retry.headers.get('idempotency-replayed')).toBe('true');
   });
 
   it('a 5xx answer is sent but not stored: the retry runs the handler again', async () => {

@@ -93,6 +93,30 @@ describe('built package', () => {
     expect(stdout).toMatch(/charged order 42: \{ amountCents: 4200 \} token 1n/);
   });
 
+  it('the idempotency entry point works in ESM and CJS, and the payment-api example charges once', async () => {
+    const check = `const k = 'k'; let runs = 0; const s = await m.createIdempotencyStore('memory://');
+      const a = await s.run(k, 1, () => ++runs); const b = await s.run(k, 1, () => ++runs);
+      const e = await s.run(k, 2, () => ++runs).catch((e) => e);
+      console.log(JSON.stringify({ a, b, runs, code: e.code, mismatch: e instanceof m.IdempotencyMismatchError }));`;
+    const expected = { a: 1, b: 1, runs: 1, code: 'IDEMPOTENCY_MISMATCH', mismatch: true };
+    for (const [file, program] of [
+      ['.idem.mjs', `import * as m from 'fencekit/idempotency'; ${check}`],
+      ['.idem.cjs', `const m = require('fencekit/idempotency'); (async () => { ${check} })();`],
+    ] as const) {
+      const path = join(root, 'dist', file);
+      writeFileSync(path, program);
+      try {
+        const { stdout } = await run(process.execPath, [path]);
+        expect(JSON.parse(stdout), file).toEqual(expected);
+      } finally {
+        rmSync(path);
+      }
+    }
+    const { stdout } = await run(process.execPath, [join(root, 'examples/payment-api.mjs')]);
+    expect(stdout).toMatch(/attempt 1: timed out/);
+    expect(stdout).toMatch(/card charged 1 time\(s\)/);
+  });
+
   it('the controller and daily-report examples run on the memory provider', async () => {
     const controller = await run(process.execPath, [join(root, 'examples/controller-as-leader.mjs')], {
       env: { ...process.env, RUN_FOR_MS: '800' },

@@ -3,6 +3,17 @@ import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from '
 
 const SWEEP_EVERY_MS = 60_000;
 
+interface BeginRow {
+  started: boolean;
+  token: string;
+  payload_hash: string;
+  state: string;
+  outcome: string | null;
+  body: string | null;
+  left_ms: number;
+  expired: boolean;
+}
+
 /**
  * Records in one table, created on first use on the store's own connections (never inside a
  * caller's transaction). Times are the server's `now()`; tokens come from one sequence, so they are
@@ -50,26 +61,23 @@ export class PostgresRecords implements RecordBackend {
     await this.setup();
     this.sweepNowAndThen();
     // An INSERT that lost a race to a concurrent insert of the same key sees neither its own row nor
-    // the other's in this statement's snapshot: then the statement is simply asked again.
-    for (let attempt = 0; ; attempt++) {
-      const { rows } = await this.pool.query(this.sql.begin, [key, hash, leaseMs, retentionMs]);
-      const row = rows[0] as
-        | {
-            started: boolean;
-            token: string;
-            payload_hash: string;
-            state: string;
-            outcome: string | null;
-            body: string | null;
-            left_ms: number;
-          }
-        | undefined;
-      if (!row) {
-        if (attempt < 5) continue;
-        throw new Error('the record could neither be inserted nor read');
-      }
+    // the other's in this statement's snapshot, and a takeover can lose to another: then ask again.
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const { rows } = await this.pool.query(this.named('begin', [key, hash, leaseMs, retentionMs]));
+      const row = rows[0] as BeginRow | undefined;
+      if (!row) continue;
       if (row.started) return { state: 'started', token: BigInt(row.token) };
-      if (row.payload_hash !== hash) return { state: 'mismatch' };
+      const leaseOver = row.state === 'running' && Number(row.left_ms) <= 0;
+      if (!row.expired && row.payload_hash !== hash) return { state: 'mismatch' };
+      if (row.expired || leaseOver) {
+        // Compare-and-set on the token we saw: of several repeats, one takes the record over.
+        const took = await this.pool.query(
+          this.named('takeover', [key, row.token, hash, leaseMs, retentionMs]),
+        );
+        const token = (took.rows[0] as { token: string } | undefined)?.token;
+        if (token !== undefined) return { state: 'started', token: BigInt(token) };
+        continue;
+      }
       if (row.state === 'done')
         return {
           state: 'completed',
@@ -77,10 +85,11 @@ export class PostgresRecords implements RecordBackend {
         };
       return { state: 'in-flight', retryAfterMs: Math.max(1, Math.ceil(Number(row.left_ms))) };
     }
+    throw new Error('the record kept changing under ten attempts to begin');
   }
 
   async renew(key: string, token: bigint, leaseMs: number): Promise<boolean> {
-    const { rowCount } = await this.pool.query(this.sql.renew, [key, String(token), leaseMs]);
+    const { rowCount } = await this.pool.query(this.named('renew', [key, String(token), leaseMs]));
     return rowCount === 1;
   }
 
@@ -91,20 +100,22 @@ export class PostgresRecords implements RecordBackend {
     retentionMs: number,
   ): Promise<CompleteResult> {
     const kind = outcome.kind === 'final-error' ? 'e' : 'v';
-    const { rows } = await this.pool.query(this.sql.complete, [
-      key,
-      String(token),
-      kind,
-      outcome.body,
-      retentionMs,
-    ]);
+    const { rows } = await this.pool.query(
+      this.named('complete', [key, String(token), kind, outcome.body, retentionMs]),
+    );
     const row = rows[0] as { stored: boolean; current: string | null } | undefined;
     if (row?.stored) return { stored: true };
     return { stored: false, current: row?.current ? BigInt(row.current) : null };
   }
 
   async abandon(key: string, token: bigint): Promise<void> {
-    await this.pool.query(this.sql.abandon, [key, String(token)]);
+    await this.pool.query(this.named('abandon', [key, String(token)]));
+  }
+
+  // Named: each connection plans a statement once. Unnamed, planning the begin statement took
+  // ~0.7 ms of its ~0.8 ms here.
+  private named(statement: 'begin' | 'takeover' | 'renew' | 'complete' | 'abandon', values: unknown[]) {
+    return { name: `${this.table}-${statement}`, text: this.sql[statement], values };
   }
 
   /** Expired rows are deleted in small batches about once a minute, by whichever store is busy. */
@@ -135,23 +146,26 @@ function statements(t: string) {
         expires_at timestamptz NOT NULL);
       CREATE INDEX IF NOT EXISTS ${t}_expires ON ${t} (expires_at);
       CREATE SEQUENCE IF NOT EXISTS ${t}_tokens;`,
+    // No row lock and no write when the key exists: a replay only reads.
     begin: `WITH started AS (
-        INSERT INTO ${t} AS r (key, payload_hash, state, token, lease_until, created_at, expires_at)
+        INSERT INTO ${t} (key, payload_hash, state, token, lease_until, created_at, expires_at)
         VALUES ($1, $2, 'running', nextval('${t}_tokens'), now() + $3 * interval '1 ms', now(),
                 now() + $4 * interval '1 ms')
-        ON CONFLICT (key) DO UPDATE SET
-          payload_hash = EXCLUDED.payload_hash, state = 'running', token = EXCLUDED.token,
-          lease_until = EXCLUDED.lease_until, outcome = NULL, body = NULL, completed_at = NULL,
-          created_at = CASE WHEN r.expires_at <= now() THEN now() ELSE r.created_at END,
-          expires_at = EXCLUDED.expires_at
-        WHERE r.expires_at <= now()
-           OR (r.state = 'running' AND r.lease_until <= now() AND r.payload_hash = EXCLUDED.payload_hash)
-        RETURNING true AS started, token::text, payload_hash, state, outcome, body, 0::float8 AS left_ms)
+        ON CONFLICT (key) DO NOTHING
+        RETURNING true AS started, token::text, payload_hash, state, outcome, body, 0::float8 AS left_ms,
+                  false AS expired)
       SELECT * FROM started
       UNION ALL
       SELECT false, token::text, payload_hash, state, outcome, body,
-             extract(epoch FROM lease_until - now()) * 1000
+             extract(epoch FROM lease_until - now()) * 1000, expires_at <= now()
       FROM ${t} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM started)`,
+    takeover: `UPDATE ${t} SET payload_hash = $3, state = 'running', token = nextval('${t}_tokens'),
+        lease_until = now() + $4 * interval '1 ms', outcome = NULL, body = NULL, completed_at = NULL,
+        created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
+        expires_at = now() + $5 * interval '1 ms'
+      WHERE key = $1 AND token = $2
+        AND (expires_at <= now() OR (state = 'running' AND lease_until <= now() AND payload_hash = $3))
+      RETURNING token::text`,
     renew: `UPDATE ${t} SET lease_until = now() + $3 * interval '1 ms',
         expires_at = greatest(expires_at, now() + $3 * interval '1 ms')
       WHERE key = $1 AND token = $2 AND state = 'running'`,
@@ -160,7 +174,7 @@ function statements(t: string) {
           expires_at = now() + $5 * interval '1 ms'
         WHERE key = $1 AND token = $2 AND state = 'running' RETURNING 1)
       SELECT EXISTS (SELECT 1 FROM done) AS stored, (SELECT token::text FROM ${t} WHERE key = $1) AS current`,
-    abandon: `UPDATE ${t} SET lease_until = '-infinity' WHERE key = $1 AND token = $2 AND state = 'running'`,
+    abandon: `UPDATE ${t} SET lease_until = now() WHERE key = $1 AND token = $2 AND state = 'running'`,
     sweep: `DELETE FROM ${t} WHERE ctid IN (SELECT ctid FROM ${t} WHERE expires_at < now() LIMIT 1000)`,
   };
 }

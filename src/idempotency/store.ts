@@ -93,7 +93,7 @@ export class IdempotencyStore {
     const linked = linkSignals([opts.signal, this.closing.signal]);
     try {
       const waitUntil = performance.now() + opts.waitMs;
-      const delays = jitteredDelays({ initialMs: 10, maxMs: 250 });
+      let delays: Generator<number, never> | undefined; // made only when a run must be waited for
       for (;;) {
         const beganAt = performance.now();
         const begun = await this.call('begin', linked.signal, () =>
@@ -112,6 +112,7 @@ export class IdempotencyStore {
           case 'in-flight': {
             const left = waitUntil - performance.now();
             if (left <= 0) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
+            delays ??= jitteredDelays({ initialMs: 10, maxMs: 250 });
             const pause = Math.min(delays.next().value, left, begun.retryAfterMs);
             await sleepUnlessWoken(pause, linked.signal).done.catch((reason) => {
               throw new AbortError('waiting for an in-flight idempotent request', reason);
@@ -171,7 +172,7 @@ export class IdempotencyStore {
     retentionMs: number,
     lease: LeaseKeeper,
   ): Promise<void> {
-    const delays = jitteredDelays({ initialMs: 20, maxMs: 500 });
+    let delays: Generator<number, never> | undefined;
     for (;;) {
       try {
         const done = await this.call('complete', undefined, () =>
@@ -182,7 +183,9 @@ export class IdempotencyStore {
       } catch (error) {
         const left = lease.trustedUntil - performance.now();
         if (!(error instanceof BackendUnavailableError) || left <= 0) throw error;
-        await new Promise((r) => setTimeout(r, Math.min(delays.next().value, left)));
+        delays ??= jitteredDelays({ initialMs: 20, maxMs: 500 });
+        const pause = Math.min(delays.next().value, left);
+        await new Promise((r) => setTimeout(r, pause));
       }
     }
   }

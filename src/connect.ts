@@ -39,6 +39,7 @@ const SCHEMES: Record<string, BackendName> = {
   zk: 'zookeeper',
   zookeeper: 'zookeeper',
   redis: 'redis',
+  'redis+cluster': 'redis',
   redlock: 'redlock',
   postgres: 'postgres',
   postgresql: 'postgres',
@@ -110,10 +111,13 @@ export function parseConnectionUrl(url: string): ConnectionSpec {
       `redlock:// needs at least 3 independent hosts, got ${spec.hosts.length}`,
     );
   }
-  if (backend === 'redis' && spec.hosts.length !== 1) {
+  if (scheme === 'redis+cluster' && path !== '') {
+    throw new InvalidArgumentError('url', 'redis+cluster:// takes no database number (a Cluster has only 0)');
+  }
+  if (scheme === 'redis' && spec.hosts.length !== 1) {
     throw new InvalidArgumentError(
       'url',
-      'redis:// takes one host; use redlock:// for several independent instances',
+      'redis:// takes one host; use redlock:// for several independent instances, redis+cluster:// for a Redis Cluster',
     );
   }
   if (backend === 'redis' && path !== '' && !/^\d+$/.test(path)) {

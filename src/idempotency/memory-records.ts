@@ -76,8 +76,8 @@ export class MemoryRecords implements RecordBackend {
   ): Promise<CompleteResult> {
     const now = performance.now();
     const record = this.space.live(key, now);
-    if (record?.token !== token || record.state !== 'running')
-      return { stored: false, current: record?.token ?? null };
+    if (record?.token !== token) return { stored: false, current: record?.token ?? null };
+    if (record.state === 'done') return { stored: true }; // our own earlier attempt
     Object.assign(record, { state: 'done', outcome, completedAt: Date.now(), expiresAt: now + retentionMs });
     return { stored: true };
   }

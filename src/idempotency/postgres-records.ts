@@ -173,7 +173,10 @@ function statements(t: string) {
         UPDATE ${t} SET state = 'done', outcome = $3, body = $4, completed_at = now(),
           expires_at = now() + $5 * interval '1 ms'
         WHERE key = $1 AND token = $2 AND state = 'running' RETURNING 1)
-      SELECT EXISTS (SELECT 1 FROM done) AS stored, (SELECT token::text FROM ${t} WHERE key = $1) AS current`,
+      -- A done record with our token is our own earlier attempt, whose reply was lost.
+      SELECT EXISTS (SELECT 1 FROM done)
+             OR EXISTS (SELECT 1 FROM ${t} WHERE key = $1 AND token = $2 AND state = 'done') AS stored,
+             (SELECT token::text FROM ${t} WHERE key = $1) AS current`,
     abandon: `UPDATE ${t} SET lease_until = now() WHERE key = $1 AND token = $2 AND state = 'running'`,
     sweep: `DELETE FROM ${t} WHERE ctid IN (SELECT ctid FROM ${t} WHERE expires_at < now() LIMIT 1000)`,
   };

@@ -27,7 +27,10 @@ export interface RecordBackend {
   begin(key: string, hash: string, leaseMs: number, retentionMs: number): Promise<BeginResult>;
   /** Extends the lease while `token` still owns a running record. */
   renew(key: string, token: bigint, leaseMs: number): Promise<boolean>;
-  /** Stores the outcome only while `token` still owns a running record (the fenced completion). */
+  /**
+   * Stores the outcome only while `token` still owns a running record (the fenced completion). A
+   * record already done under `token` counts as stored: it was this run's own attempt, retried.
+   */
   complete(key: string, token: bigint, outcome: StoredOutcome, retentionMs: number): Promise<CompleteResult>;
   /** Ends the lease now (fn failed with a retryable error) so a repeat may run at once. */
   abandon(key: string, token: bigint): Promise<void>;

@@ -69,6 +69,35 @@ describe.each(['redis', 'postgres'] as const)('idempotency store on %s, unreacha
     }
   }, 20_000);
 
+  it('partitioned while fn runs, healed within the lease: the completion is retried and stored once', async () => {
+    const target = new URL(servers.urls[backend]);
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });
+    const viaProxy = servers.urls[backend].replace(`:${target.port}`, `:${proxy.port}`);
+    const store = await createIdempotencyStore(viaProxy, { callTimeoutMs: CALL_TIMEOUT_MS });
+    const k = `mid-run-${crypto.randomUUID()}`;
+    let runs = 0;
+    try {
+      const heal = () => proxy.setMode({ kind: 'pass' });
+      const value = await store.run(
+        k,
+        'p',
+        () => {
+          runs++;
+          proxy.setMode({ kind: 'partition' }); // the completion's first attempt is held
+          setTimeout(heal, CALL_TIMEOUT_MS + 300); // …and delivered late, after the store gave up on it
+          return 'charged';
+        },
+        { leaseMs: 4_000 },
+      );
+      expect(value).toBe('charged');
+      expect(await store.execute(k, 'p', () => ++runs)).toEqual({ value: 'charged', replayed: true });
+      expect(runs).toBe(1);
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  }, 20_000);
+
   it('a lost reply to the begin: the repeat is told "in flight", then takes the run over once the lease ends', async () => {
     const target = new URL(servers.urls[backend]);
     const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });

@@ -97,8 +97,9 @@ export async function startIdempotentRequest(
     };
   }
   let payload: unknown;
+  let key: string;
   try {
-    validateIdempotencyKey(request.key);
+    key = validateIdempotencyKey(headerKey(request.key));
     const body = Buffer.isBuffer(request.body) ? { base64: request.body.toString('base64') } : request.body;
     payload = { method: request.method.toUpperCase(), url: request.url, body: body ?? null };
     store.hash(payload);
@@ -116,7 +117,7 @@ export async function startIdempotentRequest(
   });
   const execution = store
     .execute(
-      request.key,
+      key,
       payload,
       async () => {
         started();
@@ -157,6 +158,15 @@ export async function startIdempotentRequest(
       hand(NOT_STORED);
     },
   };
+}
+
+/**
+ * The draft makes the header a Structured Field string (`Idempotency-Key: "8e03…"`): the quotes and
+ * escapes are taken off, so a quoted and a bare key are the same key.
+ */
+function headerKey(value: string): string {
+  const quoted = /^"((?:[^"\\]|\\["\\])*)"$/.exec(value.trim());
+  return quoted ? (quoted[1] as string).replace(/\\(["\\])/g, '$1') : value;
 }
 
 /** Carries a 5xx response out of fn without storing it. */

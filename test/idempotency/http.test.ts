@@ -150,6 +150,16 @@ describe.each([
     expect(list.status).toBe(200);
   });
 
+  it('the key may come as a Structured Field string, as the draft writes it: "k" and k are one key', async () => {
+    const key = crypto.randomUUID();
+    const before = app.charges();
+    const quoted = await post(app.base, '/payments', { amount: 3 }, `"${key}"`);
+    const bare = await post(app.base, '/payments', { amount: 3 }, key);
+    expect(quoted.status).toBe(201);
+    expect(bare.headers.get('idempotency-replayed')).toBe('true');
+    expect(app.charges() - before).toBe(1);
+  });
+
   it('422 when the key is reused with another body', async () => {
     const key = crypto.randomUUID();
     expect((await post(app.base, '/payments', { amount: 1 }, key)).status).toBe(201);

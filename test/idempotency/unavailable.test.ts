@@ -69,6 +69,26 @@ describe.each(['redis', 'postgres'] as const)('idempotency store on %s, unreacha
     }
   }, 20_000);
 
+  it('close() returns within callTimeoutMs + 1 s while the store is partitioned, failing the run in progress', async () => {
+    const target = new URL(servers.urls[backend]);
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });
+    const viaProxy = servers.urls[backend].replace(`:${target.port}`, `:${proxy.port}`);
+    const store = await createIdempotencyStore(viaProxy, { callTimeoutMs: CALL_TIMEOUT_MS });
+    try {
+      await store.run(`warm-${crypto.randomUUID()}`, 'p', () => 'warm');
+      proxy.setMode({ kind: 'partition' });
+      const pending = store.run(`k-${crypto.randomUUID()}`, 'p', () => 'never').catch((e: unknown) => e);
+      await new Promise((r) => setTimeout(r, 50));
+      const started = performance.now();
+      await store.close();
+      expect(performance.now() - started).toBeLessThan(CALL_TIMEOUT_MS + 1_000);
+      expect(await pending).toMatchObject({ code: 'ABORTED' });
+    } finally {
+      proxy.setMode({ kind: 'pass' });
+      await proxy.close();
+    }
+  }, 20_000);
+
   it('partitioned while fn runs, healed within the lease: the completion is retried and stored once', async () => {
     const target = new URL(servers.urls[backend]);
     const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });

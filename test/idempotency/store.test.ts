@@ -170,6 +170,25 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
     }
   });
 
+  it('results go through a pluggable codec (here one that keeps bigints)', async () => {
+    const codec = {
+      encode: (v: unknown) => JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? `${x}n` : x)),
+      decode: (t: string) =>
+        JSON.parse(t, (_k, x) => (typeof x === 'string' && /^\d+n$/.test(x) ? BigInt(x.slice(0, -1)) : x)),
+    };
+    const custom = await createIdempotencyStore(servers.urls[backend], { codec });
+    try {
+      const k = key('codec');
+      expect(await custom.run(k, 'p', () => ({ cents: 12n }))).toEqual({ cents: 12n });
+      expect(await custom.execute(k, 'p', () => ({ cents: 99n }))).toEqual({
+        value: { cents: 12n },
+        replayed: true,
+      });
+    } finally {
+      await custom.close();
+    }
+  });
+
   it('bad input is refused with typed errors before anything is stored', async () => {
     const ok = async () => 'never';
     const cases: [string, Promise<unknown>, string][] = [

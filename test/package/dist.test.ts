@@ -72,12 +72,24 @@ describe('built package', () => {
        for (const url of ['etcd://127.0.0.1:1', 'zk://127.0.0.1:1', 'redis://127.0.0.1:1', 'postgres://u@127.0.0.1:1/db']) {
          const e = await connect(url).catch((e) => e);
          console.log(e.code + ' ' + e.message);
+       }
+       const { createIdempotencyStore } = await import('fencekit/idempotency');
+       for (const url of ['redis://127.0.0.1:1', 'postgres://u@127.0.0.1:1/db']) {
+         const e = await createIdempotencyStore(url).catch((e) => e);
+         console.log(e.code + ' ' + e.message);
        }`,
     );
     const { stdout } = await run(process.execPath, [program], { cwd: app });
     const lines = stdout.trim().split('\n');
-    expect(lines).toHaveLength(4);
-    for (const [index, name] of ['etcd3', 'node-zookeeper-client', 'ioredis', 'pg'].entries()) {
+    expect(lines).toHaveLength(6);
+    for (const [index, name] of [
+      'etcd3',
+      'node-zookeeper-client',
+      'ioredis',
+      'pg',
+      'ioredis',
+      'pg',
+    ].entries()) {
       expect(lines[index]).toMatch(new RegExp(`^BACKEND_UNAVAILABLE .*npm install ${name}$`));
     }
   });

@@ -90,7 +90,10 @@ export class IdempotencyStore {
     const hash = this.hash(payload);
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     if (this.closing.signal.aborted) throw new ProviderClosedError(`idempotency (${this.records.name})`);
-    const linked = linkSignals([opts.signal, this.closing.signal]);
+    // Without a caller's signal the store's own is enough (no derived signal to make and undo).
+    const linked = opts.signal
+      ? linkSignals([opts.signal, this.closing.signal])
+      : { signal: this.closing.signal, dispose: () => undefined };
     try {
       const waitUntil = performance.now() + opts.waitMs;
       let delays: Generator<number, never> | undefined; // made only when a run must be waited for

@@ -2,6 +2,7 @@ import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from '
 
 interface MemoryRecord {
   hash: string;
+  attempt: string;
   state: 'running' | 'done';
   token: bigint;
   leaseUntil: number;
@@ -38,18 +39,29 @@ export class MemoryRecords implements RecordBackend {
     this.space = space;
   }
 
-  async begin(key: string, hash: string, leaseMs: number, retentionMs: number): Promise<BeginResult> {
+  async begin(
+    key: string,
+    hash: string,
+    leaseMs: number,
+    retentionMs: number,
+    attempt: string,
+  ): Promise<BeginResult> {
     const now = performance.now();
     const record = this.space.live(key, now);
     if (record) {
       if (record.hash !== hash) return { state: 'mismatch' };
       if (record.state === 'done' && record.outcome) return { state: 'completed', outcome: record.outcome };
+      if (record.attempt === attempt) {
+        record.leaseUntil = now + leaseMs;
+        return { state: 'started', token: record.token };
+      }
       if (record.leaseUntil > now)
         return { state: 'in-flight', retryAfterMs: Math.ceil(record.leaseUntil - now) };
     }
     const token = ++this.space.lastToken;
     this.space.records.set(key, {
       hash,
+      attempt,
       state: 'running',
       token,
       leaseUntil: now + leaseMs,

@@ -12,6 +12,7 @@ interface BeginRow {
   body: string | null;
   left_ms: number;
   expired: boolean;
+  attempt: string;
 }
 
 /**
@@ -57,22 +58,34 @@ export class PostgresRecords implements RecordBackend {
     return this.ready;
   }
 
-  async begin(key: string, hash: string, leaseMs: number, retentionMs: number): Promise<BeginResult> {
+  async begin(
+    key: string,
+    hash: string,
+    leaseMs: number,
+    retentionMs: number,
+    attempt: string,
+  ): Promise<BeginResult> {
     await this.setup();
     this.sweepNowAndThen();
     // An INSERT that lost a race to a concurrent insert of the same key sees neither its own row nor
     // the other's in this statement's snapshot, and a takeover can lose to another: then ask again.
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const { rows } = await this.pool.query(this.named('begin', [key, hash, leaseMs, retentionMs]));
+    for (let i = 0; i < 10; i++) {
+      const { rows } = await this.pool.query(this.named('begin', [key, hash, leaseMs, retentionMs, attempt]));
       const row = rows[0] as BeginRow | undefined;
       if (!row) continue;
       if (row.started) return { state: 'started', token: BigInt(row.token) };
+      if (row.attempt === attempt && row.state === 'running') {
+        // Our own start, whose reply was lost: adopt it, restarting its lease from now.
+        if (await this.renew(key, BigInt(row.token), leaseMs))
+          return { state: 'started', token: BigInt(row.token) };
+        continue;
+      }
       const leaseOver = row.state === 'running' && Number(row.left_ms) <= 0;
       if (!row.expired && row.payload_hash !== hash) return { state: 'mismatch' };
       if (row.expired || leaseOver) {
         // Compare-and-set on the token we saw: of several repeats, one takes the record over.
         const took = await this.pool.query(
-          this.named('takeover', [key, row.token, hash, leaseMs, retentionMs]),
+          this.named('takeover', [key, row.token, hash, leaseMs, retentionMs, attempt]),
         );
         const token = (took.rows[0] as { token: string } | undefined)?.token;
         if (token !== undefined) return { state: 'started', token: BigInt(token) };
@@ -100,12 +113,19 @@ export class PostgresRecords implements RecordBackend {
     retentionMs: number,
   ): Promise<CompleteResult> {
     const kind = outcome.kind === 'final-error' ? 'e' : 'v';
-    const { rows } = await this.pool.query(
-      this.named('complete', [key, String(token), kind, outcome.body, retentionMs]),
-    );
-    const row = rows[0] as { stored: boolean; current: string | null } | undefined;
-    if (row?.stored) return { stored: true };
-    return { stored: false, current: row?.current ? BigInt(row.current) : null };
+    let current: bigint | null = null;
+    // Still our token but not stored: our own earlier attempt committed while this statement waited
+    // for its row lock, after this statement's snapshot. Asked again, a new snapshot sees it done.
+    for (let i = 0; i < 2; i++) {
+      const { rows } = await this.pool.query(
+        this.named('complete', [key, String(token), kind, outcome.body, retentionMs]),
+      );
+      const row = rows[0] as { stored: boolean; current: string | null } | undefined;
+      if (row?.stored) return { stored: true };
+      current = row?.current ? BigInt(row.current) : null;
+      if (current !== token) break;
+    }
+    return { stored: false, current };
   }
 
   async abandon(key: string, token: bigint): Promise<void> {
@@ -136,6 +156,7 @@ function statements(t: string) {
     create: `CREATE TABLE IF NOT EXISTS ${t} (
         key text PRIMARY KEY,
         payload_hash text NOT NULL,
+        attempt text NOT NULL,
         state text NOT NULL,
         token bigint NOT NULL,
         lease_until timestamptz NOT NULL,
@@ -148,18 +169,18 @@ function statements(t: string) {
       CREATE SEQUENCE IF NOT EXISTS ${t}_tokens;`,
     // No row lock and no write when the key exists: a replay only reads.
     begin: `WITH started AS (
-        INSERT INTO ${t} (key, payload_hash, state, token, lease_until, created_at, expires_at)
-        VALUES ($1, $2, 'running', nextval('${t}_tokens'), now() + $3 * interval '1 ms', now(),
+        INSERT INTO ${t} (key, payload_hash, attempt, state, token, lease_until, created_at, expires_at)
+        VALUES ($1, $2, $5, 'running', nextval('${t}_tokens'), now() + $3 * interval '1 ms', now(),
                 now() + $4 * interval '1 ms')
         ON CONFLICT (key) DO NOTHING
         RETURNING true AS started, token::text, payload_hash, state, outcome, body, 0::float8 AS left_ms,
-                  false AS expired)
+                  false AS expired, attempt)
       SELECT * FROM started
       UNION ALL
       SELECT false, token::text, payload_hash, state, outcome, body,
-             extract(epoch FROM lease_until - now()) * 1000, expires_at <= now()
+             extract(epoch FROM lease_until - now()) * 1000, expires_at <= now(), attempt
       FROM ${t} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM started)`,
-    takeover: `UPDATE ${t} SET payload_hash = $3, state = 'running', token = nextval('${t}_tokens'),
+    takeover: `UPDATE ${t} SET payload_hash = $3, attempt = $6, state = 'running', token = nextval('${t}_tokens'),
         lease_until = now() + $4 * interval '1 ms', outcome = NULL, body = NULL, completed_at = NULL,
         created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
         expires_at = now() + $5 * interval '1 ms'

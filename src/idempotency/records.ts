@@ -22,9 +22,16 @@ export interface RecordBackend {
   readonly name: 'memory' | 'redis' | 'postgres';
   /**
    * New or expired key → start (new token, lease); running with an expired lease and the same
-   * payload hash → take over (new token); otherwise report what is there.
+   * payload hash → take over (new token); running under the same `attempt` (this run's own start,
+   * whose reply was lost) → adopt it with its lease restarted; otherwise report what is there.
    */
-  begin(key: string, hash: string, leaseMs: number, retentionMs: number): Promise<BeginResult>;
+  begin(
+    key: string,
+    hash: string,
+    leaseMs: number,
+    retentionMs: number,
+    attempt: string,
+  ): Promise<BeginResult>;
   /** Extends the lease while `token` still owns a running record. */
   renew(key: string, token: bigint, leaseMs: number): Promise<boolean>;
   /**

@@ -3,22 +3,26 @@ import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from '
 
 // One hash per key, expiring by the server's clock (PEXPIRE); times inside are the server's TIME in
 // ms. Fields: h payload hash, s state (r running / d done), t token, l lease end, c created,
-// d completed, o outcome kind, b body.
+// d completed, o outcome kind, b body, a the attempt that started the run.
 const NOW = `local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)`;
 
 const BEGIN = `${NOW}
-local r = redis.call('HMGET', KEYS[1], 'h', 's', 't', 'l', 'o', 'b')
+local r = redis.call('HMGET', KEYS[1], 'h', 's', 't', 'l', 'o', 'b', 'a')
 if r[1] then
   if r[1] ~= ARGV[1] then return {'mismatch'} end
   if r[2] == 'd' then return {'completed', r[5], r[6]} end
+  if r[7] == ARGV[4] then
+    redis.call('HSET', KEYS[1], 'l', now + tonumber(ARGV[2]))
+    return {'started', r[3]}
+  end
   local left = tonumber(r[4]) - now
   if left > 0 then return {'in-flight', tostring(left)} end
 else
   redis.call('HSET', KEYS[1], 'c', now)
 end
 local token = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', now + tonumber(ARGV[2]))
+redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', now + tonumber(ARGV[2]), 'a', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {'started', tostring(token)}`;
 
@@ -103,15 +107,18 @@ export class RedisRecords implements RecordBackend {
     return `${this.prefix}{${key}}`;
   }
 
-  async begin(key: string, hash: string, leaseMs: number, retentionMs: number): Promise<BeginResult> {
-    const reply = (await this.script(
-      'idemBegin',
-      this.record(key),
-      `${this.prefix}tokens`,
-      hash,
-      leaseMs,
-      retentionMs,
-    )) as (string | null)[];
+  async begin(
+    key: string,
+    hash: string,
+    leaseMs: number,
+    retentionMs: number,
+    attempt: string,
+  ): Promise<BeginResult> {
+    const keys = [this.record(key), `${this.prefix}tokens`];
+    const reply = (await this.script('idemBegin', ...keys, hash, leaseMs, retentionMs, attempt)) as (
+      | string
+      | null
+    )[];
     switch (reply[0]) {
       case 'started':
         return { state: 'started', token: BigInt(reply[1] as string) };

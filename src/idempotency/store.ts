@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { jitteredDelays, sleepUnlessWoken } from '../backoff.js';
 import {
   AbortError,
@@ -11,7 +12,7 @@ import { within } from './deadline.js';
 import { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from './errors.js';
 import { type Canonicalize, canonicalJson, payloadHash } from './hash.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import type { RecordBackend, StoredOutcome } from './records.js';
+import type { BeginResult, RecordBackend, StoredOutcome } from './records.js';
 import { type RunOptions, validateIdempotencyKey, validateRunOptions } from './validate.js';
 
 export interface IdempotencyStoreOptions {
@@ -97,11 +98,26 @@ export class IdempotencyStore {
     try {
       const waitUntil = performance.now() + opts.waitMs;
       let delays: Generator<number, never> | undefined; // made only when a run must be waited for
+      // Names this call's start, so that a begin retried after a lost reply adopts its own record.
+      const attempt = randomUUID();
       for (;;) {
         const beganAt = performance.now();
-        const begun = await this.call('begin', linked.signal, () =>
-          this.records.begin(key, hash, opts.leaseMs, opts.retentionMs),
-        );
+        let begun: BeginResult;
+        try {
+          begun = await this.call('begin', linked.signal, () =>
+            this.records.begin(key, hash, opts.leaseMs, opts.retentionMs, attempt),
+          );
+        } catch (error) {
+          // Within waitMs an outage is ridden through: fn has not run, so asking again is safe.
+          const left = waitUntil - performance.now();
+          if (!(error instanceof BackendUnavailableError) || left <= 0) throw error;
+          delays ??= jitteredDelays({ initialMs: 10, maxMs: 250 });
+          const pause = Math.min(delays.next().value, left);
+          await sleepUnlessWoken(pause, linked.signal).done.catch((reason) => {
+            throw new AbortError('waiting for the idempotency store', reason);
+          });
+          continue;
+        }
         switch (begun.state) {
           case 'completed':
             return { value: this.replay(begun.outcome) as T, replayed: true };

@@ -122,7 +122,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
     const k = key('takeover');
     const zombie = rawRecords(backend, servers.urls[backend]);
     try {
-      const began = await zombie.begin(k, store.hash('p'), 200, 60_000);
+      const began = await zombie.begin(k, store.hash('p'), 200, 60_000, 'zombie-attempt');
       expect(began.state).toBe('started');
       const zombieToken = (began as { token: bigint }).token;
       await sleep(300); // the zombie neither renews nor completes: its lease runs out
@@ -152,7 +152,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
           async () => {
             // Another process takes the record over (as after a pause): end our lease, then begin.
             await other.abandon(k, (await currentToken()) ?? 0n);
-            const took = await other.begin(k, store.hash('p'), 60_000, 60_000);
+            const took = await other.begin(k, store.hash('p'), 60_000, 60_000, 'other-attempt');
             expect(took.state).toBe('started');
             return 'late';
           },

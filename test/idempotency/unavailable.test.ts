@@ -118,6 +118,30 @@ describe.each(['redis', 'postgres'] as const)('idempotency store on %s, unreacha
     }
   }, 20_000);
 
+  it('with waitMs a run rides through a short partition: its own held start is adopted, fn runs once', async () => {
+    const target = new URL(servers.urls[backend]);
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });
+    const viaProxy = servers.urls[backend].replace(`:${target.port}`, `:${proxy.port}`);
+    const store = await createIdempotencyStore(viaProxy, { callTimeoutMs: CALL_TIMEOUT_MS });
+    const k = `ride-${crypto.randomUUID()}`;
+    let runs = 0;
+    try {
+      await store.run(`warm-${crypto.randomUUID()}`, 'p', () => 'warm');
+      proxy.setMode({ kind: 'partition' });
+      setTimeout(() => proxy.setMode({ kind: 'pass' }), CALL_TIMEOUT_MS + 400);
+      // The lease (30 s) is far longer than waitMs: only adopting its own start lets the run finish.
+      const outcome = await store
+        .run(k, 'p', () => ++runs, { waitMs: 5_000, leaseMs: 30_000 })
+        .catch((e: unknown) => e);
+      expect(outcome).toBe(1);
+      expect(await store.execute(k, 'p', () => ++runs)).toEqual({ value: 1, replayed: true });
+      expect(runs).toBe(1);
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  }, 20_000);
+
   it('a lost reply to the begin: the repeat is told "in flight", then takes the run over once the lease ends', async () => {
     const target = new URL(servers.urls[backend]);
     const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });

@@ -45,10 +45,13 @@ const SCHEMES: Record<string, BackendName> = {
   postgresql: 'postgres',
 };
 
-/** The client package each backend needs (optional peer dependencies). */
-export const BACKEND_PACKAGES: Record<Exclude<BackendName, 'memory'>, string> = {
+/**
+ * The client package each backend needs (optional peer dependencies); null: none, fencekit speaks
+ * the backend's protocol itself (ZooKeeper, see adapters/zookeeper/wire).
+ */
+export const BACKEND_PACKAGES: Record<Exclude<BackendName, 'memory'>, string | null> = {
   etcd: 'etcd3',
-  zookeeper: 'node-zookeeper-client',
+  zookeeper: null,
   redis: 'ioredis',
   redlock: 'ioredis',
   postgres: 'pg',
@@ -167,7 +170,8 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   if (spec.backend === 'memory') {
     return new MemoryLockProvider({ ...options, server: memoryServer(spec.path) });
   }
-  await requirePeer(BACKEND_PACKAGES[spec.backend], spec.backend);
+  const peer = BACKEND_PACKAGES[spec.backend];
+  if (peer) await requirePeer(peer, spec.backend);
   const adapter = await loadAdapter(spec.backend);
   return adapter.createProvider(spec, options);
 }

@@ -170,6 +170,20 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
     }
   });
 
+  it('a record is kept for retentionMs: then the key is new again, with a higher token', async () => {
+    const k = key('retention');
+    const tokens: bigint[] = [];
+    const fn = async ({ fencingToken }: { fencingToken: bigint }) => {
+      tokens.push(fencingToken);
+      return tokens.length;
+    };
+    expect(await store.run(k, 'first', fn, { leaseMs: 100, retentionMs: 300 })).toBe(1);
+    expect(await store.run(k, 'first', fn, { leaseMs: 100, retentionMs: 300 })).toBe(1); // kept
+    await sleep(400);
+    expect(await store.run(k, 'another payload', fn, { leaseMs: 100, retentionMs: 300 })).toBe(2);
+    expect(tokens[1]).toBeGreaterThan(tokens[0] as bigint);
+  });
+
   it('results go through a pluggable codec (here one that keeps bigints)', async () => {
     const codec = {
       encode: (v: unknown) => JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? `${x}n` : x)),

@@ -5,6 +5,8 @@ export { idempotencyMiddleware } from './express.js';
 export { type IdempotencyPluginOptions, idempotencyPlugin } from './fastify.js';
 export { type Canonicalize, canonicalJson } from './hash.js';
 export type { HttpIdempotencyOptions, StoredResponse } from './http-core.js';
+// For stores over other backends: implement RecordBackend and pass it to new IdempotencyStore().
+export type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
 export {
   type Execution,
   IdempotencyStore,

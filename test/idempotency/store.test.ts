@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, StaleFencingTokenError } from '../../src/errors.js';
 import {
@@ -7,6 +8,7 @@ import {
   IdempotencyMismatchError,
   type IdempotencyStore,
 } from '../../src/idempotency/index.js';
+import { eventually } from '../../src/testing/index.js';
 import { rawRecords, type StoreBackend, startStoreServers } from './backends.js';
 
 let servers: Awaited<ReturnType<typeof startStoreServers>>;
@@ -182,6 +184,27 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
     await sleep(400);
     expect(await store.run(k, 'another payload', fn, { leaseMs: 100, retentionMs: 300 })).toBe(2);
     expect(tokens[1]).toBeGreaterThan(tokens[0] as bigint);
+  });
+
+  it.runIf(backend === 'postgres')('expired rows are swept from the table by a busy store', async () => {
+    const k = key('sweep');
+    await store.run(k, 'p', () => 'old', { leaseMs: 100, retentionMs: 200 });
+    await sleep(300);
+    const client = new pg.Client({ connectionString: servers.urls.postgres });
+    await client.connect();
+    const fresh = await createIdempotencyStore(servers.urls.postgres); // sweeps on its first begin
+    try {
+      const count = async () =>
+        Number(
+          (await client.query('SELECT count(*) FROM fencekit_idempotency WHERE key = $1', [k])).rows[0].count,
+        );
+      expect(await count()).toBe(1);
+      await fresh.run(key('other'), 'p', () => 'x');
+      await eventually('expired row swept', async () => (await count()) === 0);
+    } finally {
+      await fresh.close();
+      await client.end();
+    }
   });
 
   it('results go through a pluggable codec (here one that keeps bigints)', async () => {

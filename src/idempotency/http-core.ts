@@ -124,7 +124,7 @@ export async function startIdempotentRequest(
         const response = await handed;
         // A 5xx or a response we could not capture is not the answer: throwing frees the key for a retry.
         if (response === NOT_STORED) throw new Error('response not stored');
-        if (response.status >= 500) throw new FinalErrorless(response);
+        if (response.status >= 500) throw new UnstoredResponse(response);
         return response;
       },
       { leaseMs: options.leaseMs, retentionMs: options.retentionMs, waitMs: options.waitMs },
@@ -149,7 +149,7 @@ export async function startIdempotentRequest(
       hand(response);
       const outcome = await execution;
       if (outcome.ok) return null;
-      if (outcome.error instanceof FinalErrorless) return null;
+      if (outcome.error instanceof UnstoredResponse) return null;
       return answerFromError(outcome.error);
     },
     fail() {
@@ -170,7 +170,7 @@ function headerKey(value: string): string {
 }
 
 /** Carries a 5xx response out of fn without storing it. */
-class FinalErrorless extends Error {
+class UnstoredResponse extends Error {
   constructor(readonly response: StoredResponse) {
     super(`status ${response.status} is not stored`);
   }

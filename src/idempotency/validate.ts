@@ -59,7 +59,9 @@ export function validateRunOptions(opts: RunOptions | undefined, defaults: RunOp
     throw new InvalidArgumentError('options', 'expected an object');
   for (const name of Object.keys(opts ?? {}))
     if (!KNOWN.has(name)) throw new InvalidArgumentError('options', `unknown option "${name}"`);
-  const merged = { ...defaults, ...opts };
+  // An option given as undefined keeps the store's default.
+  const given = Object.fromEntries(Object.entries(opts ?? {}).filter(([, v]) => v !== undefined));
+  const merged: RunOptions = { ...defaults, ...given };
   const leaseMs = ms('leaseMs', merged.leaseMs ?? DEFAULT_LEASE_MS, MIN_LEASE_MS, MAX_RETENTION_MS);
   const retentionMs = ms('retentionMs', merged.retentionMs ?? DEFAULT_RETENTION_MS, 1, MAX_RETENTION_MS);
   if (retentionMs < leaseMs)

@@ -9,6 +9,7 @@ import {
   idempotencyMiddleware,
   idempotencyPlugin,
 } from '../../src/idempotency/index.js';
+import { eventually } from '../../src/testing/index.js';
 
 // The IETF Idempotency-Key draft over real HTTP (fetch), on Express 5 and Fastify 5.
 interface App {
@@ -172,8 +173,9 @@ describe.each([
   it('409 with Retry-After while the first request is in flight; afterwards the repeat is replayed', async () => {
     const key = crypto.randomUUID();
     const release = app.hold();
+    const before = app.charges();
     const first = post(app.base, '/payments', { amount: 7 }, key);
-    await new Promise((r) => setTimeout(r, 100));
+    await eventually('the first request reached the handler', async () => app.charges() > before);
     const busy = await post(app.base, '/payments', { amount: 7 }, key);
     expect(busy.status).toBe(409);
     expect(busy.headers.get('retry-after')).toMatch(/^\d+$/);

@@ -64,7 +64,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
         finish = r;
       });
     });
-    await sleep(50);
+    await eventually('first run started', async () => runs === 1);
     const busy = await store.run(k, 'p', async () => 'second').catch((e: unknown) => e);
     expect(busy).toBeInstanceOf(IdempotencyInFlightError);
     expect((busy as IdempotencyInFlightError).retryAfterMs).toBeGreaterThan(0);
@@ -204,6 +204,24 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
     } finally {
       await fresh.close();
       await client.end();
+    }
+  });
+
+  it('an option passed as undefined keeps the store default (as the HTTP middleware passes them)', async () => {
+    const patient = await createIdempotencyStore(servers.urls[backend], { defaults: { waitMs: 3_000 } });
+    try {
+      const k = key('defaults');
+      let finish!: (v: string) => void;
+      const first = patient.run(k, 'p', () => new Promise<string>((r) => (finish = r)));
+      await eventually('first run started', async () => finish !== undefined);
+      setTimeout(() => finish('first'), 100);
+      const repeat = await patient
+        .run(k, 'p', () => 'second', { waitMs: undefined })
+        .catch((e: unknown) => e);
+      expect(repeat).toBe('first');
+      await first;
+    } finally {
+      await patient.close();
     }
   });
 

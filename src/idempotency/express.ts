@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   type Answer,
+  attachContext,
   type HttpIdempotencyOptions,
   keptHeaders,
   startIdempotentRequest,
@@ -28,6 +29,7 @@ export function idempotencyMiddleware(store: IdempotencyStore, options: HttpIdem
       (start) => {
         if (start.kind === 'pass') return next();
         if (start.kind === 'answer') return send(res, start.answer);
+        attachContext(req, start.context);
         capture(res, options, start.finish);
         next();
       },

@@ -1,5 +1,6 @@
 import {
   type Answer,
+  attachContext,
   type HttpIdempotencyOptions,
   type HttpStart,
   keptHeaders,
@@ -46,7 +47,10 @@ async function plugin(app: FastifyLike, options: IdempotencyPluginOptions): Prom
       key: Array.isArray(header) ? header.join(',') : header,
       body: request.body,
     });
-    if (start.kind === 'run') runs.set(request, start);
+    if (start.kind === 'run') {
+      runs.set(request, start);
+      attachContext(request, start.context);
+    }
     if (start.kind === 'answer') return apply(reply, start.answer);
   }) as never);
   app.addHook('onSend', (async (request: FastifyRequestLike, reply: FastifyReplyLike, payload: unknown) => {

@@ -34,6 +34,8 @@ export type HttpStart =
   | { kind: 'answer'; answer: Answer }
   | {
       kind: 'run';
+      /** What the handler may use: pass fencingToken to storage that checks it; stop when signal aborts. */
+      context: IdempotencyContext;
       /** Hands the handler's response over; resolves with a replacement to send, or null to send it. */
       finish(response: StoredResponse): Promise<Answer | null>;
       /** The handler gave no response we can store (aborted, streamed): the key is freed. */
@@ -41,6 +43,26 @@ export type HttpStart =
     };
 
 const NOT_STORED = Symbol('not stored');
+
+export interface IdempotencyContext {
+  key: string;
+  fencingToken: bigint;
+  signal: AbortSignal;
+}
+
+const contexts = new WeakMap<object, IdempotencyContext>();
+
+/**
+ * The run behind a request the middleware let through (Express `req`, Fastify `request`): its key,
+ * fencing token and lease signal; undefined for requests the middleware did not cover.
+ */
+export function idempotencyContext(request: object): IdempotencyContext | undefined {
+  return contexts.get(request);
+}
+
+export function attachContext(request: object, context: IdempotencyContext): void {
+  contexts.set(request, context);
+}
 
 function problem(status: number, title: string, detail: string, extra: Record<string, string> = {}): Answer {
   return {
@@ -107,9 +129,9 @@ export async function startIdempotentRequest(
     return { kind: 'answer', answer: answerFromError(error) };
   }
 
-  let started!: () => void;
-  const whenStarted = new Promise<'started'>((resolve) => {
-    started = () => resolve('started');
+  let started!: (context: IdempotencyContext) => void;
+  const whenStarted = new Promise<IdempotencyContext>((resolve) => {
+    started = resolve;
   });
   let hand!: (response: StoredResponse | typeof NOT_STORED) => void;
   const handed = new Promise<StoredResponse | typeof NOT_STORED>((resolve) => {
@@ -119,8 +141,8 @@ export async function startIdempotentRequest(
     .execute(
       key,
       payload,
-      async () => {
-        started();
+      async ({ fencingToken, signal }) => {
+        started({ key, fencingToken, signal });
         const response = await handed;
         // A 5xx or a response we could not capture is not the answer: throwing frees the key for a retry.
         if (response === NOT_STORED) throw new Error('response not stored');
@@ -134,7 +156,7 @@ export async function startIdempotentRequest(
       (error: unknown) => ({ ok: false as const, error }),
     );
   const first = await Promise.race([whenStarted, execution]);
-  if (first !== 'started') {
+  if (!('fencingToken' in first)) {
     if (first.ok) return { kind: 'answer', answer: fromStored(first.result.value, first.result.replayed) };
     const error = first.error;
     if (error instanceof FinalError)
@@ -144,6 +166,7 @@ export async function startIdempotentRequest(
   let settled = false;
   return {
     kind: 'run',
+    context: first,
     async finish(response) {
       settled = true;
       hand(response);

@@ -4,7 +4,12 @@ export { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from '
 export { idempotencyMiddleware } from './express.js';
 export { type IdempotencyPluginOptions, idempotencyPlugin } from './fastify.js';
 export { type Canonicalize, canonicalJson } from './hash.js';
-export type { HttpIdempotencyOptions, StoredResponse } from './http-core.js';
+export {
+  type HttpIdempotencyOptions,
+  type IdempotencyContext,
+  idempotencyContext,
+  type StoredResponse,
+} from './http-core.js';
 // For stores over other backends: implement RecordBackend and pass it to new IdempotencyStore().
 export type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
 export {

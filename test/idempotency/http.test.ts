@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createIdempotencyStore,
   type IdempotencyStore,
+  idempotencyContext,
   idempotencyMiddleware,
   idempotencyPlugin,
 } from '../../src/idempotency/index.js';
@@ -65,6 +66,10 @@ async function expressApp(store: IdempotencyStore): Promise<App> {
   app.get('/payments', (_req, res) => {
     res.json({ list: [] });
   });
+  app.post('/token', (req, res) => {
+    const context = idempotencyContext(req);
+    res.status(201).json({ token: String(context?.fencingToken), live: context?.signal.aborted === false });
+  });
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -90,6 +95,11 @@ async function fastifyApp(store: IdempotencyStore): Promise<App> {
     return reply.code(201).send({ attempt: state.failures });
   });
   app.get('/payments', async () => ({ list: [] }));
+  app.post('/token', async (request, reply) => {
+    const context = idempotencyContext(request);
+    reply.code(201);
+    return { token: String(context?.fencingToken), live: context?.signal.aborted === false };
+  });
   await app.listen({ port: 0, host: '127.0.0.1' });
   return {
     base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
@@ -159,6 +169,15 @@ describe.each([
     expect(quoted.status).toBe(201);
     expect(bare.headers.get('idempotency-replayed')).toBe('true');
     expect(app.charges() - before).toBe(1);
+  });
+
+  it('the handler gets the run’s fencing token and lease signal through idempotencyContext(req)', async () => {
+    const key = crypto.randomUUID();
+    const first = await post(app.base, '/token', {}, key);
+    const body = (await first.json()) as { token: string; live: boolean };
+    expect(body.live).toBe(true);
+    expect(BigInt(body.token)).toBeGreaterThan(0n);
+    expect(await (await post(app.base, '/token', {}, key)).json()).toEqual(body);
   });
 
   it('422 when the key is reused with another body', async () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { jitteredDelays, sleepUnlessWoken } from '../backoff.js';
+import { DEFAULT_DRIFT_RATE } from '../clock.js';
 import {
   AbortError,
   BackendUnavailableError,
@@ -14,6 +15,9 @@ import { type Canonicalize, canonicalJson, payloadHash } from './hash.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { BeginResult, RecordBackend, StoredOutcome } from './records.js';
 import { type RunOptions, validateIdempotencyKey, validateRunOptions } from './validate.js';
+
+/** Starts answered after their lease ran out, in a row, before a run gives up as unavailable. */
+const MAX_LATE_STARTS = 3;
 
 export interface IdempotencyStoreOptions {
   /** Deadline of every store call (default 5000 ms). */
@@ -100,6 +104,7 @@ export class IdempotencyStore {
       let delays: Generator<number, never> | undefined; // made only when a run must be waited for
       // Names this call's start, so that a begin retried after a lost reply adopts its own record.
       const attempt = randomUUID();
+      let lateStarts = 0;
       for (;;) {
         const beganAt = performance.now();
         let begun: BeginResult;
@@ -124,6 +129,17 @@ export class IdempotencyStore {
           case 'mismatch':
             throw new IdempotencyMismatchError(key);
           case 'started':
+            if (performance.now() >= beganAt + opts.leaseMs * (1 - DEFAULT_DRIFT_RATE)) {
+              // The answer came after the lease may have run out: another request may be taking
+              // the record over. Never run fn on it; ask again (adopting our own start afresh).
+              if (++lateStarts < MAX_LATE_STARTS) continue;
+              await this.call('abandon', undefined, () => this.records.abandon(key, begun.token)).catch(
+                () => undefined, // the lease ends by itself
+              );
+              throw new BackendUnavailableError(
+                `idempotency begin: the store answered later than the lease (${opts.leaseMs} ms) ${MAX_LATE_STARTS} times`,
+              );
+            }
             return {
               value: await this.runFirst(key, begun.token, beganAt, fn, opts, linked.signal),
               replayed: false,

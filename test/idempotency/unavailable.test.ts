@@ -142,6 +142,32 @@ describe.each(['redis', 'postgres'] as const)('idempotency store on %s, unreacha
     }
   }, 20_000);
 
+  it('a start whose reply comes after its lease ran out is not run (no lease is born lost)', async () => {
+    const target = new URL(servers.urls[backend]);
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });
+    const viaProxy = servers.urls[backend].replace(`:${target.port}`, `:${proxy.port}`);
+    const store = await createIdempotencyStore(viaProxy, { callTimeoutMs: CALL_TIMEOUT_MS });
+    const k = `late-${crypto.randomUUID()}`;
+    const entered: boolean[] = []; // per call of fn: was its lease signal already aborted?
+    const fn = ({ signal }: { signal: AbortSignal }) => {
+      entered.push(signal.aborted);
+      return 'charged';
+    };
+    try {
+      await store.run(`warm-${crypto.randomUUID()}`, 'p', () => 'warm');
+      proxy.setMode({ kind: 'delay', direction: 'toClient', ms: 250 }); // every reply 250 ms late
+      const late = await store.run(k, 'p', fn, { leaseMs: 150 }).catch((e: unknown) => e);
+      expect(entered).toEqual([]); // fn was never handed a lease that had already run out
+      expect(late).toBeInstanceOf(BackendUnavailableError);
+      proxy.setMode({ kind: 'pass' });
+      expect(await store.run(k, 'p', fn, { leaseMs: 2_000, waitMs: 3_000 })).toBe('charged');
+      expect(entered).toEqual([false]);
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  }, 20_000);
+
   it('a lost reply to the begin: the repeat is told "in flight", then takes the run over once the lease ends', async () => {
     const target = new URL(servers.urls[backend]);
     const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });

@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import { InvalidArgumentError } from '../errors.js';
 import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
 
 const SWEEP_EVERY_MS = 60_000;
@@ -30,7 +31,8 @@ export class PostgresRecords implements RecordBackend {
     private readonly pool: Pool,
     private readonly table = 'fencekit_idempotency',
   ) {
-    if (!/^[a-z_][a-z0-9_]{0,50}$/.test(table)) throw new Error(`bad table name "${table}"`);
+    if (!/^[a-z_][a-z0-9_]{0,50}$/.test(table))
+      throw new InvalidArgumentError('table', `"${table}" is not a plain lower-case SQL name (a-z, 0-9, _)`);
     this.sql = statements(table);
     // An idle client's error (server gone) must not crash the process; the next query reports it.
     pool.on('error', () => undefined);

@@ -266,6 +266,12 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
       expect(error, what).toBeInstanceOf(InvalidArgumentError);
       expect((error as InvalidArgumentError).argument, what).toBe(argument);
     }
+    if (backend === 'postgres') {
+      const badTable = await createIdempotencyStore(servers.urls.postgres, {
+        table: 'x; DROP TABLE y',
+      }).catch((e: unknown) => e);
+      expect(badTable).toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'table' });
+    }
     const unstorable = key('unstorable');
     const error = await store.run(unstorable, 'p', async () => 10n).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidArgumentError);

@@ -240,3 +240,23 @@ describe.each([
     expect(await replay.json()).toEqual({ attempt: 2 });
   });
 });
+
+describe.each([
+  ['Express', expressApp],
+  ['Fastify', fastifyApp],
+] as const)('%s with its store down', (_name, start) => {
+  it('answers 503 problem+json within the call deadline and never runs the handler', async () => {
+    const store = await createIdempotencyStore('redis://127.0.0.1:1', { callTimeoutMs: 500 });
+    const app = await start(store);
+    try {
+      const res = await post(app.base, '/payments', { amount: 1 }, crypto.randomUUID());
+      expect(res.status).toBe(503);
+      expect(res.headers.get('content-type')).toBe('application/problem+json');
+      expect(await res.json()).toMatchObject({ status: 503 });
+      expect(app.charges()).toBe(0);
+    } finally {
+      await app.close();
+      await store.close();
+    }
+  });
+});

@@ -20,11 +20,17 @@ export function idempotencyMiddleware(store: IdempotencyStore, options: HttpIdem
   return (req: Req, res: ServerResponse, next: Next): void => {
     const header = req.headers['idempotency-key'];
     const key = Array.isArray(header) ? header.join(',') : header;
+    // A body no parser read (missing parser, or another content type) cannot be compared: without
+    // this, two different bodies under one key would count as the same request.
+    const length = req.headers['content-length'];
+    const hasBody =
+      (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
     startIdempotentRequest(store, options, {
       method: req.method ?? 'GET',
       url: req.originalUrl ?? req.url ?? '/',
       key,
       body: req.body,
+      unparsedBody: hasBody && req.body === undefined,
     }).then(
       (start) => {
         if (start.kind === 'pass') return next();

@@ -107,7 +107,7 @@ function fromStored(stored: StoredResponse, replayed: boolean): Answer {
 export async function startIdempotentRequest(
   store: IdempotencyStore,
   options: HttpIdempotencyOptions,
-  request: { method: string; url: string; key: string | undefined; body: unknown },
+  request: { method: string; url: string; key: string | undefined; body: unknown; unparsedBody?: boolean },
 ): Promise<HttpStart> {
   const methods = (options.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase());
   if (!methods.includes(request.method.toUpperCase())) return { kind: 'pass' };
@@ -118,6 +118,15 @@ export async function startIdempotentRequest(
       answer: problem(400, 'Idempotency-Key is missing', 'this operation requires an Idempotency-Key header'),
     };
   }
+  if (request.unparsedBody)
+    return {
+      kind: 'answer',
+      answer: problem(
+        415,
+        'Unsupported Media Type',
+        'the request body was not parsed, so it cannot be compared with the first request of this Idempotency-Key',
+      ),
+    };
   let payload: unknown;
   let key: string;
   try {

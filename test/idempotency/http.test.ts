@@ -180,6 +180,17 @@ describe.each([
     expect(await (await post(app.base, '/token', {}, key)).json()).toEqual(body);
   });
 
+  it('415 for a body no parser read: it could not be compared, so the handler is not run', async () => {
+    const before = app.charges();
+    const res = await fetch(`${app.base}/payments`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-unknown', 'idempotency-key': crypto.randomUUID() },
+      body: 'amount=1',
+    });
+    expect(res.status).toBe(415);
+    expect(app.charges()).toBe(before);
+  });
+
   it('422 when the key is reused with another body', async () => {
     const key = crypto.randomUUID();
     expect((await post(app.base, '/payments', { amount: 1 }, key)).status).toBe(201);

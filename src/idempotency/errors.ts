@@ -1,9 +1,6 @@
 import { type ErrorCode, FencekitError } from '../errors.js';
 
-// These codes are not in the core ErrorCode union (src/errors.ts belongs to the core): the cast keeps
-// the core file untouched while `err.code` still carries a stable string.
-type IdempotencyCode = 'IDEMPOTENCY_MISMATCH' | 'IDEMPOTENCY_IN_FLIGHT' | 'FINAL_ERROR';
-const code = (c: IdempotencyCode) => c as unknown as ErrorCode;
+const code = (c: Extract<ErrorCode, 'IDEMPOTENCY_MISMATCH' | 'IDEMPOTENCY_IN_FLIGHT' | 'FINAL_ERROR'>) => c;
 
 /** The key was first used with another payload (HTTP 422 in the IETF Idempotency-Key draft). */
 export class IdempotencyMismatchError extends FencekitError {

@@ -68,7 +68,9 @@ describe('no session-backed grant is born lost', () => {
     try {
       await (await provider.acquire('warm')).release();
       const session = await (
-        provider as unknown as { election(name: string): { host: { session(): Promise<{ client: unknown }> } } }
+        provider as unknown as {
+          election(name: string): { host: { session(): Promise<{ client: unknown }> } };
+        }
       )
         .election('x')
         .host.session();

@@ -1,0 +1,51 @@
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { TortureBackend } from './cluster.js';
+import { runTorture, type TortureReport } from './run.js';
+import { formatTable } from './table.js';
+import type { Unsafety } from './unsafe-provider.js';
+
+// npm run torture -- --backend <name|all> [--seconds N] [--workers N] [--seed S] [--no-fencing]
+const ALL: TortureBackend[] = ['memory', 'redis', 'postgres', 'etcd', 'zookeeper', 'redlock'];
+const { values } = parseArgs({
+  options: {
+    backend: { type: 'string', default: 'memory' },
+    seconds: { type: 'string', default: '30' },
+    workers: { type: 'string', default: '4' },
+    seed: { type: 'string' },
+    'no-fencing': { type: 'boolean', default: false },
+    'no-nemesis': { type: 'boolean', default: false },
+    unsafe: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const backends = values.backend === 'all' ? ALL : [values.backend as TortureBackend];
+for (const b of backends)
+  if (!ALL.includes(b)) throw new Error(`unknown backend ${b}; one of ${ALL.join(', ')}, all`);
+const seed = values.seed ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
+const reports: TortureReport[] = [];
+for (const backend of backends) {
+  const report = await runTorture({
+    backend,
+    seconds: Number(values.seconds),
+    workers: Number(values.workers),
+    seed,
+    workerScript: resolve(import.meta.dirname, 'worker-main.js'),
+    fencing: !values['no-fencing'],
+    nemesis: !values['no-nemesis'],
+    ...(values.unsafe ? { unsafe: values.unsafe as Unsafety } : {}),
+    historyDir: resolve(import.meta.dirname, 'histories'),
+    log: values.json ? (line) => console.error(line) : (line) => console.log(line),
+  });
+  reports.push(report);
+  for (const v of report.violations.slice(0, 20)) {
+    console.error(`VIOLATION ${backend} seed=${seed} ${v.rule}: ${v.message}`);
+    for (const e of v.events) console.error(`    ${JSON.stringify(e)}`);
+  }
+}
+if (values.json) console.log(JSON.stringify(reports));
+else {
+  console.log(formatTable(reports));
+  console.log(`replay: npm run torture -- --backend ${values.backend} --seed ${seed}`);
+}
+if (reports.some((r) => r.violations.length > 0)) process.exitCode = 1;

@@ -1,0 +1,183 @@
+import type { TortureBackend, TortureCluster } from './cluster.js';
+import { now, type TortureEvent } from './history.js';
+import { between, pick } from './random.js';
+import { sleep } from './sleep.js';
+import type { WorkerHandle, WorkerPool } from './workers.js';
+
+export interface NemesisContext {
+  backend: TortureBackend;
+  cluster: TortureCluster;
+  pool: WorkerPool;
+  ttlMs: number;
+  random: () => number;
+  /** Starts a new worker in place of a crashed one. */
+  respawn(dead: WorkerHandle): Promise<void>;
+  log(line: string): void;
+}
+
+/** What a fault did: its target and the workers it froze (the checker distrusts their signals). */
+interface Outcome {
+  target: string;
+  pausedWorkers?: string[];
+}
+
+type Fault = (ctx: NemesisContext, stop: AbortSignal) => Promise<Outcome | null>;
+
+const workers = (ctx: NemesisContext) => [...ctx.pool.workers.values()];
+
+/** A worker inside a grant if there is one, else any worker. */
+function holderOrAny(ctx: NemesisContext): WorkerHandle | undefined {
+  const all = workers(ctx);
+  const holders = all.filter((w) => ctx.pool.holding.has(w.id));
+  return holders.length > 0 ? pick(ctx.random, holders) : all.length > 0 ? pick(ctx.random, all) : undefined;
+}
+
+/** SIGSTOP a holder for longer than its lease: it wakes up believing it still holds. */
+const pauseHolder: Fault = async (ctx, stop) => {
+  const w = holderOrAny(ctx);
+  if (!w?.freeze) return null;
+  const ms = between(ctx.random, ctx.ttlMs * 1.5, ctx.ttlMs * 3);
+  w.freeze(true);
+  await sleep(ms, stop);
+  w.freeze(false);
+  return { target: `${w.id} for ${ms} ms`, pausedWorkers: [w.id] };
+};
+
+/** SIGSTOP a worker the moment it asks for a lock: its grant (if any) arrives late. */
+const pauseAfterRequest: Fault = async (ctx, stop) => {
+  const frozen = await new Promise<WorkerHandle | undefined>((resolve) => {
+    const timer = setTimeout(() => done(undefined), 5_000);
+    const unlisten = ctx.pool.listen((event: TortureEvent) => {
+      if (event.type !== 'request') return;
+      const w = ctx.pool.workers.get(event.worker);
+      if (!w?.freeze) return;
+      w.freeze(true);
+      done(w);
+    });
+    const done = (w: WorkerHandle | undefined) => {
+      clearTimeout(timer);
+      unlisten();
+      resolve(w);
+    };
+  });
+  if (!frozen?.freeze) return null;
+  const ms = between(ctx.random, ctx.ttlMs * 1.5, ctx.ttlMs * 3);
+  await sleep(ms, stop);
+  frozen.freeze(false);
+  return { target: `${frozen.id} for ${ms} ms`, pausedWorkers: [frozen.id] };
+};
+
+/** SIGKILL (or simulated crash) of a holder; a fresh worker takes its place. */
+const killWorker: Fault = async (ctx) => {
+  const w = holderOrAny(ctx);
+  if (!w) return null;
+  w.crash();
+  await sleep(200);
+  await ctx.respawn(w);
+  return { target: w.id };
+};
+
+/** A worker's connections hold every byte both ways, then deliver them on heal. */
+const partitionWorker: Fault = async (ctx, stop) => {
+  const w = pick(ctx.random, workers(ctx));
+  const proxies = ctx.cluster.proxiesOf(w.id);
+  const ms = between(ctx.random, ctx.ttlMs / 2, ctx.ttlMs * 2);
+  if (w.partition) w.partition(true);
+  else if (proxies.length > 0) for (const p of proxies) p.setMode({ kind: 'partition' });
+  else return null;
+  await sleep(ms, stop);
+  if (w.partition) w.partition(false);
+  for (const p of proxies) p.setMode({ kind: 'pass' });
+  return { target: `${w.id} for ${ms} ms` };
+};
+
+/** Late replies to one worker (its grants and renewals arrive late). */
+const delayWorker: Fault = async (ctx, stop) => {
+  const w = pick(ctx.random, workers(ctx));
+  const proxies = ctx.cluster.proxiesOf(w.id);
+  if (proxies.length === 0) return null;
+  const late = between(ctx.random, 100, ctx.ttlMs);
+  const ms = between(ctx.random, 1_000, 3_000);
+  for (const p of proxies) p.setMode({ kind: 'delay', direction: 'toClient', ms: late });
+  await sleep(ms, stop);
+  for (const p of proxies) p.setMode({ kind: 'pass' });
+  return { target: `${w.id} replies ${late} ms late for ${ms} ms` };
+};
+
+/** Kill a cluster member (any, the leader included) and restart it with its data. */
+const memberKill: Fault = async (ctx, stop) => {
+  const index = between(ctx.random, 0, ctx.cluster.members - 1);
+  const killed = ctx.cluster.killMember(index);
+  const ms = between(ctx.random, 1_000, 3_000);
+  await sleep(ms, stop);
+  killed.restart();
+  return { target: `member ${index} down ${ms} ms` };
+};
+
+/** SIGSTOP a cluster member: a hung peer with its sockets open. */
+const memberPause: Fault = async (ctx, stop) => {
+  const index = between(ctx.random, 0, ctx.cluster.members - 1);
+  const ms = between(ctx.random, 500, 2_500);
+  ctx.cluster.pauseMember(index, true);
+  await sleep(ms, stop);
+  ctx.cluster.pauseMember(index, false);
+  return { target: `member ${index} frozen ${ms} ms` };
+};
+
+const redisPause: Fault = async (ctx) => {
+  const index = between(ctx.random, 0, ctx.cluster.members - 1);
+  const ms = between(ctx.random, 300, ctx.ttlMs * 2);
+  await ctx.cluster.redisPause(index, ms);
+  await sleep(ms);
+  return { target: `instance ${index} for ${ms} ms` };
+};
+
+const pgTerminate: Fault = async (ctx) => {
+  const ended = await ctx.cluster.pgTerminate();
+  return { target: `${ended} sessions` };
+};
+
+const PROCESS_FAULTS = { pauseHolder, pauseAfterRequest, killWorker, partitionWorker, delayWorker };
+
+/** The faults that make sense for each backend. */
+export const FAULTS: Record<TortureBackend, Record<string, Fault>> = {
+  memory: { killWorker, partitionWorker },
+  redis: { ...PROCESS_FAULTS, redisPause },
+  // A Redis restart without persistence is a fault Redlock is documented not to survive: not here.
+  redlock: { ...PROCESS_FAULTS, redisPause, memberPause },
+  postgres: { ...PROCESS_FAULTS, pgTerminate },
+  etcd: { ...PROCESS_FAULTS, memberKill, memberPause },
+  zookeeper: { ...PROCESS_FAULTS, memberKill, memberPause },
+};
+
+/**
+ * Injects faults one at a time from the seeded random source until `stop`, with quiet gaps
+ * between them, and records each as a fault event. Every fault heals itself before it returns.
+ */
+export async function runNemesis(ctx: NemesisContext, stop: AbortSignal): Promise<void> {
+  const kinds = Object.entries(FAULTS[ctx.backend]);
+  await sleep(1_000, stop); // let the workers start
+  while (!stop.aborted) {
+    const [kind, fault] = pick(ctx.random, kinds);
+    const t = now();
+    let outcome: Outcome | null = null;
+    try {
+      outcome = await fault(ctx, stop);
+    } catch (error) {
+      ctx.log(`nemesis: ${kind} failed: ${String(error)}`);
+    }
+    if (outcome) {
+      const tEnd = now();
+      ctx.pool.record({
+        type: 'fault',
+        t,
+        tEnd,
+        kind,
+        target: outcome.target,
+        pausedWorkers: outcome.pausedWorkers ?? [],
+      });
+      ctx.log(`nemesis: ${kind} ${outcome.target}`);
+    }
+    await sleep(between(ctx.random, 500, 3_000), stop);
+  }
+}

@@ -25,16 +25,26 @@ type Fault = (ctx: NemesisContext, stop: AbortSignal) => Promise<Outcome | null>
 
 const workers = (ctx: NemesisContext) => [...ctx.pool.workers.values()];
 
-/** A worker inside a grant if there is one, else any worker. */
-function holderOrAny(ctx: NemesisContext): WorkerHandle | undefined {
-  const all = workers(ctx);
-  const holders = all.filter((w) => ctx.pool.holding.has(w.id));
-  return holders.length > 0 ? pick(ctx.random, holders) : all.length > 0 ? pick(ctx.random, all) : undefined;
+/** A worker inside a grant: one now, or the next to be granted (within 5 s). */
+async function holder(ctx: NemesisContext): Promise<WorkerHandle | undefined> {
+  const holders = workers(ctx).filter((w) => ctx.pool.holding.has(w.id));
+  if (holders.length > 0) return pick(ctx.random, holders);
+  return new Promise((resolve) => {
+    const done = (w: WorkerHandle | undefined) => {
+      clearTimeout(timer);
+      unlisten();
+      resolve(w);
+    };
+    const timer = setTimeout(() => done(undefined), 5_000);
+    const unlisten = ctx.pool.listen((event: TortureEvent) => {
+      if (event.type === 'grant') done(ctx.pool.workers.get(event.worker));
+    });
+  });
 }
 
 /** SIGSTOP a holder for longer than its lease: it wakes up believing it still holds. */
 const pauseHolder: Fault = async (ctx, stop) => {
-  const w = holderOrAny(ctx);
+  const w = await holder(ctx);
   if (!w?.freeze) return null;
   const ms = between(ctx.random, ctx.ttlMs * 1.5, ctx.ttlMs * 3);
   w.freeze(true);
@@ -69,7 +79,7 @@ const pauseAfterRequest: Fault = async (ctx, stop) => {
 
 /** SIGKILL (or simulated crash) of a holder; a fresh worker takes its place. */
 const killWorker: Fault = async (ctx) => {
-  const w = holderOrAny(ctx);
+  const w = await holder(ctx);
   if (!w) return null;
   w.crash();
   await sleep(200);
@@ -156,7 +166,10 @@ export const FAULTS: Record<TortureBackend, Record<string, Fault>> = {
  */
 export async function runNemesis(ctx: NemesisContext, stop: AbortSignal): Promise<void> {
   const kinds = Object.entries(FAULTS[ctx.backend]);
-  await sleep(1_000, stop); // let the workers start
+  // Faults start once the workers have connected and something was granted.
+  for (let i = 0; i < 100 && !stop.aborted && !ctx.pool.history.some((e) => e.type === 'grant'); i++) {
+    await sleep(100, stop);
+  }
   while (!stop.aborted) {
     const [kind, fault] = pick(ctx.random, kinds);
     const t = now();

@@ -94,6 +94,7 @@ export async function runWorker(
         async ({ signal, term }) => {
           const grant = onGrant(config.election, 'term', term, signal);
           await work(config.election, grant, term, signal);
+          emit({ type: 'release', t: now(), worker: config.id, grant }); // the term ends: resign follows
         },
         { signal: stop, value: config.id, backoff: { initialMs: 50, maxMs: 500 } },
       );

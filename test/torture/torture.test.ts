@@ -58,10 +58,12 @@ describe('torture suite', () => {
   });
 
   const cases: [TortureBackend, number][] = [
-    ['memory', 10],
-    ['redis', 15],
-    ['postgres', 15],
-    ['etcd', 15],
+    ['memory', 6],
+    ['redis', 10],
+    ['postgres', 10],
+    ['etcd', 12],
+    ['zookeeper', 12],
+    ['redlock', 10],
   ];
   it.each(cases)(
     '%s: no violation under faults, with faults and grants',

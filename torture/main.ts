@@ -5,7 +5,8 @@ import { runTorture, type TortureReport } from './run.js';
 import { formatTable } from './table.js';
 import type { Unsafety } from './unsafe-provider.js';
 
-// npm run torture -- --backend <name|all> [--seconds N] [--workers N] [--seed S] [--no-fencing]
+// npm run torture -- --backend <name|all> [--seconds N] [--workers N] [--seed S] [--faults a,b]
+//   [--no-fencing] [--no-nemesis] [--unsafe no-exclusion|born-lost] [--json]
 const ALL: TortureBackend[] = ['memory', 'redis', 'postgres', 'etcd', 'zookeeper', 'redlock'];
 const { values } = parseArgs({
   options: {
@@ -16,6 +17,7 @@ const { values } = parseArgs({
     'no-fencing': { type: 'boolean', default: false },
     'no-nemesis': { type: 'boolean', default: false },
     unsafe: { type: 'string' },
+    faults: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -34,6 +36,7 @@ for (const backend of backends) {
     fencing: !values['no-fencing'],
     nemesis: !values['no-nemesis'],
     ...(values.unsafe ? { unsafe: values.unsafe as Unsafety } : {}),
+    ...(values.faults ? { faults: values.faults.split(',') } : {}),
     historyDir: resolve(import.meta.dirname, 'histories'),
     log: values.json ? (line) => console.error(line) : (line) => console.log(line),
   });

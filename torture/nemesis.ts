@@ -6,6 +6,8 @@ import type { WorkerHandle, WorkerPool } from './workers.js';
 
 export interface NemesisContext {
   backend: TortureBackend;
+  /** Only these fault kinds (default: every kind that makes sense for the backend). */
+  only?: string[];
   cluster: TortureCluster;
   pool: WorkerPool;
   ttlMs: number;
@@ -101,12 +103,15 @@ const partitionWorker: Fault = async (ctx, stop) => {
   return { target: `${w.id} for ${ms} ms` };
 };
 
-/** Late replies to one worker (its grants and renewals arrive late). */
+/**
+ * Late replies to one worker: its grants and renewals arrive late, up to half a lease after the
+ * lease ran out (a grant that arrives already lost must not be handed out).
+ */
 const delayWorker: Fault = async (ctx, stop) => {
   const w = pick(ctx.random, workers(ctx));
   const proxies = ctx.cluster.proxiesOf(w.id);
   if (proxies.length === 0) return null;
-  const late = between(ctx.random, 100, ctx.ttlMs);
+  const late = between(ctx.random, ctx.ttlMs / 2, ctx.ttlMs * 1.5);
   const ms = between(ctx.random, 1_000, 3_000);
   for (const p of proxies) p.setMode({ kind: 'delay', direction: 'toClient', ms: late });
   await sleep(ms, stop);
@@ -165,7 +170,8 @@ export const FAULTS: Record<TortureBackend, Record<string, Fault>> = {
  * between them, and records each as a fault event. Every fault heals itself before it returns.
  */
 export async function runNemesis(ctx: NemesisContext, stop: AbortSignal): Promise<void> {
-  const kinds = Object.entries(FAULTS[ctx.backend]);
+  const kinds = Object.entries(FAULTS[ctx.backend]).filter(([kind]) => !ctx.only || ctx.only.includes(kind));
+  if (kinds.length === 0) throw new Error(`no fault of ${ctx.only?.join(', ')} applies to ${ctx.backend}`);
   // Faults start once the workers have connected and something was granted.
   for (let i = 0; i < 100 && !stop.aborted && !ctx.pool.history.some((e) => e.type === 'grant'); i++) {
     await sleep(100, stop);

@@ -21,6 +21,8 @@ export interface TortureOptions {
   /** false: the control run, plain writes without fencing. */
   fencing?: boolean;
   nemesis?: boolean;
+  /** Only these fault kinds (see FAULTS in nemesis.ts). */
+  faults?: string[];
   unsafe?: Unsafety;
   /** Where the history goes as JSONL (default: none). */
   historyDir?: string;
@@ -85,6 +87,7 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
         : runNemesis(
             {
               backend: options.backend,
+              ...(options.faults ? { only: options.faults } : {}),
               cluster,
               pool,
               ttlMs: TTL_MS,

@@ -101,7 +101,8 @@ export async function runWorker(
       return;
     }
     while (!stop.aborted) {
-      const key = pick(random, config.keys);
+      // Mostly the first key: contention, so a holder that wrongly believes it holds meets another.
+      const key = random() < 0.7 ? (config.keys[0] ?? '') : pick(random, config.keys);
       emit({ type: 'request', t: now(), worker: config.id, key });
       let lock: Lock;
       try {

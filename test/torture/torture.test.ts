@@ -52,7 +52,7 @@ describe('torture suite', () => {
     }, 120_000);
 
     it('a provider that hands out grants already aborted: born-lost', async () => {
-      const report = await torture(['--backend', 'memory', '--seconds', '5', '--unsafe', 'born-lost']);
+      const report = await torture(['--backend', 'memory', '--seconds', '3', '--unsafe', 'born-lost']);
       expect(report.violations.some((v) => v.rule === 'born-lost')).toBe(true);
     }, 120_000);
   });

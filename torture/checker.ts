@@ -15,6 +15,8 @@ export interface Violation {
 export interface CheckOptions {
   /** After a fault heals, a grant must come within this many ms (TTL/session + margin). */
   progressBoundMs: number;
+  /** The lease the workers asked for; with `late` faults, a reply later than this was already lost. */
+  ttlMs?: number;
 }
 
 export interface CheckResult {
@@ -43,6 +45,7 @@ export function checkHistory(events: readonly TortureEvent[], options: CheckOpti
   const violations: Violation[] = [
     ...checkTokens(grants),
     ...checkBornLost(grants),
+    ...checkLateGrants(grants, faults, options.ttlMs),
     ...checkOverlaps(grants, writes, faults),
     ...checkStaleWrites(writes),
   ];
@@ -109,6 +112,37 @@ function checkBornLost(grants: readonly Grant[]): Violation[] {
       message: `${g.key}: ${g.kind} ${g.token} (${g.grant}) handed out with its signal already aborted`,
       events: [g],
     }));
+}
+
+/**
+ * Rule 2b, seen from outside: while a delay fault holds back a worker's replies longer than the
+ * lease, every reply that reaches it was sent `late` ms earlier (the fault heals with a reset, so
+ * nothing held back arrives after it): a grant it receives then had run out at the server and must
+ * not reach the user live.
+ */
+function checkLateGrants(
+  grants: readonly Grant[],
+  faults: readonly Fault[],
+  ttlMs: number | undefined,
+): Violation[] {
+  if (ttlMs === undefined) return [];
+  const out: Violation[] = [];
+  const SLACK_MS = 100;
+  for (const f of faults) {
+    const late = f.late;
+    if (!late || late.ms <= ttlMs + SLACK_MS) continue;
+    for (const g of grants) {
+      if (g.worker !== late.worker || g.abortedAtGrant) continue;
+      if (g.t > f.t + late.ms && g.t <= f.tEnd) {
+        out.push({
+          rule: 'born-lost',
+          message: `${g.key}: ${g.grant} (token ${g.token}) handed out live though its reply was ${late.ms} ms late, past its ${ttlMs} ms lease`,
+          events: [f, g],
+        });
+      }
+    }
+  }
+  return out;
 }
 
 /** Was `worker` frozen by the nemesis at some time in (from, to]? */

@@ -29,10 +29,18 @@ export class TortureCluster {
   static async start(backend: TortureBackend): Promise<TortureCluster> {
     const kind = backend === 'redlock' ? 'redis' : backend;
     const size = backend === 'etcd' || backend === 'zookeeper' || backend === 'redlock' ? 3 : 1;
-    const [lockGroup, storageGroup] = await Promise.all([
+    const [lock, storage] = await Promise.allSettled([
       kind === 'memory' ? undefined : startServers(kind, { size, faults: true }),
       startServers('postgres', { faults: true }),
     ]);
+    if (lock.status === 'rejected' || storage.status === 'rejected') {
+      // One failed to start: stop the other, leave nothing running.
+      if (lock.status === 'fulfilled') await lock.value?.stop();
+      if (storage.status === 'fulfilled') await storage.value.stop();
+      throw lock.status === 'rejected' ? lock.reason : (storage as PromiseRejectedResult).reason;
+    }
+    const lockGroup = lock.value;
+    const storageGroup = storage.value;
     return new TortureCluster(backend, lockGroup, storageGroup, endpoint(storageGroup, 'PG_URL'));
   }
 

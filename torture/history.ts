@@ -40,7 +40,20 @@ export type TortureEvent =
   /** The worker process ended without being asked (or was SIGKILLed by the nemesis). */
   | { type: 'crash'; t: number; worker: string; detail: string }
   /** A nemesis fault, from start to heal. `workers` are the workers it froze (SIGSTOP), if any. */
-  | { type: 'fault'; t: number; tEnd: number; kind: string; target: string; pausedWorkers: string[] }
+  | {
+      type: 'fault';
+      t: number;
+      tEnd: number;
+      kind: string;
+      target: string;
+      pausedWorkers: string[];
+      /**
+       * Replies to this worker were held back lateMs while the fault lasted. Set only where the
+       * lease starts at the server with the grant and is not renewed before the reply (Redis,
+       * Redlock): a grant whose reply was that late had already run out when it arrived.
+       */
+      late?: { worker: string; ms: number };
+    }
   /** Something of the run's still held in the backend after every worker closed. */
   | { type: 'leftover'; t: number; key: string; detail: string };
 

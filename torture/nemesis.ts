@@ -21,6 +21,7 @@ export interface NemesisContext {
 interface Outcome {
   target: string;
   pausedWorkers?: string[];
+  late?: { worker: string; ms: number };
 }
 
 type Fault = (ctx: NemesisContext, stop: AbortSignal) => Promise<Outcome | null>;
@@ -105,18 +106,28 @@ const partitionWorker: Fault = async (ctx, stop) => {
 
 /**
  * Late replies to one worker: its grants and renewals arrive late, up to half a lease after the
- * lease ran out (a grant that arrives already lost must not be handed out).
+ * lease ran out (a grant that arrives already lost must not be handed out); then its connections
+ * are reset.
  */
 const delayWorker: Fault = async (ctx, stop) => {
   const w = pick(ctx.random, workers(ctx));
   const proxies = ctx.cluster.proxiesOf(w.id);
   if (proxies.length === 0) return null;
   const late = between(ctx.random, ctx.ttlMs / 2, ctx.ttlMs * 1.5);
-  const ms = between(ctx.random, 1_000, 3_000);
+  const ms = late + between(ctx.random, 1_000, 2_500); // long enough for late replies to arrive
   for (const p of proxies) p.setMode({ kind: 'delay', direction: 'toClient', ms: late });
   await sleep(ms, stop);
-  for (const p of proxies) p.setMode({ kind: 'pass' });
-  return { target: `${w.id} replies ${late} ms late for ${ms} ms` };
+  // Heal with a reset: replies still held back are dropped, so every reply that reached the
+  // worker during the fault (and none after it) was held back `late` ms — what the checker relies on.
+  for (const p of proxies) {
+    p.reset();
+    p.setMode({ kind: 'pass' });
+  }
+  const leaseAtServer = ctx.backend === 'redis' || ctx.backend === 'redlock';
+  return {
+    target: `${w.id} replies ${late} ms late for ${ms} ms`,
+    ...(leaseAtServer ? { late: { worker: w.id, ms: late } } : {}),
+  };
 };
 
 /** Kill a cluster member (any, the leader included) and restart it with its data. */
@@ -139,6 +150,20 @@ const memberPause: Fault = async (ctx, stop) => {
   return { target: `member ${index} frozen ${ms} ms` };
 };
 
+/**
+ * memory:// only: the whole process stalls (a long GC pause) — workers, their timers and the
+ * in-process server alike; leases run out meanwhile, and grants in flight arrive late.
+ */
+const stallProcess: Fault = async (ctx) => {
+  const ms = between(ctx.random, ctx.ttlMs, ctx.ttlMs * 2);
+  const paused = workers(ctx).map((w) => w.id);
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // busy on purpose: nothing else in this process runs
+  }
+  return { target: `everything for ${ms} ms`, pausedWorkers: paused };
+};
+
 const redisPause: Fault = async (ctx) => {
   const index = between(ctx.random, 0, ctx.cluster.members - 1);
   const ms = between(ctx.random, 300, ctx.ttlMs * 2);
@@ -156,7 +181,7 @@ const PROCESS_FAULTS = { pauseHolder, pauseAfterRequest, killWorker, partitionWo
 
 /** The faults that make sense for each backend. */
 export const FAULTS: Record<TortureBackend, Record<string, Fault>> = {
-  memory: { killWorker, partitionWorker },
+  memory: { killWorker, partitionWorker, stallProcess },
   redis: { ...PROCESS_FAULTS, redisPause },
   // A Redis restart without persistence is a fault Redlock is documented not to survive: not here.
   redlock: { ...PROCESS_FAULTS, redisPause, memberPause },
@@ -194,6 +219,7 @@ export async function runNemesis(ctx: NemesisContext, stop: AbortSignal): Promis
         kind,
         target: outcome.target,
         pausedWorkers: outcome.pausedWorkers ?? [],
+        ...(outcome.late ? { late: outcome.late } : {}),
       });
       ctx.log(`nemesis: ${kind} ${outcome.target}`);
     }

@@ -110,7 +110,7 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
   } finally {
     await cluster.stop();
   }
-  const result = checkHistory(pool.history, { progressBoundMs: PROGRESS_BOUND_MS });
+  const result = checkHistory(pool.history, { progressBoundMs: PROGRESS_BOUND_MS, ttlMs: TTL_MS });
   let historyFile: string | undefined;
   if (options.historyDir) {
     mkdirSync(options.historyDir, { recursive: true });

@@ -69,6 +69,31 @@ describe('torture checker', () => {
     expect(rulesOf([grant(0, 'a', 1, { abortedAtGrant: true }), grant(30, 'b', 2)])).toEqual(['born-lost']);
   });
 
+  it('rule born-lost: a grant handed out live though its reply came later than the lease', () => {
+    const delay: TortureEvent = {
+      type: 'fault',
+      t: 0,
+      tEnd: 3_000,
+      kind: 'delayWorker',
+      target: 'a',
+      pausedWorkers: [],
+      late: { worker: 'a', ms: 1_500 },
+    };
+    const withTtl = { progressBoundMs: 10_000, ttlMs: 1_000 };
+    const bornLost = (events: TortureEvent[]) =>
+      checkHistory(events, withTtl).violations.filter((v) => v.rule === 'born-lost');
+    // Reply sent at 500 (inside the fault), arrived at 2000: the 1000 ms lease ran out at 1500.
+    // Nothing held back arrives after the heal (a reset), so a grant after 3000 is on time.
+    const late = [delay, grant(2_000, 'a', 1)];
+    expect(bornLost(late)).toHaveLength(1);
+    expect(bornLost([delay, grant(4_600, 'a', 1)])).toEqual([]);
+    // A delay shorter than the lease leaves time to use the grant.
+    const short = { ...delay, late: { worker: 'a', ms: 800 } } as TortureEvent;
+    expect(bornLost([short, grant(1_300, 'a', 1)])).toEqual([]);
+    // Another worker's grant is not concerned.
+    expect(bornLost([delay, grant(2_000, 'b', 1)])).toEqual([]);
+  });
+
   it('rule overlap: b live while a still saw itself live later', () => {
     const bad = [
       grant(0, 'a', 1),

@@ -18,5 +18,5 @@ export default defineConfig({
   sourcemap: true,
   target: 'node20',
   splitting: true,
-  external: ['etcd3', 'node-zookeeper-client', 'ioredis', 'pg'],
+  external: ['etcd3', 'ioredis', 'pg'],
 });

@@ -24,8 +24,11 @@ export async function benchZooKeeper() {
   try {
     await uncontended(connectString);
     await handoff(connectString);
-    await printHerd('ZooKeeper', async () => new ZooKeeperLockProvider({ connectString }));
-    await printHeapForLocks('ZooKeeper', async () => new ZooKeeperLockProvider({ connectString }));
+    await printHerd('ZooKeeper', async () => new ZooKeeperLockProvider({ connectString, serverTickMs: 200 }));
+    await printHeapForLocks(
+      'ZooKeeper',
+      async () => new ZooKeeperLockProvider({ connectString, serverTickMs: 200 }),
+    );
   } finally {
     await server.stop();
   }
@@ -34,7 +37,7 @@ export async function benchZooKeeper() {
 async function uncontended(connectString) {
   const raw = await rawClient(connectString);
   await call((cb) => raw.mkdirp('/bench/floor', cb));
-  const provider = new ZooKeeperLockProvider({ connectString });
+  const provider = new ZooKeeperLockProvider({ connectString, serverTickMs: 200 });
   const rows = [
     {
       name: 'raw floor: create + getChildren + delete',
@@ -67,7 +70,7 @@ async function uncontended(connectString) {
 
 async function handoff(connectString) {
   const samples = await handoffSamples(
-    async () => new ZooKeeperLockProvider({ connectString }),
+    async () => new ZooKeeperLockProvider({ connectString, serverTickMs: 200 }),
     'bench/handoff',
   );
   const raw = await rawClient(connectString);

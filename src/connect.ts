@@ -39,15 +39,19 @@ const SCHEMES: Record<string, BackendName> = {
   zk: 'zookeeper',
   zookeeper: 'zookeeper',
   redis: 'redis',
+  'redis+cluster': 'redis',
   redlock: 'redlock',
   postgres: 'postgres',
   postgresql: 'postgres',
 };
 
-/** The client package each backend needs (optional peer dependencies). */
-export const BACKEND_PACKAGES: Record<Exclude<BackendName, 'memory'>, string> = {
+/**
+ * The client package each backend needs (optional peer dependencies); null: none, fencekit speaks
+ * the backend's protocol itself (ZooKeeper, see adapters/zookeeper/wire).
+ */
+export const BACKEND_PACKAGES: Record<Exclude<BackendName, 'memory'>, string | null> = {
   etcd: 'etcd3',
-  zookeeper: 'node-zookeeper-client',
+  zookeeper: null,
   redis: 'ioredis',
   redlock: 'ioredis',
   postgres: 'pg',
@@ -110,10 +114,13 @@ export function parseConnectionUrl(url: string): ConnectionSpec {
       `redlock:// needs at least 3 independent hosts, got ${spec.hosts.length}`,
     );
   }
-  if (backend === 'redis' && spec.hosts.length !== 1) {
+  if (scheme === 'redis+cluster' && path !== '') {
+    throw new InvalidArgumentError('url', 'redis+cluster:// takes no database number (a Cluster has only 0)');
+  }
+  if (scheme === 'redis' && spec.hosts.length !== 1) {
     throw new InvalidArgumentError(
       'url',
-      'redis:// takes one host; use redlock:// for several independent instances',
+      'redis:// takes one host; use redlock:// for several independent instances, redis+cluster:// for a Redis Cluster',
     );
   }
   if (backend === 'redis' && path !== '' && !/^\d+$/.test(path)) {
@@ -163,7 +170,8 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   if (spec.backend === 'memory') {
     return new MemoryLockProvider({ ...options, server: memoryServer(spec.path) });
   }
-  await requirePeer(BACKEND_PACKAGES[spec.backend], spec.backend);
+  const peer = BACKEND_PACKAGES[spec.backend];
+  if (peer) await requirePeer(peer, spec.backend);
   const adapter = await loadAdapter(spec.backend);
   return adapter.createProvider(spec, options);
 }

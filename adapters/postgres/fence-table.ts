@@ -1,5 +1,7 @@
-import type { ClientBase } from 'pg';
+import type pg from 'pg';
 import { InvalidArgumentError } from '../../src/errors.js';
+import { checkOut } from './checkout.js';
+import { within } from './deadline.js';
 import { advisoryKey } from './keyspace.js';
 
 /** A validated, quoted SQL identifier (optionally schema-qualified: "schema"."table"). */
@@ -15,8 +17,10 @@ export function quoteIdentifier(name: string, argument: string): string {
 }
 
 /**
- * The durable fencing counter: one row per lock name, incremented by every grant in the same
- * statement that records the holder. Created on first use; creating it twice is harmless.
+ * The durable fencing counter: one row per lock name, incremented by every grant, session or
+ * transaction-scoped, always in a transaction of its own (autocommit), so a token once handed out
+ * stays used whatever happens to the holder's transaction. Created on first use, never inside a
+ * caller's transaction; creating it twice is harmless.
  */
 export class FenceTable {
   readonly table: string;
@@ -28,36 +32,41 @@ export class FenceTable {
     this.table = quoteIdentifier(tableName, 'table');
   }
 
-  /** CREATE TABLE IF NOT EXISTS inside the caller's transaction; concurrent creators take turns. */
-  async create(client: ClientBase): Promise<void> {
-    await client.query('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${this.table} (
-         name text PRIMARY KEY,
-         token bigint NOT NULL,
-         owner text,
-         since timestamptz NOT NULL DEFAULT now()
-       )`,
-    );
-  }
-
-  /** Creates the table once per provider, in a transaction of its own. */
-  ensure(client: ClientBase): Promise<void> {
+  /**
+   * Creates the table once, on a connection of `pool`, in a transaction of its own (concurrent
+   * creators take turns on an advisory lock). A failure is not remembered: the next call tries again.
+   */
+  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
+    if (this.created) return Promise.resolve();
     this.#ready ??= (async () => {
-      await client.query('BEGIN');
-      try {
-        await this.create(client);
-        await client.query('COMMIT');
-        this.created = true;
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      }
+      const conn = await checkOut(pool, callTimeoutMs);
+      const run = (sql: string, values: unknown[] = []) =>
+        conn.query(sql, values, callTimeoutMs, 'creating the fencing-token table');
+      await run('BEGIN');
+      await run('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
+      await run(
+        `CREATE TABLE IF NOT EXISTS ${this.table} (
+           name text PRIMARY KEY,
+           token bigint NOT NULL,
+           owner text,
+           since timestamptz NOT NULL DEFAULT now()
+         )`,
+      );
+      await run('COMMIT');
+      conn.giveBack();
+      this.created = true;
     })();
     this.#ready.catch(() => {
       this.#ready = undefined;
     });
-    return this.#ready;
+    return within(this.#ready, Number.POSITIVE_INFINITY, 'creating the fencing-token table', cancel);
+  }
+
+  /** The next token of `name` ($1), recording owner $2, as its own statement (autocommit). */
+  get bumpSql(): string {
+    return `INSERT INTO ${this.table} AS t (name, token, owner, since) VALUES ($1, 1, $2, now())
+      ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, since = now()
+      RETURNING token`;
   }
 
   /**
@@ -75,8 +84,5 @@ export class FenceTable {
   }
 }
 
-export type LockFunction =
-  | 'pg_advisory_lock'
-  | 'pg_try_advisory_lock'
-  | 'pg_advisory_xact_lock'
-  | 'pg_try_advisory_xact_lock';
+/** Session locks only: a transaction's token is bumped apart from its lock (see xact.ts). */
+export type LockFunction = 'pg_advisory_lock' | 'pg_try_advisory_lock';

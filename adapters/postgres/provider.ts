@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
@@ -5,8 +6,11 @@ import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { type Checkout, checkOut } from './checkout.js';
+import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey, lockRowIds } from './keyspace.js';
+import { Slots } from './slots.js';
 
 export interface PostgresProviderOptions extends ProviderDefaults {
   /** postgres://user:pass@host:port/db, or use `pool` for every pg option. */
@@ -30,6 +34,12 @@ export interface PostgresProviderOptions extends ProviderDefaults {
    * client, and releases its locks, within idle + interval × count. Default 10 + 5 × 3 = 25 s.
    */
   serverKeepalive?: { idle: number; interval: number; count: number };
+  /**
+   * How often the server checks, during a statement, that our end of the connection is still
+   * there (`client_connection_check_interval`, PostgreSQL 14+), so that a waiter whose connection we
+   * closed leaves the lock queue. Default 1 000 ms; 0 leaves the server's setting (for PostgreSQL 13).
+   */
+  serverConnectionCheckMs?: number;
 }
 
 /**
@@ -37,17 +47,24 @@ export interface PostgresProviderOptions extends ProviderDefaults {
  * holder and each waiter uses its own pooled connection: waiters block inside PostgreSQL, which
  * queues them in order and wakes one per release, and a holder's lock lives and dies with its
  * connection. A dead connection aborts the lock's signal at once; a silent one within
- * healthCheckIntervalMs + healthCheckTimeoutMs, before the server's keepalive can drop it.
+ * healthCheckIntervalMs + healthCheckTimeoutMs, before the server's keepalive can drop it. Every
+ * call has a deadline (callTimeoutMs); a connection whose call missed it is destroyed, which is what
+ * makes the server drop its locks and queue entries.
  */
 export class PostgresLockProvider extends BaseLockProvider {
   readonly backend = 'postgres' as const;
   readonly pool: pg.Pool;
-  /** Two spare connections for inspect() and for ending waits (pg_terminate_backend). */
+  /** Spare connections for inspect(), for creating the token table and for ending waits. */
   readonly #control: pg.Pool;
+  readonly #slots: Slots;
   readonly #fence: FenceTable;
   readonly #healthIntervalMs: number;
   readonly #healthTimeoutMs: number;
-  readonly #holding = new Set<pg.PoolClient>();
+  readonly #holding = new Set<Checkout>();
+  /** Every open client of both pools, so that close() can cut them when the server is silent. */
+  readonly #clients = new Set<pg.PoolClient>();
+  /** The last call to the server got an answer (false until the first one does). */
+  #reachable = false;
 
   constructor(options: PostgresProviderOptions) {
     super(options);
@@ -57,19 +74,32 @@ export class PostgresLockProvider extends BaseLockProvider {
     this.#healthIntervalMs = options.healthCheckIntervalMs ?? 5_000;
     this.#healthTimeoutMs = options.healthCheckTimeoutMs ?? 2_000;
     const keepalive = options.serverKeepalive ?? { idle: 10, interval: 5, count: 3 };
+    const checkMs = options.serverConnectionCheckMs ?? 1_000;
     const base: pg.PoolConfig = {
       ...options.pool,
       ...(options.connectionString ? { connectionString: options.connectionString } : {}),
       keepAlive: true,
-      connectionTimeoutMillis: options.pool?.connectionTimeoutMillis ?? 10_000,
+      // pg-pool destroys a connect attempt that hangs longer (a blackholed network).
+      connectionTimeoutMillis: options.pool?.connectionTimeoutMillis ?? this.callTimeoutMs,
       application_name: options.pool?.application_name ?? 'fencekit',
-      options: `-c tcp_keepalives_idle=${keepalive.idle} -c tcp_keepalives_interval=${keepalive.interval} -c tcp_keepalives_count=${keepalive.count}`,
+      options: [
+        `-c tcp_keepalives_idle=${keepalive.idle}`,
+        `-c tcp_keepalives_interval=${keepalive.interval}`,
+        `-c tcp_keepalives_count=${keepalive.count}`,
+        // A backend blocked in a lock wait does not read its socket: without this check it would
+        // stay queued (and could even be granted) after we closed the connection.
+        ...(checkMs > 0 ? [`-c client_connection_check_interval=${checkMs}`] : []),
+      ].join(' '),
     };
     this.pool = new pg.Pool({ ...base, max });
-    this.#control = new pg.Pool({ ...base, max: 2, idleTimeoutMillis: 5_000 });
-    // A pooled connection that errors while idle must not crash the process.
-    this.pool.on('error', () => undefined);
-    this.#control.on('error', () => undefined);
+    this.#slots = new Slots(max);
+    this.#control = new pg.Pool({ ...base, max: 3, idleTimeoutMillis: 5_000 });
+    for (const pool of [this.pool, this.#control]) {
+      // A pooled connection that errors while idle must not crash the process.
+      pool.on('error', () => undefined);
+      pool.on('connect', (client) => this.#clients.add(client));
+      pool.on('remove', (client) => this.#clients.delete(client));
+    }
     this.#fence = new FenceTable(options.table ?? 'fencekit_fencing_tokens');
   }
 
@@ -77,122 +107,194 @@ export class PostgresLockProvider extends BaseLockProvider {
     validateKey(key);
     this.assertOpen();
     const { classid, objid } = lockRowIds(advisoryKey(key));
-    const client = await this.#connect(this.#control);
-    try {
-      await this.#fence.ensure(client);
-      const locks = await client.query<{ granted: boolean }>(
-        `SELECT granted FROM pg_locks
-          WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1`,
-        [classid, objid],
-      );
-      const holding = locks.rows.some((r) => r.granted);
-      const waiters = locks.rows.filter((r) => !r.granted).length;
-      if (!holding && waiters === 0) return null;
-      const row = holding
-        ? (await client.query(`SELECT token, owner, since FROM ${this.#fence.table} WHERE name = $1`, [key]))
-            .rows[0]
-        : undefined;
-      const holder = row
-        ? { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since as Date }
-        : null;
-      return { key, holder, waiters };
-    } finally {
-      client.release();
-    }
+    await this.#fence.ensure(this.#control, this.callTimeoutMs);
+    const conn = await checkOut(this.#control, this.callTimeoutMs);
+    const run = <R extends pg.QueryResultRow>(sql: string, values: unknown[]) =>
+      conn.query<R>(sql, values, this.callTimeoutMs, 'inspect');
+    const locks = await run<{ granted: boolean }>(
+      `SELECT granted FROM pg_locks
+        WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1`,
+      [classid, objid],
+    );
+    const holding = locks.rows.some((r) => r.granted);
+    const waiters = locks.rows.filter((r) => !r.granted).length;
+    const row = holding
+      ? (await run(`SELECT token, owner, since FROM ${this.#fence.table} WHERE name = $1`, [key])).rows[0]
+      : undefined;
+    conn.giveBack();
+    this.#serverAnswered();
+    if (!holding && waiters === 0) return null;
+    const holder = row
+      ? { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since as Date }
+      : null;
+    return { key, holder, waiters };
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    if (!this.#fence.created) {
-      const control = await this.#connect(this.#control);
-      try {
-        await this.#fence.ensure(control);
-      } finally {
-        control.release();
-      }
+    try {
+      const lock = await this.#attempt(req, cancel);
+      this.#serverAnswered();
+      return lock;
+    } catch (error) {
+      if (error instanceof BackendUnavailableError) this.#reachable = false;
+      throw error;
     }
-    const client = await this.#connectCancellable(cancel);
+  }
+
+  /** A wait that runs out while the server is silent (or was never reached) is an outage. */
+  protected override backendReachable(): boolean {
+    return this.#reachable;
+  }
+
+  #serverAnswered(): void {
+    if (!this.#reachable) this.noteReached();
+    this.#reachable = true;
+  }
+
+  async #attempt(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    await this.#fence.ensure(this.#control, this.callTimeoutMs, cancel);
+    // Waiting for a free connection is part of a waiting acquire; a try gets callTimeoutMs.
+    const free = await this.#slots.take(req.wait ? Number.POSITIVE_INFINITY : this.callTimeoutMs, cancel);
+    const conn = await checkOut(this.pool, this.callTimeoutMs, cancel, free);
+    this.#serverAnswered();
     const key = advisoryKey(req.key).toString();
     const sql = this.#fence.grantSql(req.wait ? 'pg_advisory_lock' : 'pg_try_advisory_lock');
-    let token: bigint | undefined;
+    const values = [req.key, req.owner ?? null, key];
+    const rows = req.wait
+      ? await this.#waitForGrant(conn, sql, values, cancel)
+      : await conn.query<{ token: string }>(sql, values, this.callTimeoutMs, 'try-lock', cancel).then(
+          (result) => result.rows,
+          (error: unknown) => {
+            if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
+            throw new BackendUnavailableError(`postgres: try-lock failed: ${(error as Error).message}`, {
+              cause: error,
+            });
+          },
+        );
+    // A grant that raced in with the cancel: closing the connection gives it back.
+    if (cancel.aborted) {
+      conn.discard();
+      throw cancel.reason;
+    }
+    if (rows[0] === undefined) {
+      conn.giveBack();
+      return null;
+    }
+    return this.#hold(conn, req, key, BigInt(rows[0].token));
+  }
+
+  /**
+   * The blocking grant statement. While it waits, the server is asked every healthCheckIntervalMs
+   * whether our waiting backend still exists: a silent network or a backend gone ends the wait with
+   * BackendUnavailableError (the base retries within waitMs) instead of a hang.
+   */
+  async #waitForGrant(
+    conn: Checkout,
+    sql: string,
+    values: unknown[],
+    cancel: AbortSignal,
+  ): Promise<Array<{ token: string }>> {
+    const granted = conn.client.query<{ token: string }>(sql, values);
+    // Ends the wait on cancel or on a failed probe. Built by hand rather than with AbortSignal.any,
+    // so that no listener outlives the wait on a long-lived cancel signal.
+    const stopWaiting = new AbortController();
+    const onCancel = () => stopWaiting.abort(cancel.reason);
+    cancel.addEventListener('abort', onCancel, { once: true });
+    const stopProbing = new AbortController();
+    void this.#probeWhileWaiting(conn.pid, stopProbing.signal, stopWaiting);
     try {
-      const result = await this.#untilCancelled(
-        client,
-        cancel,
-        client.query<{ token: string }>(sql, [req.key, req.owner ?? null, key]),
+      const result = await within(
+        granted,
+        Number.POSITIVE_INFINITY,
+        'waiting for the lock',
+        stopWaiting.signal,
       );
-      token = result.rows[0] === undefined ? undefined : BigInt(result.rows[0].token);
+      return result.rows;
     } catch (error) {
-      client.release(true); // its state is unknown (terminated, cancelled): never reuse it
-      if (cancel.aborted) throw cancel.reason;
+      if (cancel.aborted) {
+        await this.#endWait(conn, granted);
+        throw cancel.reason;
+      }
+      conn.discard();
+      if (error instanceof BackendUnavailableError) throw error;
       throw new BackendUnavailableError(`postgres: acquire failed: ${(error as Error).message}`, {
         cause: error,
       });
-    }
-    if (token === undefined) {
-      client.release();
-      return null;
-    }
-    return this.#hold(client, req, key, token);
-  }
-
-  /** Runs query; if cancel aborts first, ends the waiting backend so nothing stays queued. */
-  async #untilCancelled<T>(client: pg.PoolClient, cancel: AbortSignal, query: Promise<T>): Promise<T> {
-    const pid = (client as unknown as { processID: number }).processID;
-    const onCancel = () => {
-      void this.#connect(this.#control)
-        .then(async (control) => {
-          try {
-            await control.query('SELECT pg_terminate_backend($1)', [pid]);
-          } finally {
-            control.release();
-          }
-        })
-        .catch(() => undefined);
-    };
-    if (cancel.aborted) onCancel();
-    else cancel.addEventListener('abort', onCancel, { once: true });
-    try {
-      return await query;
     } finally {
       cancel.removeEventListener('abort', onCancel);
+      stopProbing.abort();
     }
   }
 
-  #hold(client: pg.PoolClient, req: LockRequest, key: string, token: bigint): OwnedLock {
+  async #probeWhileWaiting(pid: number, stop: AbortSignal, failed: AbortController): Promise<void> {
+    while (!stop.aborted) {
+      await sleep(this.#healthIntervalMs, undefined, { signal: stop }).catch(() => undefined);
+      if (stop.aborted) return;
+      try {
+        const conn = await checkOut(this.#control, this.callTimeoutMs, stop);
+        const { rowCount } = await conn.query(
+          'SELECT 1 FROM pg_stat_activity WHERE pid = $1',
+          [pid],
+          this.callTimeoutMs,
+          'checking a waiting connection',
+        );
+        conn.giveBack();
+        this.#serverAnswered();
+        if (rowCount === 0) throw new BackendUnavailableError('postgres: the waiting connection is gone');
+      } catch (error) {
+        if (!stop.aborted) failed.abort(error);
+        return;
+      }
+    }
+  }
+
+  /**
+   * Takes a cancelled waiter out of PostgreSQL's queue: pg_terminate_backend on its backend, then
+   * its statement ends. The connection is destroyed in every case and never reused, so a terminate
+   * that lands late can only hit this connection (a grant that raced in dies with it).
+   */
+  async #endWait(conn: Checkout, granted: Promise<unknown>): Promise<void> {
+    const started = performance.now();
+    try {
+      const control = await checkOut(this.#control, this.callTimeoutMs);
+      await control.query('SELECT pg_terminate_backend($1)', [conn.pid], this.callTimeoutMs, 'ending a wait');
+      control.giveBack();
+      const left = Math.max(0, this.callTimeoutMs - (performance.now() - started));
+      await within(granted, left, 'ending a wait');
+    } catch {
+      // Unconfirmed: closing the connection below is all that is left; the server drops the entry
+      // when it sees the close.
+    } finally {
+      conn.discard();
+    }
+  }
+
+  #hold(conn: Checkout, req: LockRequest, key: string, token: bigint): OwnedLock {
     let healthTimer: NodeJS.Timeout | undefined;
-    let returned = false;
-    /** Back to the pool once; destroy=true closes it (the server then releases its locks). */
-    const giveBack = (destroy: boolean) => {
-      if (returned) return;
-      returned = true;
-      this.#holding.delete(client);
-      client.release(destroy);
-    };
     const lock = new OwnedLock({
       key: req.key,
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
-        if (returned) return; // the connection is gone, and the lock with it
+        if (conn.done) return; // the connection is gone, and the lock with it
         try {
-          await client.query('SELECT pg_advisory_unlock($1)', [key]);
-          giveBack(false);
+          await conn.query('SELECT pg_advisory_unlock($1)', [key], this.callTimeoutMs, 'unlock');
+          conn.giveBack();
         } catch {
-          giveBack(true);
+          conn.discard(); // unconfirmed: closing the connection frees the lock on the server
         }
       },
     });
     const lost = () => {
       if (!lock.held) return;
       lock.lose('connection-lost');
-      giveBack(true);
+      conn.discard();
     };
-    client.on('error', lost);
-    client.on('end', lost);
-    this.#holding.add(client);
+    conn.onLost(lost);
+    this.#holding.add(conn);
     const check = async () => {
       try {
-        await client.query({ text: 'SELECT 1', query_timeout: this.#healthTimeoutMs } as pg.QueryConfig);
+        await conn.query('SELECT 1', [], this.#healthTimeoutMs, 'health check');
         if (lock.held) healthTimer = setTimeout(check, this.#healthIntervalMs);
       } catch {
         lost();
@@ -201,57 +303,32 @@ export class PostgresLockProvider extends BaseLockProvider {
     healthTimer = setTimeout(check, this.#healthIntervalMs);
     lock.onEnd(() => {
       clearTimeout(healthTimer);
-      client.off('error', lost);
-      client.off('end', lost);
+      this.#holding.delete(conn);
     });
     return lock;
   }
 
-  async #connect(pool: pg.Pool): Promise<pg.PoolClient> {
-    try {
-      return await pool.connect();
-    } catch (error) {
-      throw new BackendUnavailableError(`postgres: cannot connect: ${(error as Error).message}`, {
-        cause: error,
-      });
+  /** Bounded: with the server silent, waits callTimeoutMs and then cuts every connection. */
+  override close(): Promise<void> {
+    const wasClosed = this.closed;
+    const closing = super.close();
+    if (!wasClosed) {
+      const cut = setTimeout(() => this.#cutAll(), this.callTimeoutMs);
+      void closing.finally(() => clearTimeout(cut)).catch(() => undefined);
     }
-  }
-
-  /** A pooled connection; if cancel aborts while waiting for one, it goes back unused. */
-  async #connectCancellable(cancel: AbortSignal): Promise<pg.PoolClient> {
-    const connecting = this.#connect(this.pool);
-    if (cancel.aborted) {
-      void connecting.then(
-        (c) => c.release(),
-        () => undefined,
-      );
-      throw cancel.reason;
-    }
-    return await new Promise<pg.PoolClient>((resolve, reject) => {
-      const onCancel = () => {
-        void connecting.then(
-          (c) => c.release(),
-          () => undefined,
-        );
-        reject(cancel.reason);
-      };
-      cancel.addEventListener('abort', onCancel, { once: true });
-      connecting.then(
-        (c) => {
-          cancel.removeEventListener('abort', onCancel);
-          if (cancel.aborted) c.release();
-          else resolve(c);
-        },
-        (error) => {
-          cancel.removeEventListener('abort', onCancel);
-          reject(error);
-        },
-      );
-    });
+    return closing;
   }
 
   protected async shutdown(): Promise<void> {
-    await Promise.allSettled([this.pool.end(), this.#control.end()]);
+    const ending = Promise.allSettled([this.pool.end(), this.#control.end()]);
+    await within(ending, this.callTimeoutMs, 'closing connections').catch(() => this.#cutAll());
+  }
+
+  /** Destroys every socket: the server releases what they held when it sees them close. */
+  #cutAll(): void {
+    for (const client of this.#clients) {
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    }
   }
 
   /**
@@ -259,8 +336,8 @@ export class PostgresLockProvider extends BaseLockProvider {
    * process would; the server releases their locks when it sees the connections close.
    */
   async abandon(): Promise<void> {
-    for (const client of this.#holding) {
-      (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+    for (const conn of this.#holding) {
+      (conn.client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
     }
     this.#holding.clear();
   }

@@ -1,5 +1,6 @@
-import type { ClientBase } from 'pg';
+import pg from 'pg';
 import { validateKey } from '../../src/validate.js';
+import { checkOut } from './checkout.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey } from './keyspace.js';
 
@@ -10,6 +11,14 @@ export interface XactLockOptions {
   table?: string;
   /** Recorded with the token (shown by inspect()). */
   owner?: string;
+  /**
+   * Where the token is taken: a pool on the same database whose connections run the counter's
+   * update in a transaction of their own. Default: a small shared pool (2 connections, closed
+   * when idle) opened with the caller's connection settings.
+   */
+  tokenPool?: pg.Pool;
+  /** Deadline of the token's update on that pool. Default 5 000 ms. */
+  callTimeoutMs?: number;
 }
 
 export interface XactGrant {
@@ -18,56 +27,98 @@ export interface XactGrant {
   fencingToken: bigint;
 }
 
-/** Per connection, the tables already ensured (a connection stays on one database). */
-const ensured = new WeakMap<ClientBase, Map<string, Promise<void>>>();
+/** The connection settings a pg client was made with (what it needs to open a sibling). */
+interface ClientSettings {
+  connectionParameters?: {
+    user?: string;
+    password?: unknown;
+    host?: string;
+    port?: number;
+    database?: string;
+    ssl?: unknown;
+  };
+}
 
-/** CREATE TABLE IF NOT EXISTS inside the caller's transaction, behind a savepoint. */
-async function ensureTable(client: ClientBase, table: FenceTable): Promise<void> {
-  let tables = ensured.get(client);
+/** Shared token pools, one per target database and user; they end their connections when idle. */
+const tokenPools = new Map<string, pg.Pool>();
+/** Per pool and table: created once, retried after a failure. */
+const fences = new WeakMap<pg.Pool, Map<string, FenceTable>>();
+
+function tokenPoolFor(client: pg.ClientBase): pg.Pool {
+  const p = (client as unknown as ClientSettings).connectionParameters ?? {};
+  const id = JSON.stringify([p.host, p.port, p.database, p.user]);
+  let pool = tokenPools.get(id);
+  if (!pool) {
+    pool = new pg.Pool({
+      host: p.host,
+      port: p.port,
+      database: p.database,
+      user: p.user,
+      password: p.password as pg.PoolConfig['password'],
+      ssl: p.ssl as pg.PoolConfig['ssl'],
+      max: 2,
+      idleTimeoutMillis: 10_000,
+      allowExitOnIdle: true,
+      application_name: 'fencekit-tokens',
+    });
+    pool.on('error', () => undefined); // an idle connection that dies must not crash the process
+    tokenPools.set(id, pool);
+  }
+  return pool;
+}
+
+function fenceFor(pool: pg.Pool, table: string): FenceTable {
+  let tables = fences.get(pool);
   if (!tables) {
     tables = new Map();
-    ensured.set(client, tables);
+    fences.set(pool, tables);
   }
-  const where = table.table;
-  let done = tables.get(where);
-  if (!done) {
-    done = (async () => {
-      await client.query('SAVEPOINT fencekit_ensure');
-      try {
-        await table.create(client);
-        await client.query('RELEASE SAVEPOINT fencekit_ensure');
-      } catch (error) {
-        await client.query('ROLLBACK TO SAVEPOINT fencekit_ensure').catch(() => undefined);
-        throw error;
-      }
-    })();
-    tables.set(where, done);
-    const known = tables;
-    done.catch(() => known.delete(where));
+  let fence = tables.get(table);
+  if (!fence) {
+    fence = new FenceTable(table);
+    tables.set(table, fence);
   }
-  await done;
+  return fence;
 }
 
 /**
- * Takes a transaction-scoped advisory lock (pg_advisory_xact_lock) and the next fencing token inside
- * the caller's open transaction: both end with its COMMIT or ROLLBACK, atomically with its work.
- * Call it after BEGIN; outside a transaction block the lock would end with the statement.
+ * Takes a transaction-scoped advisory lock (pg_advisory_xact_lock) inside the caller's open
+ * transaction, then the next fencing token in a transaction of its own on another connection: the
+ * lock ends with the caller's COMMIT or ROLLBACK, while the token stays used whatever that
+ * transaction's fate, so no later holder gets it again. Taken while the lock is held, it follows
+ * the same per-name order as the provider's session grants. Call it after BEGIN; outside a
+ * transaction block the lock would end with the statement. If the token cannot be taken it throws,
+ * and the lock stays until the caller's transaction ends: roll back.
  */
 export async function xactLock(
-  client: ClientBase,
+  client: pg.ClientBase,
   name: string,
   opts: XactLockOptions = {},
 ): Promise<XactGrant | null> {
   validateKey(name, 'name');
-  const table = new FenceTable(opts.table ?? 'fencekit_fencing_tokens');
-  await ensureTable(client, table);
-  const fn = opts.wait === false ? 'pg_try_advisory_xact_lock' : 'pg_advisory_xact_lock';
-  const { rows } = await client.query<{ token: string }>(table.grantSql(fn), [
-    name,
-    opts.owner ?? null,
-    advisoryKey(name).toString(),
-  ]);
-  return rows[0] ? { name, fencingToken: BigInt(rows[0].token) } : null;
+  const callMs = opts.callTimeoutMs ?? 5_000;
+  const pool = opts.tokenPool ?? tokenPoolFor(client);
+  const fence = fenceFor(pool, opts.table ?? 'fencekit_fencing_tokens');
+  // The table exists before the lock is taken: no DDL ever runs in the caller's transaction.
+  await fence.ensure(pool, callMs);
+  const key = advisoryKey(name).toString();
+  if (opts.wait === false) {
+    const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [key]);
+    if (!rows[0]?.ok) return null;
+  } else {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [key]);
+  }
+  const conn = await checkOut(pool, callMs);
+  const bumped = await conn.query<{ token: string }>(
+    fence.bumpSql,
+    [name, opts.owner ?? null],
+    callMs,
+    'taking a fencing token',
+  );
+  conn.giveBack();
+  const token = bumped.rows[0]?.token;
+  if (token === undefined) throw new Error(`postgres: the token update of "${name}" returned no row`);
+  return { name, fencingToken: BigInt(token) };
 }
 
 /**
@@ -75,7 +126,7 @@ export async function xactLock(
  * without running fn when `wait: false` and another transaction holds the lock.
  */
 export async function withXactLock<T>(
-  client: ClientBase,
+  client: pg.ClientBase,
   name: string,
   fn: (grant: XactGrant) => Promise<T>,
   opts: XactLockOptions = {},

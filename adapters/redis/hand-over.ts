@@ -20,6 +20,8 @@ export class WaiterInbox {
   #handed: bigint | undefined;
   #answeredSentAt: number | undefined;
   #answeredRttMs = 0;
+  /** The fence counter at the last refusal: a grant made after it has a higher token. */
+  #answeredFence: bigint | undefined;
 
   constructor(
     readonly ownerToken: string,
@@ -30,18 +32,26 @@ export class WaiterInbox {
   notice(message: string): boolean {
     const [next, token] = message.split(' ');
     if (this.fair && next !== this.ownerToken) return false;
-    if (next === this.ownerToken && token !== undefined && /^\d+$/.test(token)) this.#handed = BigInt(token);
+    if (next === this.ownerToken && token !== undefined && /^\d+$/.test(token)) {
+      // A notice delayed past a later refusal announces a grant made before that refusal, which
+      // has ended since (Redis said "not yours" after it): its token is not above the counter.
+      const granted = BigInt(token);
+      if (this.#answeredFence !== undefined && granted <= this.#answeredFence) return false;
+      this.#handed = granted;
+    }
     this.noticed = true;
     return true;
   }
 
   /**
-   * Redis answered an attempt sent at sentAt with "not yours". A hand-over noticed before this
-   * answer is void (that grant may have expired since); if it was still ours, the next attempt,
-   * made at once, adopts it.
+   * Redis answered an attempt sent at sentAt with "not yours" while its fence counter stood at
+   * `fence`. A hand-over noticed before this answer is void (that grant may have expired since);
+   * if it was still ours, the next attempt, made at once, adopts it. A notice that arrives later
+   * counts only if its token is above `fence`: only then was its grant made after the refusal.
    */
-  refused(sentAt: number): void {
+  refused(sentAt: number, fence?: bigint): void {
     this.#answeredSentAt = sentAt;
+    this.#answeredFence = fence;
     this.#answeredRttMs = monotonicNow() - sentAt;
     if (this.#handed !== undefined) this.noticed = true;
     this.#handed = undefined;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import { Cluster, type Redis, type RedisOptions } from 'ioredis';
 
 /**
  * Release notices over pub/sub, one channel per provider: a waiter queues with its provider's
@@ -9,16 +9,20 @@ import type { Redis } from 'ioredis';
  */
 export class WaiterNotices {
   readonly channel: string;
-  readonly #subscriber: Redis;
+  readonly #subscriber: Redis | Cluster;
   /** ownerToken → the listener of that waiting request. */
   readonly #listeners = new Map<string, (message: string) => void>();
   #subscribing: Promise<void> | undefined;
   /** Redis confirmed the first SUBSCRIBE; ioredis subscribes again by itself after a reconnect. */
   #subscribed = false;
 
-  constructor(redis: Redis, prefix: string) {
+  constructor(redis: Redis | Cluster, prefix: string, options: RedisOptions = {}) {
     this.channel = `${prefix}inbox:${crypto.randomUUID()}`;
-    this.#subscriber = redis.duplicate({ lazyConnect: true });
+    // A Cluster delivers PUBLISH to every node: a subscriber on any of them hears it.
+    this.#subscriber =
+      redis instanceof Cluster
+        ? redis.duplicate([], { lazyConnect: true })
+        : redis.duplicate({ ...options, lazyConnect: true });
     this.#subscriber.on('error', () => undefined);
     this.#subscriber.on('message', (_channel: string, message: string) => {
       this.#listeners.get(message.split(' ', 1)[0] as string)?.(message);
@@ -26,15 +30,21 @@ export class WaiterNotices {
   }
 
   /**
-   * Calls onMessage for each notice to ownerToken until the returned function is called.
-   * Resolves once the subscription is in place (best effort: without it the waiter still polls).
+   * Calls onMessage for each notice to ownerToken until `stop` is called. `subscribed` settles once
+   * the subscription is in place or failed (best effort: without it the waiter still polls); the
+   * caller bounds how long it waits for it.
    */
-  async listen(ownerToken: string, onMessage: (message: string) => void): Promise<() => void> {
+  listen(
+    ownerToken: string,
+    onMessage: (message: string) => void,
+  ): { subscribed: Promise<void>; stop: () => void } {
     this.#listeners.set(ownerToken, onMessage);
     this.#subscribing ??= this.#subscribe();
-    await this.#subscribing;
-    return () => {
-      this.#listeners.delete(ownerToken);
+    return {
+      subscribed: this.#subscribing,
+      stop: () => {
+        this.#listeners.delete(ownerToken);
+      },
     };
   }
 

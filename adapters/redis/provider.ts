@@ -1,21 +1,35 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
-import { monotonicNow } from '../../src/clock.js';
+import { monotonicNow, safeDeadline } from '../../src/clock.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
-import { WaiterInbox } from './hand-over.js';
+import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
+import { type HandedGrant, WaiterInbox } from './hand-over.js';
+import { Leftovers } from './leftovers.js';
 import { WaiterNotices } from './notices.js';
-import { type LockKeys, LockScripts, lockKeys } from './scripts.js';
+import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
 
 export interface RedisProviderOptions extends ProviderDefaults {
   /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
   url?: string;
   redis?: RedisOptions;
+  /**
+   * A Redis Cluster: its seed nodes ("host:port" or { host, port }) and ioredis Cluster options
+   * (each node's connection also takes `redis`). Every name's keys share one hash slot.
+   */
+  cluster?: { nodes: Array<string | { host: string; port: number }>; options?: ClusterOptions };
+  /**
+   * A client of your own (Redis or Cluster) instead of one the provider opens; close() leaves it
+   * open (the provider opens and closes only its notice subscriber, a duplicate of it).
+   */
+  client?: Redis | Cluster;
+  /** ioredis options for the connection that receives hand-over notices, over those of `redis`. */
+  subscriber?: RedisOptions;
   /** Prefix of every key. Default 'fencekit:'. */
   prefix?: string;
   /**
@@ -26,12 +40,10 @@ export interface RedisProviderOptions extends ProviderDefaults {
   fair?: boolean;
   /** Longest sleep between two attempts of a waiter that was not woken. Default 500 ms. */
   maxPollMs?: number;
-  /** Deadline of each command. Default 2 000 ms. */
-  callTimeoutMs?: number;
 }
 
-/** Consecutive failed attempts (unreachable Redis) after which a waiting acquire gives up. */
-const MAX_FAILED_ATTEMPTS = 5;
+/** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
+const SHUTDOWN_MS = 800;
 
 /**
  * Locks on one Redis: `SET NX PX` and the fencing counter's INCR in one script, compare-and-delete
@@ -42,35 +54,51 @@ const MAX_FAILED_ATTEMPTS = 5;
  */
 export class RedisLockProvider extends BaseLockProvider {
   readonly backend = 'redis' as const;
-  readonly redis: Redis;
+  readonly redis: Redis | Cluster;
   readonly prefix: string;
+  /** Whether close() quits this.redis (false for a client passed in). */
+  readonly #ownsClient: boolean;
   readonly fair: boolean;
   readonly #scripts: LockScripts;
   readonly #notices: WaiterNotices;
   readonly #maxPollMs: number;
   readonly #waiterTtlMs: number;
   readonly #renewing = new Set<OwnedLock>();
+  readonly #reachability: Reachability;
+  /** Leaves and releases whose first try failed, retried until done (the provider owns them). */
+  readonly #leftovers = new Leftovers();
   /** Release notices that woke a waiter of this provider (one per handoff in fair mode). */
   wakeups = 0;
 
   constructor(options: RedisProviderOptions) {
     super(options);
-    this.prefix = options.prefix ?? 'fencekit:';
+    this.prefix = validatePrefix(options.prefix ?? 'fencekit:');
     this.fair = options.fair ?? true;
     this.#maxPollMs = options.maxPollMs ?? 500;
     if (!(this.#maxPollMs >= 10)) throw new InvalidArgumentError('maxPollMs', 'must be at least 10 ms');
     // A live waiter refreshes its place at least every maxPollMs; five missed refreshes mean it is gone.
     this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);
     const redisOptions: RedisOptions = {
-      commandTimeout: options.callTimeoutMs ?? 2_000,
+      commandTimeout: this.callTimeoutMs,
       maxRetriesPerRequest: 1, // scripts are safe to replay (keyed by ownerToken), but not forever
       retryStrategy: (times) => Math.min(times * 50, 1_000),
       ...options.redis,
     };
-    this.redis = options.url ? new Redis(options.url, redisOptions) : new Redis(redisOptions);
+    this.#ownsClient = options.client === undefined;
+    this.redis =
+      options.client ??
+      (options.cluster
+        ? new Cluster(options.cluster.nodes, {
+            redisOptions,
+            ...options.cluster.options,
+          })
+        : options.url
+          ? new Redis(options.url, redisOptions)
+          : new Redis(redisOptions));
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
+    this.#reachability = new Reachability(this.redis, 'redis');
     this.#scripts = new LockScripts(this.redis);
-    this.#notices = new WaiterNotices(this.redis, this.prefix);
+    this.#notices = new WaiterNotices(this.redis, this.prefix, options.subscriber);
   }
 
   /** The keys of a name, all on the hash tag {name}. */
@@ -108,52 +136,90 @@ export class RedisLockProvider extends BaseLockProvider {
       waiterTtlMs: this.#waiterTtlMs,
       channel: req.wait ? this.#notices.channel : '',
     };
-    const run = () => this.#scripts.acquire(keys, args);
-    if (!req.wait) {
-      // One retry: when the first answer was lost the script may have granted already, and the
-      // second call then returns that grant instead of leaving an orphan until its TTL.
-      for (let attempt = 0; ; attempt++) {
+    // A retry of this request (same ownerToken) supersedes the clean-up of the failed try before it;
+    // a clean-up already sent runs first (one connection keeps the order).
+    this.#leftovers.forget(req.ownerToken);
+    let sent = false; // whether any attempt may have reached Redis (then there is something to clean up)
+    const attempt = () =>
+      this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel).then(
+        (answer) => {
+          sent = true;
+          return answer;
+        },
+        (error: unknown) => {
+          sent ||= !wasNotSent(error);
+          throw error;
+        },
+      );
+    try {
+      if (!req.wait) {
         const sentAt = monotonicNow();
-        try {
-          const answer = await this.#call('acquire', run);
-          return typeof answer === 'number' ? null : this.#grant(req, keys, BigInt(answer), sentAt);
-        } catch (error) {
-          if (attempt >= 1 || cancel.aborted) throw error;
-        }
+        const answer = await attempt();
+        return typeof answer === 'string' ? this.#grant(req, keys, BigInt(answer), sentAt) : null;
       }
+      return await this.#wait(req, keys, attempt, cancel);
+    } catch (error) {
+      // Timed out, aborted or failed, maybe with the script run or still to run: leave the queue,
+      // give back a grant made meanwhile, hand the key on if it is free. The leftovers own it
+      // (retried until done), so the caller is not held up by an unreachable Redis.
+      if (sent)
+        this.#leftovers.add(req.ownerToken, () =>
+          this.#call('leave', () => this.#scripts.leave(keys, req.ownerToken, this.fair)),
+        );
+      throw error;
     }
-    // Uncontended: one script call, which also queues us when the key is busy (fairness counts from
-    // here). Then listen for release notices. If the channel was not subscribed yet, try once more
-    // at once: a release that came before the subscription has made us first without a notice.
+  }
+
+  /**
+   * A waiting request: the first attempt also queues us when the key is busy (fairness counts from
+   * there), then we listen for release notices and poll for expiries. Any failed attempt ends the
+   * request with BackendUnavailableError (the base provider retries within waitMs).
+   */
+  async #wait(
+    req: LockRequest,
+    keys: LockKeys,
+    attempt: () => Promise<AcquireAnswer>,
+    cancel: AbortSignal,
+  ): Promise<OwnedLock> {
     let sentAt = monotonicNow();
-    let answer = await this.#call('acquire', run).catch(() => null);
+    let answer = await attempt();
     if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
     const inbox = new WaiterInbox(req.ownerToken, this.fair);
-    if (answer !== null) inbox.refused(sentAt);
+    inbox.refused(sentAt, BigInt(answer[1]));
+    // If the channel was not subscribed yet, try once more at once: a release that came before the
+    // subscription has made us first without a notice.
     const tryAgainAtOnce = !this.#notices.subscribed;
     let wake: () => void = () => undefined;
-    const unsubscribe = await this.#notices.listen(req.ownerToken, (message) => {
+    const listening = this.#notices.listen(req.ownerToken, (message) => {
       if (!inbox.notice(message)) return;
       this.wakeups += 1;
       wake();
     });
+    // A handed grant lasts at least until our place in the queue would have lapsed (the release
+    // script caps it there, so that a dead waiter blocks the key no longer): until then we extend it.
+    const provisionalMs = Math.min(req.ttlMs, this.#waiterTtlMs);
     const takeHanded = (): OwnedLock | undefined => {
-      const handed = inbox.handed(req.ttlMs);
-      return handed && this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs);
+      const handed = inbox.handed(provisionalMs);
+      return handed && this.#adoptHanded(req, keys, handed, provisionalMs);
     };
     try {
+      // Best effort: without the subscription the waiter polls, so it waits for it no longer than
+      // one poll (a hand-over it cannot hear must be adopted by a poll before it lapses).
+      const subscribeMs = Math.min(this.callTimeoutMs, this.#maxPollMs);
+      await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
+        () => undefined,
+      );
       const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });
-      let failures = answer === null ? 1 : 0;
-      for (let attempt = 0; ; attempt++) {
+      for (let round = 0; ; round++) {
         if (cancel.aborted) throw cancel.reason;
         const taken = takeHanded();
         if (taken) return taken;
         // A notice that came while an attempt was in flight (its answer predates the release)
         // makes the next attempt start at once.
-        if ((attempt > 0 || !tryAgainAtOnce) && !inbox.noticed) {
+        if ((round > 0 || !tryAgainAtOnce) && !inbox.noticed) {
           // A release announces itself; polling is for grants that expire without a word (the
           // holder died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
-          const untilExpiry = typeof answer === 'number' ? Math.max(-answer, 5) : this.#maxPollMs;
+          const untilExpiry = Math.max(-answer[0], 5);
           const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
           wake = sleep.wake;
           await sleep.done;
@@ -162,26 +228,41 @@ export class RedisLockProvider extends BaseLockProvider {
         }
         inbox.noticed = false;
         sentAt = monotonicNow();
-        try {
-          answer = await this.#call('acquire', run);
-          failures = 0;
-        } catch (error) {
-          // A lost answer is retried (the script adopts a grant it already made), a dead server not forever.
-          if (cancel.aborted) throw cancel.reason;
-          if (++failures >= MAX_FAILED_ATTEMPTS) throw error;
-          answer = null;
-        }
-        if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
-        if (answer !== null) inbox.refused(sentAt);
+        const next: AcquireAnswer = await attempt();
+        if (typeof next === 'string') return this.#grant(req, keys, BigInt(next), sentAt);
+        answer = next;
+        inbox.refused(sentAt, BigInt(answer[1]));
       }
-    } catch (error) {
-      // Timed out, aborted or failed: leave the queue, give back a grant handed to us meanwhile,
-      // and hand the key on if it is free.
-      await this.#scripts.leave(keys, req.ownerToken, this.fair).catch(() => undefined);
-      throw error;
     } finally {
-      unsubscribe();
+      listening.stop();
     }
+  }
+
+  /**
+   * A grant a release handed us: held until sentAt + provisionalMs by the lease rule, and extended
+   * to our ttl by one renewal a third of the way into that (a lock released sooner, as most
+   * handed-over locks under contention are, never sends it); its confirmation then moves the
+   * deadline as usual.
+   */
+  #adoptHanded(req: LockRequest, keys: LockKeys, handed: HandedGrant, provisionalMs: number): OwnedLock {
+    const lock = this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs);
+    if (provisionalMs >= req.ttlMs) return lock;
+    lock.confirmUntil(safeDeadline(handed.sentAt, provisionalMs, handed.rttMs, this.driftRate));
+    const extend = () => {
+      if (!lock.held) return;
+      const sentAt = monotonicNow();
+      this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)).then(
+        (ours) => {
+          if (!ours) lock.lose('expired');
+          else lock.confirmUntil(safeDeadline(sentAt, req.ttlMs, monotonicNow() - sentAt, this.driftRate));
+        },
+        () => undefined, // unanswered: the provisional deadline decides, the watchdog keeps trying
+      );
+    };
+    const timer = setTimeout(extend, Math.max(0, handed.sentAt + provisionalMs / 3 - monotonicNow()));
+    timer.unref(); // the watchdog keeps the process alive while the lock is held, not this
+    lock.onEnd(() => clearTimeout(timer));
+    return lock;
   }
 
   #grant(req: LockRequest, keys: LockKeys, token: bigint, sentAt: number, rttMs?: number): OwnedLock {
@@ -190,30 +271,59 @@ export class RedisLockProvider extends BaseLockProvider {
       fencingToken: token,
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
-        await this.#call('release', () => this.#scripts.release(keys, req.ownerToken, this.fair));
+        const release = () =>
+          this.#call('release', () => this.#scripts.release(keys, req.ownerToken, this.fair));
+        await release().catch((error: unknown) => {
+          this.#leftovers.add(req.ownerToken, release); // guarded: retried until Redis answers
+          throw error;
+        });
       },
       ttlMs: req.ttlMs,
       driftRate: this.driftRate,
       grantedSentAt: sentAt,
       ...(rttMs === undefined ? {} : { grantedRttMs: rttMs }),
-      renew: () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs),
+      renew: () => this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)),
     });
     this.#renewing.add(lock);
     lock.onEnd(() => this.#renewing.delete(lock));
     return lock;
   }
 
-  #call<T>(what: string, run: () => Promise<T>): Promise<T> {
-    return run().catch((error: unknown) => {
-      throw new BackendUnavailableError(`redis: ${what} failed: ${(error as Error).message}`, {
-        cause: error,
-      });
+  /** One command with the deadline and, for requests, their cancel signal; fails at once when unreachable. */
+  #call<T>(what: string, run: () => Promise<T>, cancel?: AbortSignal): Promise<T> {
+    try {
+      this.#reachability.check(what);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return boundedCall('redis', what, run, this.callTimeoutMs, cancel).then((answer) => {
+      this.noteReached();
+      return answer;
     });
+  }
+
+  /** A wait that ran out while no connection was ready is an outage, not a timeout. */
+  protected override backendReachable(): boolean {
+    return this.#reachability.connected;
   }
 
   protected async shutdown(): Promise<void> {
     this.#notices.close();
-    await this.redis.quit().catch(() => this.redis.disconnect());
+    // Bounded (within the base's 1 s for shutdown): one more try at the leftovers, then QUIT;
+    // whatever is not done by then is cut.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      (async () => {
+        await this.#leftovers.flush();
+        if (this.#ownsClient) await this.redis.quit().catch(() => undefined);
+      })(),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, Math.min(this.callTimeoutMs, SHUTDOWN_MS));
+      }),
+    ]);
+    clearTimeout(timer);
+    this.#leftovers.close();
+    if (this.#ownsClient) this.redis.disconnect();
   }
 
   /**
@@ -223,6 +333,7 @@ export class RedisLockProvider extends BaseLockProvider {
   async abandon(): Promise<void> {
     for (const lock of this.#renewing) lock.lose('closed');
     this.#notices.close();
+    this.#leftovers.close();
     this.redis.disconnect();
   }
 }
@@ -232,9 +343,23 @@ export async function createProvider(
   options: ConnectOptions,
 ): Promise<RedisLockProvider> {
   const params = spec.params;
+  // redis+cluster://h1:p1,h2:p2,h3:p3: the seed nodes of a Redis Cluster.
+  const cluster = /^redis\+cluster:/i.test(spec.url)
+    ? {
+        cluster: {
+          nodes: spec.hosts,
+          options: {
+            redisOptions: {
+              ...(spec.username === undefined ? {} : { username: spec.username }),
+              ...(spec.password === undefined ? {} : { password: spec.password }),
+            },
+          },
+        },
+      }
+    : { url: spec.url.replace(/\?.*$/, '') };
   return new RedisLockProvider({
     ...(options as Partial<RedisProviderOptions>),
-    url: spec.url.replace(/\?.*$/, ''),
+    ...cluster,
     ...(params.has('prefix') ? { prefix: params.get('prefix') as string } : {}),
     ...(params.has('fair') ? { fair: params.get('fair') !== 'false' && params.get('fair') !== '0' } : {}),
   });

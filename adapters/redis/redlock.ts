@@ -7,19 +7,29 @@ import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
-import { type InspectAnswer, type LockKeys, LockScripts, lockKeys } from './scripts.js';
+import { boundedCall, Reachability } from './bounded-call.js';
+import { Leftovers } from './leftovers.js';
+import {
+  type AcquireAnswer,
+  type InspectAnswer,
+  type LockKeys,
+  LockScripts,
+  lockKeys,
+  validatePrefix,
+} from './scripts.js';
 
 export interface RedlockProviderOptions extends ProviderDefaults {
   /** Independent Redis instances (not replicas of one another): at least 3, an odd number. */
   instances: Array<string | RedisOptions>;
   prefix?: string;
-  /** Deadline of each command on each instance. Default 200 ms: a slow instance counts as a no. */
-  callTimeoutMs?: number;
   /** Longest sleep between two attempts of a waiter. Default 200 ms. */
   maxPollMs?: number;
 }
 
 type Outcome<T> = { ok: true; value: T } | { ok: false };
+
+/** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
+const SHUTDOWN_MS = 800;
 
 /**
  * Redlock over N independent instances: a grant needs the lock key on a majority within its
@@ -38,18 +48,21 @@ export class RedlockProvider extends BaseLockProvider {
   readonly #maxPollMs: number;
   readonly #waiterTtlMs: number;
   readonly #renewing = new Set<OwnedLock>();
+  readonly #reachability: Reachability[];
+  /** Leaves and releases whose first try failed on some instance, retried until done. */
+  readonly #leftovers = new Leftovers();
 
   constructor(options: RedlockProviderOptions) {
-    super(options);
+    super(options, 200); // per instance: a slow instance counts as a no
     if (!Array.isArray(options.instances) || options.instances.length < 3) {
       throw new InvalidArgumentError('instances', 'Redlock needs at least 3 independent Redis instances');
     }
-    this.prefix = options.prefix ?? 'fencekit:';
+    this.prefix = validatePrefix(options.prefix ?? 'fencekit:');
     this.quorum = Math.floor(options.instances.length / 2) + 1;
     this.#maxPollMs = options.maxPollMs ?? 200;
     this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);
     const common: RedisOptions = {
-      commandTimeout: options.callTimeoutMs ?? 200,
+      commandTimeout: this.callTimeoutMs,
       maxRetriesPerRequest: 0,
       retryStrategy: (times) => Math.min(times * 50, 1_000),
     };
@@ -60,6 +73,7 @@ export class RedlockProvider extends BaseLockProvider {
       return redis;
     });
     this.#scripts = this.instances.map((redis) => new LockScripts(redis));
+    this.#reachability = this.instances.map((redis, i) => new Reachability(redis, `redlock instance ${i}`));
   }
 
   async inspect(key: string): Promise<LockInfo | null> {
@@ -71,11 +85,19 @@ export class RedlockProvider extends BaseLockProvider {
       throw new BackendUnavailableError(
         `redlock: only ${live.length} of ${this.instances.length} instances answered`,
       );
-    const held = live.filter((a) => a.value[0] > 0 && a.value[1] !== null);
     const waiters = Math.max(0, ...live.map((a) => a.value[4]));
-    if (held.length < this.quorum) return waiters === 0 ? null : { key, holder: null, waiters };
-    const tokens = held.map((a) => BigInt(a.value[1] as string));
-    const [pttl, , owner, since] = (held[0] as { value: InspectAnswer }).value;
+    // The holder is the grant that holds the key on a majority (leftovers of others may sit on a
+    // minority). Its token is the largest of its keys: each granting instance's key carries the
+    // grant's token once the fence was raised there, and any two majorities share an instance.
+    const byGrant = new Map<string, InspectAnswer[]>();
+    for (const { value } of live) {
+      if (!(value[0] > 0 && value[1] !== null && value[5] !== null)) continue;
+      byGrant.set(value[5], [...(byGrant.get(value[5]) ?? []), value]);
+    }
+    const held = [...byGrant.values()].find((values) => values.length >= this.quorum);
+    if (!held) return waiters === 0 ? null : { key, holder: null, waiters };
+    const tokens = held.map((value) => BigInt(value[1] as string));
+    const [pttl, , owner, since] = held[0] as InspectAnswer;
     return {
       key,
       holder: {
@@ -93,35 +115,68 @@ export class RedlockProvider extends BaseLockProvider {
     const delays = jitteredDelays({ initialMs: 5, maxMs: this.#maxPollMs });
     try {
       for (;;) {
-        const granted = await this.#attempt(req, keys);
+        const granted = await this.#attempt(req, keys, cancel);
         if (granted) return granted;
         if (!req.wait) return null;
         await sleepUnlessWoken(delays.next().value, cancel).done;
       }
     } catch (error) {
-      await this.#onAll((r) => r.leave(keys, req.ownerToken, false));
+      // Aborted or failed with attempts maybe still in flight: leave every queue and give back
+      // whatever was granted, guarded by ownerToken and retried until done.
+      this.#cleanUp(
+        keys,
+        req.ownerToken,
+        this.#scripts.map(() => true),
+      );
       throw error;
     }
   }
 
+  /**
+   * Hands the guarded LEAVE (leave the queue, give back our grant) on the instances marked in
+   * `where` to the leftovers: tried now, retried until each instance has answered.
+   */
+  #cleanUp(keys: LockKeys, ownerToken: string, where: boolean[]): void {
+    this.#scripts.forEach((scripts, i) => {
+      if (!where[i]) return;
+      this.#leftovers.add(`${i} ${ownerToken}`, () =>
+        this.#bounded(i, 'leave', () => scripts.leave(keys, ownerToken, false)),
+      );
+    });
+  }
+
   /** One round: a majority within the validity time, then the fence raise; else give back what we got. */
-  async #attempt(req: LockRequest, keys: LockKeys): Promise<OwnedLock | null> {
+  async #attempt(req: LockRequest, keys: LockKeys, cancel: AbortSignal): Promise<OwnedLock | null> {
+    // This round (same ownerToken) supersedes the clean-ups of the rounds or requests before it: a
+    // clean-up already sent runs first (one connection per instance keeps the order), a retry of
+    // one would delete this round's grant.
+    for (let i = 0; i < this.#scripts.length; i++) this.#leftovers.forget(`${i} ${req.ownerToken}`);
     const sentAt = monotonicNow();
-    const answers = await this.#onAll((r) =>
-      r.acquire(keys, {
-        ownerToken: req.ownerToken,
-        ttlMs: req.ttlMs,
-        owner: req.owner ?? '',
-        wait: req.wait,
-        fair: false,
-        waiterTtlMs: this.#waiterTtlMs,
-        channel: '', // Redlock waiters poll
-      }),
+    const answers = await this.#onAll(
+      (r) =>
+        r.acquire(keys, {
+          ownerToken: req.ownerToken,
+          ttlMs: req.ttlMs,
+          owner: req.owner ?? '',
+          wait: req.wait,
+          fair: false,
+          waiterTtlMs: this.#waiterTtlMs,
+          channel: '', // Redlock waiters poll
+        }),
+      cancel,
     );
     const tokens = answers.flatMap((a) => (a.ok && typeof a.value === 'string' ? [BigInt(a.value)] : []));
     const answered = answers.filter((a) => a.ok).length;
+    // Wherever we were granted, or the outcome is unknown (no answer in time: the script may still
+    // run), the grant must be given back unless this round ends in a lock.
+    const giveBack = () =>
+      this.#cleanUp(
+        keys,
+        req.ownerToken,
+        answers.map((a) => !a.ok || typeof a.value === 'string'),
+      );
     if (answered < this.quorum) {
-      if (tokens.length > 0) await this.#onAll((r) => r.release(keys, req.ownerToken, false));
+      giveBack();
       throw new BackendUnavailableError(
         `redlock: only ${answered} of ${this.instances.length} instances answered; a grant needs ${this.quorum}`,
       );
@@ -130,15 +185,17 @@ export class RedlockProvider extends BaseLockProvider {
     const validity = req.ttlMs * (1 - this.driftRate) - elapsed - 2;
     if (tokens.length >= this.quorum && validity > 0) {
       const token = largest(tokens);
-      const raised = await this.#onAll((r, i) =>
-        (answers[i] as Outcome<string | number>).ok &&
-        typeof (answers[i] as { value: string | number }).value === 'string'
-          ? r.raiseFence(keys, token)
-          : Promise.reject(new Error('not granted here')),
+      const raised = await this.#onAll(
+        (r, i) =>
+          (answers[i] as Outcome<AcquireAnswer>).ok &&
+          typeof (answers[i] as { value: AcquireAnswer }).value === 'string'
+            ? r.raiseFence(keys, token, req.ownerToken)
+            : Promise.reject(new Error('not granted here')),
+        cancel,
       );
       if (raised.filter((a) => a.ok).length >= this.quorum) return this.#grant(req, keys, token, sentAt);
     }
-    if (tokens.length > 0) await this.#onAll((r) => r.release(keys, req.ownerToken, false));
+    giveBack();
     return null;
   }
 
@@ -149,6 +206,12 @@ export class RedlockProvider extends BaseLockProvider {
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
         const released = await this.#onAll((r) => r.release(keys, req.ownerToken, false));
+        // Instances that did not answer keep our key until its TTL unless someone retries.
+        this.#cleanUp(
+          keys,
+          req.ownerToken,
+          released.map((a) => !a.ok),
+        );
         if (released.filter((a) => a.ok).length < this.quorum) {
           throw new BackendUnavailableError(
             'redlock: release reached fewer than a majority; the rest expire with their TTL',
@@ -172,25 +235,65 @@ export class RedlockProvider extends BaseLockProvider {
     return lock;
   }
 
-  /** Runs call on every instance at once; each answer or failure, in instance order. */
-  #onAll<T>(call: (scripts: LockScripts, index: number) => Promise<T>): Promise<Array<Outcome<T>>> {
-    return Promise.all(
+  /** A wait that ran out while no majority was connected is an outage, not a timeout. */
+  protected override backendReachable(): boolean {
+    return this.#reachability.filter((r) => r.connected).length >= this.quorum;
+  }
+
+  /** One call on instance i, within callTimeoutMs (and cancel); at once a failure if it is unreachable. */
+  #bounded<T>(i: number, what: string, run: () => Promise<T>, cancel?: AbortSignal): Promise<T> {
+    try {
+      this.#reachability[i]?.check(what);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return boundedCall(`redlock instance ${i}`, what, run, this.callTimeoutMs, cancel);
+  }
+
+  /**
+   * Runs call on every instance at once, each bounded; each answer or failure, in instance order.
+   * Rejects with cancel.reason as soon as cancel aborts.
+   */
+  async #onAll<T>(
+    call: (scripts: LockScripts, index: number) => Promise<T>,
+    cancel?: AbortSignal,
+  ): Promise<Array<Outcome<T>>> {
+    const outcomes = await Promise.all(
       this.#scripts.map((scripts, i) =>
-        call(scripts, i).then(
+        this.#bounded(i, 'call', () => call(scripts, i), cancel).then(
           (value): Outcome<T> => ({ ok: true, value }),
           (): Outcome<T> => ({ ok: false }),
         ),
       ),
     );
+    if (cancel?.aborted) throw cancel.reason;
+    // Reached: from now on the base rides a waiting acquire through outages.
+    if (outcomes.filter((o) => o.ok).length >= this.quorum) this.noteReached();
+    return outcomes;
   }
 
   protected async shutdown(): Promise<void> {
-    await Promise.all(this.instances.map((r) => r.quit().catch(() => r.disconnect())));
+    // Bounded (within the base's 1 s for shutdown): one more try at the leftovers, then QUIT;
+    // whatever is not done by then is cut.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      (async () => {
+        await this.#leftovers.flush();
+        await Promise.all(this.instances.map((r) => r.quit().catch(() => undefined)));
+      })(),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, Math.min(this.callTimeoutMs, SHUTDOWN_MS));
+      }),
+    ]);
+    clearTimeout(timer);
+    this.#leftovers.close();
+    for (const redis of this.instances) redis.disconnect();
   }
 
   /** For tests of holder death: stop renewing and drop every connection without releasing. */
   async abandon(): Promise<void> {
     for (const lock of this.#renewing) lock.lose('closed');
+    this.#leftovers.close();
     for (const redis of this.instances) redis.disconnect();
   }
 }

@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { InvalidArgumentError } from '../../src/errors.js';
 
 /**
  * The Lua scripts: every step that must not interleave with another client's runs as one script.
@@ -21,12 +22,24 @@ local function ours(value, id)
 end
 `;
 
-/** grant(ownerToken, ttl, owner): a new token, and the lock key that says who holds it. */
+/**
+ * grant(ownerToken, ttl, owner): a new token, and the lock key that says who holds it.
+ * A counter that INCR finds missing (a new name, or one Redis lost: restart without AOF, eviction)
+ * starts at the server's TIME in microseconds, so tokens never go backwards after such a loss as
+ * long as the server's clock does not and a name gets fewer than a million grants a second.
+ * Numbers stay below 2^53, exact in Lua; '%.0f' prints them without an exponent.
+ */
 const GRANT = `
 local function grant(id, ttl, owner)
   local token = redis.call('INCR', KEYS[5])
+  if token == 1 then
+    local t = redis.call('TIME')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', KEYS[5], string.format('%.0f', token))
+  end
+  token = string.format('%.0f', token)
   redis.call('SET', KEYS[1], id .. ' ' .. token .. ' ' .. now .. ' ' .. owner, 'PX', ttl)
-  return tostring(token)
+  return token
 end
 `;
 
@@ -47,8 +60,9 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do unqueu
 /**
  * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair ('1'/'0')  6 waiter TTL ms
  * 7 the pub/sub channel that reaches this waiter ('' if none).
- * Returns the fencing token (string) when granted, else −(ms until the current grant expires), at
- * most −1 (and, when waiting, our place is kept or refreshed). A grant that already exists for
+ * Returns the fencing token (string) when granted, else { −(ms until the current grant expires), at
+ * most −1; the fence counter } (and, when waiting, our place is kept or refreshed). The counter
+ * lets a waiter tell a hand-over notice made after this refusal (higher token) from a stale one. A grant that already exists for
  * ownerToken (an earlier reply was lost, or a release handed the key to us) is returned with its
  * expiry pushed to ttlMs from now, so the caller may count its lease from this call. A free key
  * with nobody queued takes the short path.
@@ -79,12 +93,12 @@ if ARGV[4] == '1' then
   -- The waiting keys vanish by themselves once nobody refreshes them.
   for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
 end
-return -math.max(redis.call('PTTL', KEYS[1]), 1)
+return { -math.max(redis.call('PTTL', KEYS[1]), 1), redis.call('GET', KEYS[5]) or '0' }
 `;
 
 /**
  * The key is free: in fair mode it is granted to the first live waiter at once (with that
- * waiter's ttl and owner text) and the notice "ownerToken token" on that waiter's channel tells it
+ * waiter's owner text, and its ttl but no longer than its place in the queue would have lived) and the notice "ownerToken token" on that waiter's channel tells it
  * so, which saves the waiter a round trip; otherwise the notice "ownerToken" invites it to try.
  * Nobody queued means nobody listens: every waiter queues before it waits, and one whose place
  * lapsed polls. Needs OURS and UNQUEUE defined before it.
@@ -101,6 +115,10 @@ if spec then
   local owner = string.sub(rest, tonumber(length) + 2)
   local notice = nextId
   if ARGV[2] == '1' then
+    -- Provisional: the grant lasts only as long as the waiter's place would (it may have died
+    -- since its last refresh); the waiter extends it to its ttl once it takes it.
+    local alive = tonumber(redis.call('ZSCORE', KEYS[3], nextId) or 0) - now
+    if alive > 0 and alive < tonumber(ttl) then ttl = tostring(math.floor(alive)) end
     unqueue(nextId)
     notice = nextId .. ' ' .. grant(nextId, ttl, owner)
   end
@@ -144,21 +162,34 @@ end
 return 1
 `;
 
-/** Returns { pttl, token, owner, since, live waiters } (nil fields when nobody holds the key). */
+/**
+ * Returns { pttl, token, owner, since, live waiters, holder's ownerToken } (nil fields when nobody
+ * holds the key).
+ */
 export const INSPECT = `${NOW}
 ${UNQUEUE}
 ${PRUNE}
 local held = redis.call('GET', KEYS[1])
-local token, since, owner
-if held then token, since, owner = string.match(held, '^%S+ (%d+) (%d+) (.*)$') end
+local id, token, since, owner
+if held then id, token, since, owner = string.match(held, '^(%S+) (%d+) (%d+) (.*)$') end
 return { redis.call('PTTL', KEYS[1]), token or false, owner or false, since or false,
-  redis.call('ZCOUNT', KEYS[3], now, '+inf') }
+  redis.call('ZCOUNT', KEYS[3], now, '+inf'), id or false }
 `;
 
-/** KEYS[1] fence. ARGV: 1 token. Raises the fence counter to at least token (Redlock: see redlock.ts). */
-export const RAISE_FENCE = `
+/**
+ * KEYS[1] fence  KEYS[2] lock. ARGV: 1 token  2 ownerToken. Raises the fence counter to at least
+ * token, and writes token into our lock key (same expiry), so that inspect() on any majority sees
+ * the grant's token, not this instance's own count (Redlock: see redlock.ts).
+ */
+export const RAISE_FENCE = `${OURS}
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+local held = redis.call('GET', KEYS[2])
+if ours(held, ARGV[2]) then
+  local pttl = redis.call('PTTL', KEYS[2])
+  local rest = string.match(held, '^%S+ %d+ (.*)$')
+  if pttl > 0 and rest then redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. ARGV[1] .. ' ' .. rest, 'PX', pttl) end
+end
 return 1
 `;
 
@@ -179,8 +210,18 @@ export interface LockKeys {
   pending: string;
 }
 
+/** A key prefix must not hold braces: the name's hash tag must be the first '{…}' of every key. */
+export function validatePrefix(prefix: string): string {
+  if (/[{}]/.test(prefix))
+    throw new InvalidArgumentError('prefix', `must not contain '{' or '}', got "${prefix}"`);
+  return prefix;
+}
+
 export function lockKeys(prefix: string, name: string): LockKeys {
-  const tag = `${prefix}{${name}}`;
+  // Redis Cluster hashes what lies between the first '{' and the next '}'. A name that starts with
+  // '}' would leave that empty (the whole key is hashed then, a slot per key): such names get a
+  // space before them, which no valid name starts with, so no two names' keys meet.
+  const tag = `${prefix}{${name.startsWith('}') ? ' ' : ''}${name}}`;
   return {
     lock: `${tag}:lock`,
     fence: `${tag}:fence`,
@@ -201,17 +242,22 @@ export interface AcquireArgs {
   channel: string;
 }
 
-/** inspect's answer: [pttl, token, owner, since, live waiters]. */
-export type InspectAnswer = [number, string | null, string | null, string | null, number];
+/** "Not yours": [−(ms until the current grant expires), the fence counter's value]. */
+export type Refusal = [number, string];
+/** The token of our grant (string), or a refusal. */
+export type AcquireAnswer = string | Refusal;
+
+/** inspect's answer: [pttl, token, owner, since, live waiters, holder's ownerToken]. */
+export type InspectAnswer = [number, string | null, string | null, string | null, number, string | null];
 
 type Call = (...args: Array<string | number>) => Promise<unknown>;
 
 /** The scripts as commands of one client (EVALSHA, loaded on first use); each sends only its keys. */
 export class LockScripts {
-  readonly redis: Redis;
+  readonly redis: Redis | Cluster;
   readonly #commands: Record<string, Call>;
 
-  constructor(redis: Redis) {
+  constructor(redis: Redis | Cluster) {
     this.redis = redis;
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       redis.defineCommand(name, { numberOfKeys, lua });
@@ -221,12 +267,12 @@ export class LockScripts {
     define('fencekitRenew', 1, RENEW);
     define('fencekitLeave', 5, LEAVE);
     define('fencekitInspect', 4, INSPECT);
-    define('fencekitRaiseFence', 1, RAISE_FENCE);
+    define('fencekitRaiseFence', 2, RAISE_FENCE);
     this.#commands = redis as unknown as Record<string, Call>;
   }
 
-  /** The fencing token (string) when granted, else −(ms until the current grant expires). */
-  acquire(k: LockKeys, a: AcquireArgs): Promise<string | number> {
+  /** The fencing token (string) when granted, else a refusal. */
+  acquire(k: LockKeys, a: AcquireArgs): Promise<AcquireAnswer> {
     return this.#run(
       'fencekitAcquire',
       k.lock,
@@ -241,7 +287,7 @@ export class LockScripts {
       a.fair ? '1' : '0',
       a.waiterTtlMs,
       a.channel,
-    ) as Promise<string | number>;
+    ) as Promise<AcquireAnswer>;
   }
 
   /** true = deleted, false = not ours (any more). fair: hand the key to the first waiter. */
@@ -261,8 +307,8 @@ export class LockScripts {
     return this.#run('fencekitInspect', k.lock, k.queue, k.waiters, k.pending) as Promise<InspectAnswer>;
   }
 
-  async raiseFence(k: LockKeys, token: bigint): Promise<void> {
-    await this.#run('fencekitRaiseFence', k.fence, token.toString());
+  async raiseFence(k: LockKeys, token: bigint, ownerToken: string): Promise<void> {
+    await this.#run('fencekitRaiseFence', k.fence, k.lock, token.toString(), ownerToken);
   }
 
   #all(k: LockKeys): string[] {

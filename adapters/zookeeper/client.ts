@@ -1,14 +1,10 @@
-import zookeeper from 'node-zookeeper-client';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness } from '../../src/session-liveness.js';
+import { confirmThroughLeader, trustedSpanMs } from './heartbeat.js';
+import { ZkClient } from './wire/client.js';
 
-const { Exception } = zookeeper;
-
-/** A ZooKeeper error code name ('NO_NODE', 'NODE_EXISTS', 'CONNECTION_LOSS' …). */
-export function zkCode(error: unknown): string | undefined {
-  return error instanceof Exception ? error.getName() : undefined;
-}
+export { zkCode } from './wire/codes.js';
 
 export interface ZkSessionOptions {
   connectString: string;
@@ -16,69 +12,70 @@ export interface ZkSessionOptions {
   driftRate: number;
   /** Deadline of each call. */
   callTimeoutMs: number;
+  /** Opening gives up after this long (BackendUnavailableError). */
   connectTimeoutMs: number;
+  /** The servers' tickTime (an upper bound), added to the safety margin: see heartbeat.ts. */
+  serverTickMs: number;
   /** 'user:password' for digest auth, added before any call. */
   digest?: string;
 }
 
-type Callback<T> = (error: Error | zookeeper.Exception | null, value: T) => void;
-
 /**
- * The one promise wrapper over node-zookeeper-client, and the session it holds. The client library
+ * The session the adapter works in, over fencekit's own protocol client (wire/). The client
  * reconnects by itself within a session; this class decides when the session can no longer be
- * trusted: a heartbeat (exists('/')) every timeout/3, and ownership is confirmed until
- * `sent + timeout × (1 − drift) − rtt` after the last answered one, the earliest the server could
- * expire the session. Expiry reported by the server ends it at once. A lost session is never
- * revived: the provider opens a new one for later calls.
+ * trusted: a heartbeat through the leader (heartbeat.ts) every (timeout − tick)/3, and ownership is
+ * confirmed until `sent + (timeout − tick) × (1 − drift) − rtt` after the last answered one, the
+ * earliest the leader could expire the session. Expiry reported by the server ends it at once. A session lost locally is
+ * closed at once (the server then drops its nodes instead of keeping them for a client that
+ * reconnects and pings), and never revived: the provider opens a new one for later calls.
  */
 export class ZkSession {
-  readonly client: zookeeper.Client;
+  readonly client: ZkClient;
   readonly #options: ZkSessionOptions;
   readonly #liveness: SessionLiveness;
   #heartbeatTimer: NodeJS.Timeout | undefined;
-  #timeoutMs: number;
 
-  private constructor(client: zookeeper.Client, options: ZkSessionOptions) {
+  private constructor(client: ZkClient, options: ZkSessionOptions) {
     this.client = client;
     this.#options = options;
-    this.#timeoutMs = options.sessionTimeoutMs;
-    this.#liveness = new SessionLiveness(options.driftRate, () => clearTimeout(this.#heartbeatTimer));
+    this.#liveness = new SessionLiveness(options.driftRate, () => {
+      clearTimeout(this.#heartbeatTimer);
+      void client.close();
+    });
   }
 
-  static async open(options: ZkSessionOptions): Promise<ZkSession> {
-    const client = zookeeper.createClient(options.connectString, {
-      sessionTimeout: options.sessionTimeoutMs,
-      spinDelay: 100,
-      retries: 0, // never replay a call: a replayed sequential create would leave an orphan node
-    });
-    const session = new ZkSession(client, options);
+  static async open(options: ZkSessionOptions, signal?: AbortSignal): Promise<ZkSession> {
     const sentAt = monotonicNow();
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        client.close();
-        reject(
-          new BackendUnavailableError(
-            `zookeeper: no session from ${options.connectString} within ${options.connectTimeoutMs} ms`,
-          ),
-        );
-      }, options.connectTimeoutMs);
-      client.once('connected', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      client.connect();
+    let client: ZkClient;
+    try {
+      client = await ZkClient.connect(
+        {
+          connectString: options.connectString,
+          sessionTimeoutMs: options.sessionTimeoutMs,
+          callTimeoutMs: options.callTimeoutMs,
+          ...(options.digest ? { auth: [{ scheme: 'digest', auth: Buffer.from(options.digest) }] } : {}),
+        },
+        { timeoutMs: options.connectTimeoutMs, ...(signal ? { signal } : {}) },
+      );
+    } catch (error) {
+      if (signal?.aborted && error === signal.reason) throw error;
+      throw new BackendUnavailableError(
+        `zookeeper: no session from ${options.connectString} within ${options.connectTimeoutMs} ms`,
+        { cause: error },
+      );
+    }
+    const session = new ZkSession(client, options);
+    client.onState((state) => {
+      if (state === 'expired' || state === 'closed') session.#lose('session-lost');
     });
-    if (options.digest) client.addAuthInfo('digest', Buffer.from(options.digest));
-    // The server may have negotiated another timeout (clamped to 2..20 ticks).
-    session.#timeoutMs = client.getSessionTimeout() || options.sessionTimeoutMs;
-    client.on('expired', () => session.#lose('session-lost'));
-    session.#liveness.confirmed(sentAt, session.#timeoutMs);
+    session.#liveness.confirmed(sentAt, session.#trustedSpan);
     session.#scheduleHeartbeat(session.#interval);
     return session;
   }
 
+  /** The session timeout the server granted (it clamps requests to 2..20 ticks). */
   get sessionTimeoutMs(): number {
-    return this.#timeoutMs;
+    return this.client.sessionTimeoutMs;
   }
 
   get alive(): boolean {
@@ -90,8 +87,8 @@ export class ZkSession {
   }
 
   /** The session id as the server shows it in a node's ephemeralOwner. */
-  get sessionId(): Buffer {
-    return this.client.getSessionId();
+  get sessionId(): bigint {
+    return this.client.sessionId;
   }
 
   /** Calls onLost once if the session is lost; returns the function that unsubscribes. */
@@ -99,64 +96,48 @@ export class ZkSession {
     return this.#liveness.whenLost(onLost);
   }
 
-  /** Closes the session (its ephemeral nodes go at once). */
-  close(): void {
+  /** Closes the session (its ephemeral nodes go at once); bounded by timeoutMs (default callTimeoutMs). */
+  close(timeoutMs?: number): Promise<void> {
+    const closing = this.client.close(timeoutMs); // first: losing the session would close with the default bound
     this.#lose('closed');
-    this.client.close();
+    return closing;
   }
 
   /** For tests of holder death: drop the connection without closing; the server expires the session. */
   abandon(): void {
+    this.client.abandon();
     this.#lose('closed');
-    const manager = (this.client as unknown as { connectionManager: { socket?: import('node:net').Socket } })
-      .connectionManager;
-    // Detach the library from its socket first, so that it neither reconnects nor says goodbye.
-    manager.socket?.removeAllListeners();
-    manager.socket?.on('error', () => undefined);
-    manager.socket?.destroy();
-    this.client.removeAllListeners();
   }
 
+  get #trustedSpan(): number {
+    return trustedSpanMs(this.client.sessionTimeoutMs, this.#options.serverTickMs);
+  }
+
+  /** A third of the span one answer vouches for: two more tries fit before its deadline. */
   get #interval(): number {
-    return this.#timeoutMs / 3;
+    return this.#trustedSpan / 3;
   }
 
   #scheduleHeartbeat(delay: number): void {
     if (!this.alive) return;
     this.#heartbeatTimer = setTimeout(() => void this.#heartbeat(), delay);
+    this.#heartbeatTimer.unref();
   }
 
   async #heartbeat(): Promise<void> {
     const sentAt = monotonicNow();
     try {
-      await this.call<zookeeper.Stat>(
-        (cb) => this.client.exists('/', cb),
-        Math.min(this.#interval, this.#options.callTimeoutMs),
-      );
+      await confirmThroughLeader(this.client, Math.min(this.#interval, this.#options.callTimeoutMs));
       if (!this.alive) return;
-      this.#liveness.confirmed(sentAt, this.#timeoutMs);
+      this.#liveness.confirmed(sentAt, this.#trustedSpan);
       this.#scheduleHeartbeat(this.#interval);
     } catch {
-      this.#scheduleHeartbeat(Math.max(this.#timeoutMs / 10, 50));
+      // Not answered: try again soon; the liveness deadline decides when the session is lost.
+      this.#scheduleHeartbeat(Math.max(this.#trustedSpan / 10, 50));
     }
   }
 
   #lose(reason: LossReason): void {
     this.#liveness.lose(reason);
-  }
-
-  /** Runs one callback-style call with a deadline; ZooKeeper errors keep their code (zkCode). */
-  call<T>(start: (cb: Callback<T>) => void, timeoutMs = this.#options.callTimeoutMs): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new BackendUnavailableError(`zookeeper: call timed out after ${timeoutMs} ms`)),
-        timeoutMs,
-      );
-      start((error, value) => {
-        clearTimeout(timer);
-        if (error) reject(error);
-        else resolve(value);
-      });
-    });
   }
 }

@@ -1,17 +1,17 @@
-import type zookeeper from 'node-zookeeper-client';
 import { leadershipOf } from '../../src/election/leadership.js';
 import type { CampaignOptions, Election, LeaderInfo, Leadership } from '../../src/election/types.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import type { Lock } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { type ZkSession, zkCode } from './client.js';
-import { queueOrder, unavailable, zxid } from './mutex.js';
+import { queueOrder, unavailable } from './mutex.js';
+import type { ACL } from './wire/ops.js';
 
 /** What the election needs from the provider that runs it. */
 export interface ElectionHost {
   session(): Promise<ZkSession>;
   folder(name: string): string;
-  acl: zookeeper.ACL[];
+  acl: readonly ACL[];
   campaignLock(name: string, value: string, opts: CampaignOptions): Promise<OwnedLock>;
   nodeOf(lock: Lock): { session: ZkSession; path: string } | undefined;
 }
@@ -35,9 +35,7 @@ export class ZkElection implements Election {
       const node = this.host.nodeOf(lock);
       if (!node) return false;
       try {
-        await node.session.call<zookeeper.Stat>((cb) =>
-          node.session.client.setData(node.path, Buffer.from(next), -1, cb),
-        );
+        await node.session.client.setData(node.path, Buffer.from(next), -1);
         return true;
       } catch (error) {
         if (zkCode(error) === 'NO_NODE') return false; // our node, and so the term, is gone
@@ -59,53 +57,54 @@ export class ZkElection implements Election {
       const changed = new Promise<void>((resolve) => {
         wake = resolve;
       });
-      const { leader } = await this.#read(session, wake);
+      const onChange = () => wake();
+      const { leader, watched } = await this.#read(session, onChange);
       if (last === undefined || !sameLeader(last, leader)) {
         last = leader;
         yield leader;
       }
-      const onAbort = () => wake();
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const unsubscribe = session.whenLost(() => wake());
+      signal?.addEventListener('abort', onChange, { once: true });
+      if (signal?.aborted) onChange(); // stopped while the caller had the value: no abort event comes
+      const unsubscribe = session.whenLost(onChange);
       await changed;
       unsubscribe();
-      signal?.removeEventListener('abort', onAbort);
+      signal?.removeEventListener('abort', onChange);
+      // Whatever woke us, the watches of this round have no one left to tell.
+      for (const path of watched) session.client.unwatch(path, onChange);
     }
   }
 
   /** The leader now; with `watch`, arms one-shot watches on the folder and the leader's data. */
-  async #read(session: ZkSession, watch: (() => void) | undefined): Promise<{ leader: LeaderInfo | null }> {
+  async #read(
+    session: ZkSession,
+    watch: (() => void) | undefined,
+  ): Promise<{ leader: LeaderInfo | null; watched: string[] }> {
     const folder = this.host.folder(this.name);
+    const watched = watch ? [folder] : [];
     let children: string[];
     try {
-      children = await session.call<string[]>((cb) =>
-        watch
-          ? session.client.getChildren(folder, () => watch(), cb)
-          : session.client.getChildren(folder, cb),
-      );
+      children = await session.client.getChildren(folder, watch ? { watch } : {});
     } catch (error) {
       if (zkCode(error) !== 'NO_NODE') throw unavailable('reading the candidates failed', error);
       if (watch) {
         // No folder yet: wait for it to appear.
-        await session.call<zookeeper.Stat>((cb) => session.client.exists(folder, () => watch(), cb));
+        await session.client.exists(folder, { watch }).catch((e: unknown) => {
+          throw unavailable('watching the candidates failed', e);
+        });
       }
-      return { leader: null };
+      return { leader: null, watched };
     }
     const head = queueOrder(children, 'latch-')[0];
-    if (!head) return { leader: null };
+    if (!head) return { leader: null, watched };
+    const path = `${folder}/${head.name}`;
+    if (watch) watched.push(path);
     try {
-      const path = `${folder}/${head.name}`;
-      const [data, stat] = await session.call<[Buffer, zookeeper.Stat]>((cb) => {
-        const done = (error: Error | zookeeper.Exception | null, value: Buffer, st: zookeeper.Stat) =>
-          cb(error, [value, st]);
-        if (watch) session.client.getData(path, () => watch(), done);
-        else session.client.getData(path, done);
-      });
-      return { leader: { value: data?.toString('utf8') ?? '', term: zxid(stat.czxid) } };
+      const { data, stat } = await session.client.getData(path, watch ? { watch } : {});
+      return { leader: { value: data.toString('utf8'), term: stat.czxid }, watched };
     } catch (error) {
       if (zkCode(error) === 'NO_NODE') {
         watch?.(); // it went between the two reads: read again
-        return { leader: null };
+        return { leader: null, watched };
       }
       throw unavailable('reading the leader failed', error);
     }

@@ -1,8 +1,8 @@
-import zookeeper from 'node-zookeeper-client';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { type ZkSession, zkCode } from './client.js';
-
-const { CreateMode, Event } = zookeeper;
+import type { OwnNodeWatch } from './node-watch.js';
+import { type ACL, CreateMode, type Stat } from './wire/ops.js';
+import type { WatchEvent } from './wire/watches.js';
 
 /** Curator's protected names: `_c_<uuid>-lock-<seq>` for locks, `_c_<uuid>-latch-<seq>` for latches. */
 export type NodeKind = 'lock-' | 'latch-';
@@ -14,7 +14,7 @@ export interface ZkQueueCall {
   parent: string;
   kind: NodeKind;
   data: Buffer;
-  acl: zookeeper.ACL[];
+  acl: readonly ACL[];
   onWake: () => void;
 }
 
@@ -29,23 +29,21 @@ export interface ZkNode {
 }
 
 /**
- * The queue order of a folder's nodes of one kind, by sequence suffix. The suffix is a signed
- * 32-bit counter that wraps to negative: when both very high and negative numbers are present, the
- * negative ones came after the wrap and sort last.
+ * The queue order of a folder's nodes of one kind: exactly Curator's (LockInternals sorts by the
+ * text after the kind, compared as a string), so that fencekit and Curator always agree on the head.
+ * The suffix is ZooKeeper's zero-padded signed 32-bit sequence (the folder's child-change counter):
+ * after 2³¹ changes it wraps to "-…", which sorts before every older node. Neither side reorders at
+ * the wrap; see the README for the limit.
  */
 export function queueOrder(children: string[], kind: NodeKind): ZkNode[] {
-  const nodes: ZkNode[] = [];
+  const nodes: (ZkNode & { suffix: string })[] = [];
   for (const name of children) {
     const m = NODE_NAME.exec(name);
-    if (m && m[2] === kind) nodes.push({ name, seq: Number(m[3]) });
+    if (m && m[2] === kind) nodes.push({ name, seq: Number(m[3]), suffix: m[3] as string });
   }
-  const wrapped = nodes.some((n) => n.seq > 2 ** 30) && nodes.some((n) => n.seq < 0);
-  const key = (n: ZkNode) => (wrapped && n.seq < 0 ? n.seq + 2 ** 32 : n.seq);
-  return nodes.sort((a, b) => key(a) - key(b));
+  nodes.sort((a, b) => (a.suffix < b.suffix ? -1 : a.suffix > b.suffix ? 1 : 0));
+  return nodes.map(({ name, seq }) => ({ name, seq }));
 }
-
-/** The 8-byte big-endian zxid of a Stat field as a bigint. */
-export const zxid = (bytes: Buffer): bigint => bytes.readBigInt64BE(0);
 
 /**
  * Creates our EPHEMERAL_SEQUENTIAL node once. The client never replays a call, and when the answer
@@ -57,14 +55,11 @@ export async function protectedCreate(call: ZkQueueCall): Promise<ZkQueued> {
   const base = `_c_${uuid}-${call.kind}`;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const path = await call.session.call<string>((cb) =>
-        call.session.client.create(
-          `${call.parent}/${base}`,
-          call.data,
-          call.acl,
-          CreateMode.EPHEMERAL_SEQUENTIAL,
-          cb,
-        ),
+      const path = await call.session.client.create(
+        `${call.parent}/${base}`,
+        call.data,
+        call.acl,
+        CreateMode.EPHEMERAL_SEQUENTIAL,
       );
       return { path, name: path.slice(call.parent.length + 1) };
     } catch (error) {
@@ -119,12 +114,10 @@ async function ensureFolder(call: ZkQueueCall): Promise<void> {
     if (zkCode(error) !== 'NODE_EXISTS') throw unavailable(what, error);
   };
   if (ancestors !== '') {
-    await call.session
-      .call<string>((cb) => call.session.client.mkdirp(ancestors, cb))
-      .catch(tolerateExists('creating the lock folders failed'));
+    await call.session.client.mkdirp(ancestors).catch(tolerateExists('creating the lock folders failed'));
   }
-  await call.session
-    .call<string>((cb) => call.session.client.create(call.parent, call.acl, CreateMode.PERSISTENT, cb))
+  await call.session.client
+    .create(call.parent, Buffer.alloc(0), call.acl, CreateMode.PERSISTENT)
     .catch(tolerateExists('creating the lock folder failed'));
 }
 
@@ -132,10 +125,8 @@ async function findOurs(call: ZkQueueCall, prefix: string): Promise<ZkQueued | u
   const children = await list(call);
   const name = children.find((c) => c.startsWith(prefix));
   if (!name) return undefined;
-  const stat = await call.session.call<zookeeper.Stat>((cb) =>
-    call.session.client.exists(`${call.parent}/${name}`, cb),
-  );
-  if (!stat?.ephemeralOwner.equals(call.session.sessionId)) return undefined;
+  const stat = await call.session.client.exists(`${call.parent}/${name}`);
+  if (stat?.ephemeralOwner !== call.session.sessionId) return undefined;
   return { path: `${call.parent}/${name}`, name };
 }
 
@@ -157,7 +148,7 @@ function removeLater(call: ZkQueueCall, prefix: string): void {
 
 async function list(call: ZkQueueCall): Promise<string[]> {
   try {
-    return await call.session.call<string[]>((cb) => call.session.client.getChildren(call.parent, cb));
+    return await call.session.client.getChildren(call.parent);
   } catch (error) {
     if (zkCode(error) === 'NO_NODE') return [];
     throw unavailable('listing the queue failed', error);
@@ -166,7 +157,7 @@ async function list(call: ZkQueueCall): Promise<string[]> {
 
 export async function removeNode(session: ZkSession, path: string): Promise<void> {
   try {
-    await session.call<void>((cb) => session.client.remove(path, -1, cb));
+    await session.client.delete(path, -1);
   } catch (error) {
     if (zkCode(error) !== 'NO_NODE') throw unavailable('deleting the lock node failed', error);
   }
@@ -174,7 +165,7 @@ export async function removeNode(session: ZkSession, path: string): Promise<void
 
 /** Deletes the folder if it is empty (NOT_EMPTY and NO_NODE are fine: someone else is using it). */
 export function removeFolderIfEmpty(session: ZkSession, parent: string): Promise<void> {
-  return session.call<void>((cb) => session.client.remove(parent, -1, cb)).catch(() => undefined);
+  return session.client.delete(parent, -1).catch(() => undefined);
 }
 
 /**
@@ -188,10 +179,12 @@ export async function waitForTurn(
   queued: ZkQueued,
   wait: boolean,
   cancel: AbortSignal,
-): Promise<zookeeper.Stat | null> {
+  /** Armed by the read of our own stat: tells a holder at once when its node is deleted. */
+  watch?: OwnNodeWatch,
+): Promise<Stat | null> {
   const ours = `${call.parent}/${queued.name}`;
   // Our own stat is read in parallel with the first listing: ZooKeeper answers one session's calls in order.
-  const ownStat = call.session.call<zookeeper.Stat>((cb) => call.session.client.exists(ours, cb));
+  const ownStat = call.session.client.exists(ours, watch ? { watch: watch.watcher } : {});
   ownStat.catch(() => undefined);
   for (;;) {
     cancel.throwIfAborted();
@@ -202,7 +195,7 @@ export async function waitForTurn(
       const stat = await ownStat.catch((error: unknown) => {
         throw unavailable('reading our node failed', error);
       });
-      if (!stat?.ephemeralOwner.equals(call.session.sessionId)) {
+      if (stat?.ephemeralOwner !== call.session.sessionId) {
         throw new BackendUnavailableError('zookeeper: our queue node belongs to another session');
       }
       return stat;
@@ -213,36 +206,39 @@ export async function waitForTurn(
   }
 }
 
-/** Resolves when path is gone (at once if it already is); rejects on cancel or session loss. */
+/**
+ * Resolves when path is gone (at once if it already is); rejects on cancel or session loss. The
+ * watch listener is removed when the wait ends any other way, so abandoned waits leave nothing.
+ */
 function deletion(call: ZkQueueCall, path: string, cancel: AbortSignal): Promise<void> {
+  const { client } = call.session;
   return new Promise<void>((resolve, reject) => {
     let settled = false;
     const finish = (error?: unknown) => {
       if (settled) return;
       settled = true;
       cancel.removeEventListener('abort', onCancel);
-      unsubscribe?.();
+      unsubscribe();
+      client.unwatch(path, onEvent);
       if (error === undefined) resolve();
       else reject(error);
     };
+    const onEvent = (event: WatchEvent) => {
+      if (event.type === 'deleted') call.onWake();
+      finish(); // deleted, or another change: look again
+    };
     const onCancel = () => finish(cancel.reason);
-    let unsubscribe = (): void => undefined;
+    let unsubscribe = (): void => undefined; // whenLost may call back at once, before it returns
     unsubscribe = call.session.whenLost(() =>
       finish(new BackendUnavailableError('zookeeper: the session was lost while waiting for the lock')),
     );
     if (cancel.aborted) return onCancel();
     cancel.addEventListener('abort', onCancel, { once: true });
-    call.session.client.exists(
-      path,
-      (event) => {
-        // A watch cannot be removed: one that fires after a cancel wakes nobody.
-        if (!settled && event.getType() === Event.NODE_DELETED) call.onWake();
-        finish(); // deleted, or another change: look again
+    client.exists(path, { watch: onEvent, signal: cancel }).then(
+      (stat) => {
+        if (!stat) finish(); // already gone
       },
-      (error, stat) => {
-        if (error) finish(unavailable('watching the node ahead failed', error));
-        else if (!stat) finish(); // already gone
-      },
+      (error: unknown) => finish(unavailable('watching the node ahead failed', error)),
     );
   });
 }

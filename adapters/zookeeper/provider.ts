@@ -1,4 +1,3 @@
-import zookeeper from 'node-zookeeper-client';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
@@ -8,17 +7,19 @@ import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
+import { removeOwned } from './entries.js';
 import {
   protectedCreate,
   queueOrder,
   removeFolderIfEmpty,
-  removeNode,
   unavailable,
   waitForTurn,
   type ZkQueueCall,
   type ZkQueued,
-  zxid,
 } from './mutex.js';
+import { OwnNodeWatch } from './node-watch.js';
+import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
+import { Transaction } from './wire/transaction.js';
 
 export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /** host:port,host:port[/chroot] */
@@ -27,8 +28,11 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
   root?: string;
   /** Requested session timeout; the server clamps it to 2..20 × its tickTime. Default 10 000 ms. */
   sessionTimeoutMs?: number;
-  /** Deadline of each call. Default 5 000 ms. */
-  callTimeoutMs?: number;
+  /**
+   * The servers' tickTime (or more), which the client cannot learn: one tick is added to the loss
+   * signal's safety margin (at most half the granted session timeout). Default 2 000 ms.
+   */
+  serverTickMs?: number;
   /** Digest credentials 'user:password', added to every session. */
   digest?: string;
   /** With digest: create lock nodes with CREATOR_ALL_ACL so no other identity can delete them. */
@@ -50,13 +54,15 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly root: string;
   readonly #options: ZooKeeperProviderOptions;
   readonly #sessionTimeoutMs: number;
-  readonly #callTimeoutMs: number;
-  readonly #acl: zookeeper.ACL[];
+  readonly #serverTickMs: number;
+  readonly #acl: readonly ACL[];
   readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
   readonly #folderLingerMs: number;
   /** Folders to delete (if still empty) once their linger time passes, with the session to use. */
   readonly #lingering = new Map<string, { timer: NodeJS.Timeout; session: ZkSession }>();
   #session: Promise<ZkSession> | undefined;
+  /** Whether the current session's client is connected (kept by #open, read by backendReachable). */
+  #connected = false;
   /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
   wakeups = 0;
 
@@ -75,14 +81,19 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     if (options.creatorOnlyAcl && !options.digest) {
       throw new InvalidArgumentError('creatorOnlyAcl', 'needs digest credentials to name the creator');
     }
+    const tick = options.serverTickMs ?? 2_000;
+    if (typeof tick !== 'number' || !Number.isFinite(tick) || tick <= 0) {
+      throw new InvalidArgumentError(
+        'serverTickMs',
+        `${String(tick)} is not a positive number of milliseconds`,
+      );
+    }
+    this.#serverTickMs = tick;
     this.root = root;
     this.#options = options;
     this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
-    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
     this.#folderLingerMs = options.folderLingerMs ?? 1_000;
-    // The library has these two lists; its type definitions do not declare them.
-    const lists = zookeeper.ACL as unknown as Record<'CREATOR_ALL_ACL' | 'OPEN_ACL_UNSAFE', zookeeper.ACL[]>;
-    this.#acl = options.creatorOnlyAcl ? lists.CREATOR_ALL_ACL : lists.OPEN_ACL_UNSAFE;
+    this.#acl = options.creatorOnlyAcl ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
   }
 
   /** The session timeout the server granted (after clamping), once a session exists. */
@@ -104,9 +115,9 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     try {
       // A server answers reads from its own copy, which may lag behind another client's write. A
       // multi (a write, even with only a check in it) goes through the leader: once it is answered,
-      // this session's server has applied everything before it. (The client library has no sync().)
-      await session.call((cb) => session.client.transaction().check('/').commit(cb));
-      children = await session.call<string[]>((cb) => session.client.getChildren(parent, cb));
+      // this session's server has applied everything before it.
+      await session.client.multi([{ op: 'check', path: '/', version: -1 }]);
+      children = await session.client.getChildren(parent);
     } catch (error) {
       if (zkCode(error) === 'NO_NODE') return null;
       throw unavailable('inspect failed', error);
@@ -114,11 +125,9 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     const [head, ...waiters] = queueOrder(children, 'lock-');
     if (!head) return null;
     try {
-      const [data, stat] = await session.call<[Buffer, zookeeper.Stat]>((cb) =>
-        session.client.getData(`${parent}/${head.name}`, (error, value, st) => cb(error, [value, st])),
-      );
+      const { data, stat } = await session.client.getData(`${parent}/${head.name}`);
       const stored = decodeHolder(data);
-      return { key, holder: { ...stored, fencingToken: zxid(stat.czxid) }, waiters: waiters.length };
+      return { key, holder: { ...stored, fencingToken: stat.czxid }, waiters: waiters.length };
     } catch (error) {
       if (zkCode(error) === 'NO_NODE') return { key, holder: null, waiters: waiters.length };
       throw unavailable('inspect failed', error);
@@ -126,7 +135,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    const session = await this.#currentSession();
+    const session = await this.#currentSession(cancel);
     const call: ZkQueueCall = {
       session,
       parent: this.folder(req.key),
@@ -139,22 +148,30 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       },
     };
     const queued = await protectedCreate(call);
-    let stat: zookeeper.Stat | null;
+    const watch = new OwnNodeWatch(session, queued.path);
+    let stat: Stat | null;
     try {
-      stat = await waitForTurn(call, queued, req.wait, cancel);
+      stat = await waitForTurn(call, queued, req.wait, cancel, watch);
     } catch (error) {
       // Timed out, aborted or cut off: take the node back (the session's end removes it otherwise).
-      await removeNode(session, queued.path).catch(() => undefined);
+      await removeOwned(session, queued.path).catch(() => undefined); // the session retries it
       throw error;
     }
     if (!stat) {
-      await removeNode(session, queued.path);
+      await removeOwned(session, queued.path);
       return null;
     }
-    return this.#grant(req, session, call.parent, queued, zxid(stat.czxid));
+    return this.#grant(req, session, call.parent, queued, stat.czxid, watch);
   }
 
-  #grant(req: LockRequest, session: ZkSession, parent: string, queued: ZkQueued, token: bigint): OwnedLock {
+  #grant(
+    req: LockRequest,
+    session: ZkSession,
+    parent: string,
+    queued: ZkQueued,
+    token: bigint,
+    watch: OwnNodeWatch,
+  ): OwnedLock {
     const { path } = queued;
     const lock = new OwnedLock({
       key: req.key,
@@ -162,12 +179,13 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       ownerToken: req.ownerToken,
       releaseOnBackend: async () => {
         if (!session.alive) return; // the session's end removed the node
-        await removeNode(session, path);
+        await removeOwned(session, path); // if it fails, the session retries until confirmed
         this.#removeFolderLater(session, parent);
       },
     });
     this.#nodes.set(lock, { session, path });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+    lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
     return lock;
   }
 
@@ -175,17 +193,13 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
    * Runs a ZooKeeper multi that begins with check(lock node): it commits only while the lock is
    * held. Resolves true when it committed, false when the lock is gone.
    */
-  async guardedMulti(
-    lock: Lock,
-    build: (tx: zookeeper.Transaction) => zookeeper.Transaction,
-  ): Promise<boolean> {
+  async guardedMulti(lock: Lock, build: (tx: Transaction) => Transaction): Promise<boolean> {
     const node = this.#nodes.get(lock);
     if (!node) throw new NotHolderError(lock.key, 'this lock was not granted by this ZooKeeper provider');
-    // check() with no version: the node's path is unique to this grant, so its existence is the
-    // guard (node-zookeeper-client would also turn a version 0 into "any version").
-    const tx = build(node.session.client.transaction().check(node.path));
+    // check() with any version: the node's path is unique to this grant, so its existence is the guard.
+    const tx = build(new Transaction().check(node.path));
     try {
-      await node.session.call((cb) => tx.commit(cb));
+      await node.session.client.multi(tx.ops);
       return true;
     } catch (error) {
       const code = zkCode(error);
@@ -205,29 +219,54 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     return new ZkElection(host, name);
   }
 
-  #currentSession(): Promise<ZkSession> {
-    const current = this.#session;
-    const fresh = () => {
-      const opening = ZkSession.open({
+  /**
+   * The live session, opening one when there is none or the last was lost. Concurrent callers that
+   * find it lost share ONE new session (the first to notice replaces it and closes the old one).
+   * With `cancel`, the caller stops waiting when it aborts; the opening goes on for the others.
+   */
+  async #currentSession(cancel?: AbortSignal): Promise<ZkSession> {
+    const current = this.#session ?? this.#open();
+    const session = await (cancel ? untilAborted(current, cancel) : current);
+    if (session.alive) return session;
+    if (this.#session === current) {
+      void session.close(); // a lost session is closed at once, so the server drops its nodes
+      this.#open();
+    }
+    return this.#currentSession(cancel);
+  }
+
+  #open(): Promise<ZkSession> {
+    this.#connected = false;
+    const opening = ZkSession.open(
+      {
         connectString: this.#options.connectString,
         sessionTimeoutMs: this.#sessionTimeoutMs,
         driftRate: this.driftRate,
-        callTimeoutMs: this.#callTimeoutMs,
-        connectTimeoutMs: Math.max(this.#callTimeoutMs, 2 * this.#sessionTimeoutMs),
+        callTimeoutMs: this.callTimeoutMs,
+        // A backend never reached fails within callTimeoutMs, not after a session timeout or two.
+        connectTimeoutMs: this.callTimeoutMs,
+        serverTickMs: this.#serverTickMs,
         ...(this.#options.digest ? { digest: this.#options.digest } : {}),
-      });
-      this.#session = opening;
-      opening.catch(() => {
-        if (this.#session === opening) this.#session = undefined;
-      });
-      return opening;
-    };
-    if (!current) return fresh();
-    return current.then((session) => {
-      if (session.alive) return session;
-      session.close(); // a lost session's client would otherwise keep reconnecting
-      return fresh();
-    });
+      },
+      this.closeSignal,
+    );
+    this.#session = opening;
+    opening.then(
+      (session) => {
+        this.noteReached();
+        this.#connected = true;
+        session.client.onState((state) => {
+          if (this.#session === opening) this.#connected = state === 'connected';
+        });
+      },
+      () => {
+        if (this.#session === opening) {
+          this.#session = undefined;
+          this.#connected = false;
+        }
+      },
+    );
+    return opening;
   }
 
   /** Empty folders go after folderLingerMs (deleting a non-empty one fails harmlessly: someone uses it). */
@@ -247,14 +286,49 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       return session.alive ? removeFolderIfEmpty(session, parent) : undefined;
     });
     this.#lingering.clear();
-    await Promise.all(pending);
-    (await this.#session?.catch(() => undefined))?.close();
+    // Bounded by callTimeoutMs in all: half for the folders, half for closeSession's answer.
+    const half = this.callTimeoutMs / 2;
+    await Promise.race([Promise.all(pending), delay(half)]);
+    const session = await Promise.race([this.#session?.catch(() => undefined), delay(half)]);
+    await session?.close(half);
+  }
+
+  /** Reachable while the current session's connection is up: a wait that runs out otherwise is an outage. */
+  protected override backendReachable(): boolean {
+    return this.#connected;
+  }
+
+  /** Watch registrations the current session holds (one per path and kind), for tests and metrics. */
+  async watchCount(): Promise<number> {
+    return (await this.#session?.catch(() => undefined))?.client.watchCount ?? 0;
   }
 
   /** For tests of holder death: drops the connection without closing the session, as a killed process would. */
   async abandon(): Promise<void> {
     (await this.#session?.catch(() => undefined))?.abandon();
   }
+}
+
+const delay = (ms: number) =>
+  new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref());
+
+/** promise, or the signal's reason as soon as it aborts (the promise goes on for whoever else waits). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 export async function createProvider(

@@ -3,6 +3,9 @@
 # Starts a throwaway ZooKeeper from the Debian package on free 127.0.0.1 ports and prints its
 # connect string as KEY=value lines. Stop it with: stop.sh "$STATE_DIR".
 # The server clamps session timeouts to 2..20 x tickTime: 200 ms allows 400 ms..4 s sessions.
+# Fault tests may route peer links through proxies: ZK_PORTS="p1 p2 …" (3 per node: client, quorum,
+# election) fixes the ports, and ZK_PEER_VIEW="i:j:quorum:election …" makes node i's config reach
+# node j at those ports instead of j's own.
 source "$(dirname "$0")/lib.sh"
 nodes=${1:-1}
 tick=${2:-200}
@@ -10,7 +13,12 @@ jar=/usr/share/java/zookeeper.jar
 [ -e "$jar" ] || { echo "zookeeper.sh: ZooKeeper not installed (apt-get install zookeeper)" >&2; exit 1; }
 classpath="$jar:/usr/share/java/slf4j-simple.jar"
 dir=$(new_state_dir zookeeper)
-read -r -a ports <<<"$(free_ports $((nodes * 3)))"
+read -r -a ports <<<"${ZK_PORTS:-$(free_ports $((nodes * 3)))}"
+declare -A view=()
+for entry in ${ZK_PEER_VIEW:-}; do
+  IFS=: read -r from to quorum election <<<"$entry"
+  view["$from:$to"]="$quorum:$election"
+done
 connect=()
 for ((i = 1; i <= nodes; i++)); do connect+=("127.0.0.1:${ports[$(((i - 1) * 3))]}"); done
 for ((i = 1; i <= nodes; i++)); do
@@ -31,7 +39,8 @@ for ((i = 1; i <= nodes; i++)); do
     echo "maxClientCnxns=0"
     if ((nodes > 1)); then
       for ((j = 1; j <= nodes; j++)); do
-        echo "server.$j=127.0.0.1:${ports[$(((j - 1) * 3 + 1))]}:${ports[$(((j - 1) * 3 + 2))]}"
+        peer=${view["$i:$j"]:-${ports[$(((j - 1) * 3 + 1))]}:${ports[$(((j - 1) * 3 + 2))]}}
+        echo "server.$j=127.0.0.1:$peer"
       done
     fi
   } >"$dir/n$i.cfg"

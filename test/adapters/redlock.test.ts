@@ -44,7 +44,10 @@ describe('Redlock on 3 real redis-server processes', () => {
       expect(lock.held).toBe(true);
       await lock.release();
       await second?.pause();
-      await expect(provider.acquire(uniqueKey('two-down'), { ttlMs: 2_000 })).rejects.toMatchObject({
+      // A waiting acquire rides through the outage until waitMs, then reports it.
+      await expect(
+        provider.acquire(uniqueKey('two-down'), { ttlMs: 2_000, waitMs: 1_000 }),
+      ).rejects.toMatchObject({
         code: 'BACKEND_UNAVAILABLE',
         message: expect.stringMatching(/only 1 of 3 instances answered; a grant needs 2/),
       });

@@ -42,7 +42,12 @@ describe('ZooKeeper adapter on a real server', () => {
   let raw: zookeeper.Client;
   const providers: ZooKeeperLockProvider[] = [];
   const open = (options: Partial<ConstructorParameters<typeof ZooKeeperLockProvider>[0]> = {}) => {
-    const provider = new ZooKeeperLockProvider({ connectString, sessionTimeoutMs: 2_000, ...options });
+    const provider = new ZooKeeperLockProvider({
+      connectString,
+      sessionTimeoutMs: 2_000,
+      serverTickMs: 200, // the test servers' tickTime
+      ...options,
+    });
     providers.push(provider);
     return provider;
   };

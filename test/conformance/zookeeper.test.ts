@@ -31,6 +31,7 @@ function zkTarget(name: string, servers: () => ServerGroup) {
       const provider = new ZooKeeperLockProvider({
         connectString: chain.map((p) => p.address).join(','),
         sessionTimeoutMs: SESSION_TIMEOUT_MS,
+        serverTickMs: 200, // the test servers' tickTime
         callTimeoutMs: 1_000,
       });
       proxies.set(provider, chain);

@@ -69,17 +69,23 @@ describe('built package', () => {
     writeFileSync(
       program,
       `import { connect } from 'fencekit';
-       for (const url of ['etcd://127.0.0.1:1', 'zk://127.0.0.1:1', 'redis://127.0.0.1:1', 'postgres://u@127.0.0.1:1/db']) {
+       for (const url of ['etcd://127.0.0.1:1', 'redis://127.0.0.1:1', 'postgres://u@127.0.0.1:1/db']) {
          const e = await connect(url).catch((e) => e);
          console.log(e.code + ' ' + e.message);
-       }`,
+       }
+       // ZooKeeper needs no package: the provider opens, and an unreachable server is reported as such.
+       const zk = await connect('zk://127.0.0.1:1', { callTimeoutMs: 500 });
+       const e = await zk.acquire('k', { waitMs: 1000 }).catch((e) => e);
+       console.log(zk.backend + ' ' + e.code);
+       await zk.close();`,
     );
     const { stdout } = await run(process.execPath, [program], { cwd: app });
     const lines = stdout.trim().split('\n');
     expect(lines).toHaveLength(4);
-    for (const [index, name] of ['etcd3', 'node-zookeeper-client', 'ioredis', 'pg'].entries()) {
+    for (const [index, name] of ['etcd3', 'ioredis', 'pg'].entries()) {
       expect(lines[index]).toMatch(new RegExp(`^BACKEND_UNAVAILABLE .*npm install ${name}$`));
     }
+    expect(lines[3]).toBe('zookeeper BACKEND_UNAVAILABLE');
   });
 
   it('the fencekit binary runs the demo', async () => {

@@ -43,9 +43,17 @@ async function waitForExit(pid: number, timeoutMs = 10_000): Promise<void> {
  * Starts servers with docker/native/<kind>.sh (Debian packages, free loopback ports, a temporary
  * state directory) and stops exactly what it started with stop.sh.
  */
-export async function startNative(kind: ServerKind, args: string[] = []): Promise<ServerGroup> {
+export async function startNative(
+  kind: ServerKind,
+  args: string[] = [],
+  /** Extra variables for the start script (e.g. ZK_PEER_VIEW, see zookeeper.sh). */
+  env: Record<string, string> = {},
+): Promise<ServerGroup> {
   const started = performance.now();
-  const { stdout } = await run('bash', [resolve(scripts, SCRIPT[kind]), ...args], { timeout: 120_000 });
+  const { stdout } = await run('bash', [resolve(scripts, SCRIPT[kind]), ...args], {
+    timeout: 120_000,
+    env: { ...process.env, ...env },
+  });
   const vars = parseOutput(stdout);
   const stateDir = vars.get('STATE_DIR');
   if (!stateDir) throw new Error(`${kind} start script printed no STATE_DIR:\n${stdout}`);

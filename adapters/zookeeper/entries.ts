@@ -1,0 +1,64 @@
+import type { ZkSession } from './client.js';
+import { removeNode } from './mutex.js';
+
+/** Delete retries that are still running, per session (they end with it). */
+const retrying = new WeakMap<ZkSession, Map<string, Promise<void>>>();
+
+/**
+ * Deletes one of the session's own nodes (a released lock, a cancelled or refused request). The
+ * path carries our request's uuid, so no other grant can have it: deleting it any version is safe.
+ * When the delete fails (timed out, connection lost) the node may live on under our live session
+ * and lock the name for everyone: the session keeps trying, with backoff, until the delete is
+ * confirmed or the session ends; if it cannot confirm within one session timeout, it closes the
+ * session, whose ephemeral nodes then die with it (the provider opens a new one for later calls).
+ * Resolves or rejects with the first attempt; the retries run on behind it.
+ */
+export async function removeOwned(session: ZkSession, path: string): Promise<void> {
+  const running = retrying.get(session)?.get(path);
+  if (running) return running;
+  try {
+    await removeNode(session, path);
+  } catch (error) {
+    keepRemoving(session, path);
+    throw error;
+  }
+}
+
+/** Paths this session is still trying to delete (for tests and inspection). */
+export function pendingRemovals(session: ZkSession): string[] {
+  return [...(retrying.get(session)?.keys() ?? [])];
+}
+
+function keepRemoving(session: ZkSession, path: string): void {
+  let paths = retrying.get(session);
+  if (!paths) {
+    paths = new Map();
+    retrying.set(session, paths);
+  }
+  if (paths.has(path)) return;
+  const loop = retryUntilGone(session, path).finally(() => paths.delete(path));
+  paths.set(path, loop);
+}
+
+async function retryUntilGone(session: ZkSession, path: string): Promise<void> {
+  const giveUpAt = performance.now() + session.sessionTimeoutMs;
+  let delay = 100;
+  for (;;) {
+    if (!session.alive || performance.now() >= giveUpAt) {
+      // Written off here, or out of time: end the session on the server too, or the node lives on.
+      void session.close();
+      return;
+    }
+    await sleep(Math.min(delay * (0.5 + Math.random()), giveUpAt - performance.now()));
+    delay = Math.min(delay * 2, 1_000);
+    if (!session.alive) continue;
+    try {
+      await removeNode(session, path); // NO_NODE counts as done
+      return;
+    } catch {
+      // still unreachable: try again until the deadline
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)).unref());

@@ -1,0 +1,525 @@
+import { Code, ZkError } from './codes.js';
+import { parseConnectString, shuffled } from './connect-string.js';
+import { Connection, type Handshake } from './connection.js';
+import type { JuteReader, JuteWriter } from './jute.js';
+import {
+  type ACL,
+  CreateMode,
+  decodeMulti,
+  encode,
+  encodeMulti,
+  type MultiOp,
+  type MultiResult,
+  OPEN_ACL_UNSAFE,
+  Op,
+  readStat,
+  type Stat,
+  Xid,
+} from './ops.js';
+import { eventType, type WatchKind, type WatchListener, WatchRegistry } from './watches.js';
+
+export type ZkState = 'connecting' | 'connected' | 'disconnected' | 'expired' | 'closed';
+
+export interface ZkClientOptions {
+  /** host:port[,host:port…][/chroot] */
+  connectString: string;
+  /** Requested session timeout; the server clamps it to 2..20 ticks. */
+  sessionTimeoutMs: number;
+  /** Default deadline of each call. */
+  callTimeoutMs: number;
+  /** Auth packets sent first on every connection, e.g. { scheme: 'digest', auth: 'user:pw' }. */
+  auth?: { scheme: string; auth: Buffer }[];
+}
+
+export interface CallOptions {
+  /** Deadline of this call (default: the client's callTimeoutMs). */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface WatchOptions extends CallOptions {
+  /** Called once when the node (or its children) change; remove it with unwatch() when giving up. */
+  watch?: WatchListener;
+}
+
+const TERMINAL: ReadonlySet<ZkState> = new Set(['expired', 'closed']);
+const SET_WATCHES_BATCH = 1_000;
+
+/**
+ * A ZooKeeper session over a succession of connections: it connects to the servers of the
+ * connect string in random order, resumes the session (id and password) after a lost connection
+ * until the server says it expired, re-arms its watches, and fails calls in flight with
+ * CONNECTION_LOSS when a connection ends. Every call has a deadline and may be cancelled by a
+ * signal; calls made while disconnected wait for a connection within their deadline. It never
+ * replays a call.
+ */
+export class ZkClient {
+  readonly #options: ZkClientOptions;
+  readonly #servers: { host: string; port: number }[];
+  readonly #chroot: string;
+  readonly #watches = new WatchRegistry();
+  readonly #stateListeners = new Set<(state: ZkState) => void>();
+  /** Calls waiting for a connection: called with the connection, or the error that ends the session. */
+  readonly #waiting = new Set<(ready: Connection | ZkError) => void>();
+  readonly #stop = new AbortController();
+  #state: ZkState = 'connecting';
+  #conn: Connection | undefined;
+  #sessionId = 0n;
+  #passwd: Buffer = Buffer.alloc(16);
+  #timeoutMs: number;
+  #lastZxid = 0n;
+  #closing: Promise<void> | undefined;
+
+  private constructor(options: ZkClientOptions) {
+    this.#options = options;
+    const { servers, chroot } = parseConnectString(options.connectString);
+    this.#servers = shuffled(servers);
+    this.#chroot = chroot;
+    this.#timeoutMs = options.sessionTimeoutMs;
+    void this.#run();
+  }
+
+  /** Opens a session; rejects (and leaves nothing running) when none is made within timeoutMs or signal aborts. */
+  static async connect(
+    options: ZkClientOptions,
+    opts: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<ZkClient> {
+    const client = new ZkClient(options);
+    try {
+      await client.#connection(performance.now() + opts.timeoutMs, opts.signal, () => [
+        `no session from ${options.connectString} within ${opts.timeoutMs} ms`,
+      ]);
+      return client;
+    } catch (error) {
+      await client.close();
+      throw error;
+    }
+  }
+
+  get state(): ZkState {
+    return this.#state;
+  }
+
+  get sessionId(): bigint {
+    return this.#sessionId;
+  }
+
+  /** The session timeout the server granted. */
+  get sessionTimeoutMs(): number {
+    return this.#timeoutMs;
+  }
+
+  /** Watch registrations (kind, path) held: one per path and kind, however many listeners. */
+  get watchCount(): number {
+    return this.#watches.size;
+  }
+
+  /** Calls listener on every state change; returns the function that unsubscribes. */
+  onState(listener: (state: ZkState) => void): () => void {
+    this.#stateListeners.add(listener);
+    return () => this.#stateListeners.delete(listener);
+  }
+
+  /** A listener that gives up (timeout, cancel) removes itself; the registration goes with its last listener. */
+  unwatch(path: string, listener: WatchListener): void {
+    this.#watches.remove(path, listener);
+  }
+
+  create(path: string, data: Buffer, acl: readonly ACL[], mode: number, opts?: CallOptions): Promise<string> {
+    return this.#call(
+      Op.create,
+      path,
+      (w) => encode.create(w, this.#at(path), data, acl, mode),
+      (r) => this.#from(r.string() ?? ''),
+      opts,
+    );
+  }
+
+  /** create that also returns the new node's Stat (one round trip for the node and its czxid). */
+  create2(
+    path: string,
+    data: Buffer,
+    acl: readonly ACL[],
+    mode: number,
+    opts?: CallOptions,
+  ): Promise<{ path: string; stat: Stat }> {
+    return this.#call(
+      Op.create2,
+      path,
+      (w) => encode.create(w, this.#at(path), data, acl, mode),
+      (r) => ({ path: this.#from(r.string() ?? ''), stat: readStat(r) }),
+      opts,
+    );
+  }
+
+  delete(path: string, version = -1, opts?: CallOptions): Promise<void> {
+    return this.#call(
+      Op.delete,
+      path,
+      (w) => encode.pathVersion(w, this.#at(path), version),
+      () => undefined,
+      opts,
+    );
+  }
+
+  /** The node's Stat, or null when it does not exist (a watch then waits for its creation). */
+  exists(path: string, opts: WatchOptions = {}): Promise<Stat | null> {
+    return this.#call(
+      Op.exists,
+      path,
+      (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
+      (r) => readStat(r),
+      opts,
+      opts.watch && { listener: opts.watch, kind: 'data', onNoNode: 'exist' },
+    ).catch((error: unknown) => {
+      if (error instanceof ZkError && error.code === Code.NO_NODE) return null;
+      throw error;
+    });
+  }
+
+  getData(path: string, opts: WatchOptions = {}): Promise<{ data: Buffer; stat: Stat }> {
+    return this.#call(
+      Op.getData,
+      path,
+      (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
+      (r) => ({ data: Buffer.from(r.buffer() ?? Buffer.alloc(0)), stat: readStat(r) }),
+      opts,
+      opts.watch && { listener: opts.watch, kind: 'data' },
+    );
+  }
+
+  setData(path: string, data: Buffer, version = -1, opts?: CallOptions): Promise<Stat> {
+    return this.#call(
+      Op.setData,
+      path,
+      (w) => encode.setData(w, this.#at(path), data, version),
+      (r) => readStat(r),
+      opts,
+    );
+  }
+
+  setACL(path: string, acl: readonly ACL[], version = -1, opts?: CallOptions): Promise<Stat> {
+    return this.#call(
+      Op.setACL,
+      path,
+      (w) => encode.setACL(w, this.#at(path), acl, version),
+      (r) => readStat(r),
+      opts,
+    );
+  }
+
+  getChildren(path: string, opts: WatchOptions = {}): Promise<string[]> {
+    return this.#call(
+      Op.getChildren,
+      path,
+      (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
+      (r) => (r.vector((x) => x.string() ?? '') ?? []) as string[],
+      opts,
+      opts.watch && { listener: opts.watch, kind: 'child' },
+    );
+  }
+
+  getChildren2(path: string, opts: WatchOptions = {}): Promise<{ children: string[]; stat: Stat }> {
+    return this.#call(
+      Op.getChildren2,
+      path,
+      (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
+      (r) => ({ children: (r.vector((x) => x.string() ?? '') ?? []) as string[], stat: readStat(r) }),
+      opts,
+      opts.watch && { listener: opts.watch, kind: 'child' },
+    );
+  }
+
+  /** Brings this session's server up to date with the leader. */
+  sync(path: string, opts?: CallOptions): Promise<void> {
+    return this.#call(
+      Op.sync,
+      path,
+      (w) => encode.path(w, this.#at(path)),
+      () => undefined,
+      opts,
+    );
+  }
+
+  /** All or nothing; rejects with the ZkError of the first operation that failed. */
+  async multi(ops: readonly MultiOp[], opts?: CallOptions): Promise<MultiResult[]> {
+    const results = await this.#call(
+      Op.multi,
+      ops[0]?.path,
+      (w) => encodeMulti(w, ops, (p) => this.#at(p)),
+      (r) => decodeMulti(r, (p) => this.#from(p)),
+      opts,
+      undefined,
+      true,
+    );
+    for (const [i, result] of results.entries()) {
+      if (result.op === 'error' && result.err !== Code.OK) throw new ZkError(result.err, ops[i]?.path);
+    }
+    return results;
+  }
+
+  /** Creates path and its missing ancestors (persistent); an existing node is fine. */
+  async mkdirp(path: string, acl: readonly ACL[] = OPEN_ACL_UNSAFE, opts?: CallOptions): Promise<void> {
+    const parts = path.split('/').filter((p) => p !== '');
+    let current = '';
+    for (const part of parts) {
+      current += `/${part}`;
+      try {
+        await this.create(current, Buffer.alloc(0), acl, CreateMode.PERSISTENT, opts);
+      } catch (error) {
+        if (!(error instanceof ZkError && error.name === 'NODE_EXISTS')) throw error;
+      }
+    }
+  }
+
+  /**
+   * Ends the session: sends closeSession so the server removes its ephemeral nodes at once, and
+   * stops reconnecting. Bounded by timeoutMs (default callTimeoutMs); idempotent.
+   */
+  close(timeoutMs = this.#options.callTimeoutMs): Promise<void> {
+    this.#closing ??= this.#close(timeoutMs);
+    return this.#closing;
+  }
+
+  async #close(timeoutMs: number): Promise<void> {
+    const conn = this.#conn;
+    this.#end('closed', new ZkError(Code.CONNECTION_LOSS, undefined, 'client closed'));
+    if (!conn || conn.closed) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      conn.request(Op.closeSession, undefined, { reply: done, lost: done });
+    });
+    conn.destroy(new Error('session closed'));
+  }
+
+  /** For tests of holder death: drops the connection without closing the session; the server expires it. */
+  abandon(): void {
+    const conn = this.#conn;
+    this.#end('closed', new ZkError(Code.CONNECTION_LOSS, undefined, 'client abandoned'));
+    conn?.destroy(new Error('abandoned'));
+    this.#closing ??= Promise.resolve();
+  }
+
+  #at(path: string): string {
+    if (this.#chroot === '') return path;
+    return path === '/' ? this.#chroot : this.#chroot + path;
+  }
+
+  #from(serverPath: string): string {
+    if (this.#chroot === '' || !serverPath.startsWith(this.#chroot)) return serverPath;
+    return serverPath.slice(this.#chroot.length) || '/';
+  }
+
+  #setState(state: ZkState): void {
+    if (this.#state === state) return;
+    this.#state = state;
+    for (const listener of [...this.#stateListeners]) listener(state);
+  }
+
+  /** The session is over (expired or closed): calls fail, watches hear it once, nothing reconnects. */
+  #end(state: 'expired' | 'closed', error: ZkError): void {
+    if (TERMINAL.has(this.#state)) return;
+    this.#stop.abort(error);
+    this.#setState(state);
+    for (const waiter of [...this.#waiting]) waiter(error);
+    this.#watches.endAll();
+  }
+
+  #terminalError(): ZkError {
+    return this.#state === 'expired'
+      ? new ZkError(Code.SESSION_EXPIRED)
+      : new ZkError(Code.CONNECTION_LOSS, undefined, 'client closed');
+  }
+
+  /** The open connection, waiting for one until the deadline. */
+  #connection(deadline: number, signal: AbortSignal | undefined, why: () => [string]): Promise<Connection> {
+    if (TERMINAL.has(this.#state)) return Promise.reject(this.#terminalError());
+    if (this.#conn) return Promise.resolve(this.#conn);
+    return new Promise((resolve, reject) => {
+      const finish = (ready: Connection | ZkError | Error) => {
+        this.#waiting.delete(finish);
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (ready instanceof Connection) resolve(ready);
+        else reject(ready);
+      };
+      const onAbort = () => finish(signal?.reason);
+      const timer = setTimeout(
+        () => finish(new ZkError(Code.CONNECTION_LOSS, undefined, why()[0])),
+        Math.max(0, deadline - performance.now()),
+      );
+      this.#waiting.add(finish);
+      if (signal?.aborted) onAbort();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** One request: waits for a connection, sends once, and settles on reply, loss, deadline or abort. */
+  #call<T>(
+    op: number,
+    path: string | undefined,
+    body: (w: JuteWriter) => void,
+    decode: (r: JuteReader) => T,
+    opts: CallOptions = {},
+    watch?: { listener: WatchListener; kind: WatchKind; onNoNode?: WatchKind },
+    bodyOnError = false,
+  ): Promise<T> {
+    const timeoutMs = opts.timeoutMs ?? this.#options.callTimeoutMs;
+    const deadline = performance.now() + timeoutMs;
+    const { signal } = opts;
+    return new Promise<T>((resolve, reject) => {
+      let done = false;
+      const finish = (error: unknown, value?: T) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (error === undefined) resolve(value as T);
+        else reject(error);
+      };
+      const onAbort = () => finish(signal?.reason ?? new Error('aborted'));
+      // A late reply after this still arrives in order and is skipped (its pending entry stays queued).
+      const timer = setTimeout(
+        () => finish(new ZkError(Code.OPERATION_TIMEOUT, path, `no reply within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const register = (kind: WatchKind | undefined) => {
+        if (watch && kind && path !== undefined) this.#watches.add(kind, path, watch.listener);
+      };
+      this.#connection(deadline, signal, () => [`not connected within ${timeoutMs} ms`]).then(
+        (conn) => {
+          if (done) return;
+          conn.request(op, body, {
+            reply: (err, r) => {
+              if (done) return;
+              if (err !== Code.OK && !(bodyOnError && r.remaining > 0)) {
+                if (err === Code.NO_NODE) register(watch?.onNoNode);
+                finish(new ZkError(err, path));
+                return;
+              }
+              const value = decode(r); // a WireError here ends the connection (and fails this call)
+              register(watch?.kind);
+              finish(undefined, value);
+            },
+            lost: (error) => finish(error),
+          });
+        },
+        (error: unknown) => finish(error),
+      );
+    });
+  }
+
+  /** Connects, serves, reconnects: until the session expires or the client is closed. */
+  async #run(): Promise<void> {
+    let failures = 0;
+    let next = 0;
+    while (!TERMINAL.has(this.#state)) {
+      const server = this.#servers[next % this.#servers.length] as { host: string; port: number };
+      next += 1;
+      let ended!: (reason: Error) => void;
+      const closed = new Promise<Error>((resolve) => {
+        ended = resolve;
+      });
+      try {
+        const [conn, handshake] = await Connection.open(
+          {
+            ...server,
+            sessionId: this.#sessionId,
+            passwd: this.#passwd,
+            lastZxid: this.#lastZxid,
+            requestedTimeoutMs: this.#options.sessionTimeoutMs,
+            connectTimeoutMs: Math.max(500, this.#options.sessionTimeoutMs / this.#servers.length),
+            signal: this.#stop.signal,
+          },
+          {
+            event: (type, _state, serverPath) => {
+              const kind = eventType(type);
+              if (kind) this.#watches.fire(kind, this.#from(serverPath));
+            },
+            zxid: (zxid) => {
+              if (zxid > this.#lastZxid) this.#lastZxid = zxid;
+            },
+            authFailed: () => {
+              // The server ends the session's connection too; end ours at once rather than wait for it.
+              this.#end('closed', new ZkError(Code.AUTH_FAILED));
+              this.#conn?.destroy(new ZkError(Code.AUTH_FAILED));
+            },
+            closed: (reason) => ended(reason),
+          },
+        );
+        failures = 0;
+        this.#onConnected(conn, handshake);
+        await closed;
+        if (this.#conn === conn) this.#conn = undefined;
+        if (!TERMINAL.has(this.#state)) this.#setState('disconnected');
+      } catch (error) {
+        if (error instanceof ZkError && error.code === Code.SESSION_EXPIRED) {
+          this.#end('expired', error);
+          return;
+        }
+        failures += 1;
+        // After a round of every server, wait a little (jittered) before the next round.
+        if (next % this.#servers.length === 0) {
+          await this.#pause(Math.min(1_000, 50 * failures) * (0.5 + Math.random()));
+        }
+      }
+    }
+  }
+
+  #pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#stop.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  #onConnected(conn: Connection, handshake: Handshake): void {
+    if (TERMINAL.has(this.#state)) {
+      // Closed while this connection was being made: end the session it resumed.
+      conn.request(Op.closeSession, undefined, {
+        reply: () => conn.destroy(new Error('closed')),
+        lost: () => {},
+      });
+      return;
+    }
+    this.#sessionId = handshake.sessionId;
+    this.#passwd = handshake.passwd;
+    this.#timeoutMs = handshake.timeoutMs;
+    for (const { scheme, auth } of this.#options.auth ?? []) {
+      conn.special(Xid.auth, Op.auth, (w) => w.int(0).string(scheme).buffer(auth));
+    }
+    this.#rearmWatches(conn);
+    this.#conn = conn;
+    this.#setState('connected');
+    for (const waiter of [...this.#waiting]) waiter(conn);
+  }
+
+  /** A new connection has none of the session's watches: hand them over (SetWatches), from the last zxid seen. */
+  #rearmWatches(conn: Connection): void {
+    const all = (['data', 'exist', 'child'] as const).flatMap((kind) =>
+      this.#watches.paths(kind).map((path) => ({ kind, path: this.#at(path) })),
+    );
+    for (let i = 0; i < all.length; i += SET_WATCHES_BATCH) {
+      const batch = all.slice(i, i + SET_WATCHES_BATCH);
+      const of = (kind: WatchKind) => batch.filter((b) => b.kind === kind).map((b) => b.path);
+      conn.special(Xid.setWatches, Op.setWatches, (w) =>
+        w
+          .long(this.#lastZxid)
+          .vector(of('data'), (x, p) => x.string(p))
+          .vector(of('exist'), (x, p) => x.string(p))
+          .vector(of('child'), (x, p) => x.string(p)),
+      );
+    }
+  }
+}

@@ -1,0 +1,241 @@
+import net from 'node:net';
+import { Code, ZkError } from './codes.js';
+import { FrameDecoder } from './frames.js';
+import { JuteReader, JuteWriter, WireError } from './jute.js';
+import { Op, Xid } from './ops.js';
+
+/** A request waiting for its reply; replies come back in request order. */
+export interface Pending {
+  xid: number;
+  op: number;
+  /** The reply arrived: err is the reply header's code; r holds the body. Throwing ends the connection. */
+  reply(err: number, r: JuteReader): void;
+  /** The connection ended first. */
+  lost(error: ZkError): void;
+}
+
+export interface Handshake {
+  sessionId: bigint;
+  passwd: Buffer;
+  /** The session timeout the server granted. */
+  timeoutMs: number;
+}
+
+export interface ConnectionOptions {
+  host: string;
+  port: number;
+  /** Session to resume (0n and 16 zero bytes for a new one). */
+  sessionId: bigint;
+  passwd: Buffer;
+  lastZxid: bigint;
+  requestedTimeoutMs: number;
+  /** TCP connect plus handshake must finish within this. */
+  connectTimeoutMs: number;
+  /** Gives up the attempt (the client was closed). */
+  signal: AbortSignal;
+}
+
+export interface ConnectionEvents {
+  /** Watch notification (xid -1): type, keeper state, server path. */
+  event(type: number, state: number, path: string): void;
+  /** Highest zxid seen in a reply header. */
+  zxid(zxid: bigint): void;
+  /** An auth packet (xid -4) was refused. */
+  authFailed(): void;
+  /** The connection ended (once), with why. */
+  closed(reason: Error): void;
+}
+
+/**
+ * One TCP connection to one server: the handshake, then framed requests matched to replies by
+ * xid in order, pings while open, and a read deadline (a frozen server keeps its socket open, so
+ * silence is the only sign). Everything the socket delivers is decoded inside a guard: a bad
+ * frame, an unknown reply or an xid out of order destroys this connection and fails its pending
+ * calls with CONNECTION_LOSS, and never throws out of a socket event.
+ */
+export class Connection {
+  readonly #socket: net.Socket;
+  readonly #decoder = new FrameDecoder();
+  readonly #pending: Pending[] = [];
+  readonly #events: ConnectionEvents;
+  #handshake: ((r: JuteReader) => void) | undefined;
+  #nextXid = 1;
+  #closed = false;
+  #pingTimer: NodeJS.Timeout | undefined;
+  #readTimer: NodeJS.Timeout | undefined;
+  #readTimeoutMs = 0;
+
+  private constructor(socket: net.Socket, events: ConnectionEvents) {
+    this.#socket = socket;
+    this.#events = events;
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('error', (error) => this.destroy(error));
+    socket.on('close', () => this.destroy(new Error('connection closed by the server')));
+  }
+
+  /** Connects and shakes hands; rejects with SESSION_EXPIRED when the server no longer knows the session. */
+  static open(options: ConnectionOptions, events: ConnectionEvents): Promise<[Connection, Handshake]> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect({ host: options.host, port: options.port });
+      let settled = false;
+      const fail = (error: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        options.signal.removeEventListener('abort', onAbort);
+        reject(error);
+      };
+      const onAbort = () => connection.destroy(new Error('connection attempt cancelled'));
+      const connection = new Connection(socket, {
+        ...events,
+        closed: (reason) => {
+          fail(reason);
+          events.closed(reason);
+        },
+      });
+      const timer = setTimeout(
+        () => connection.destroy(new Error(`no handshake within ${options.connectTimeoutMs} ms`)),
+        options.connectTimeoutMs,
+      );
+      connection.#handshake = (r) => {
+        r.int(); // protocol version
+        const timeoutMs = r.int();
+        const sessionId = r.long();
+        const passwd = Buffer.from(r.buffer() ?? Buffer.alloc(0));
+        if (timeoutMs <= 0) {
+          const expired = new ZkError(Code.SESSION_EXPIRED);
+          fail(expired);
+          connection.destroy(expired);
+          return;
+        }
+        settled = true;
+        clearTimeout(timer);
+        options.signal.removeEventListener('abort', onAbort);
+        connection.#startTimers(timeoutMs);
+        resolve([connection, { sessionId, passwd, timeoutMs }]);
+      };
+      if (options.signal.aborted) onAbort();
+      else options.signal.addEventListener('abort', onAbort, { once: true });
+      socket.once('connect', () => {
+        const w = new JuteWriter()
+          .int(0) // protocol version
+          .long(options.lastZxid)
+          .int(options.requestedTimeoutMs)
+          .long(options.sessionId)
+          .buffer(options.passwd)
+          .bool(false); // read-only: no
+        socket.write(w.frame());
+      });
+    });
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Sends a numbered request; its reply (or the connection's end) goes to the pending entry. */
+  request(
+    op: number,
+    body: ((w: JuteWriter) => void) | undefined,
+    pending: Omit<Pending, 'xid' | 'op'>,
+  ): void {
+    if (this.#closed) {
+      pending.lost(new ZkError(Code.CONNECTION_LOSS));
+      return;
+    }
+    const xid = this.#nextXid;
+    this.#nextXid = xid >= 0x7fffffff ? 1 : xid + 1;
+    this.#pending.push({ xid, op, ...pending });
+    this.#write(xid, op, body);
+  }
+
+  /** Sends a request with a reserved xid (auth, setWatches); its reply is not queued. */
+  special(xid: number, op: number, body: (w: JuteWriter) => void): void {
+    if (!this.#closed) this.#write(xid, op, body);
+  }
+
+  #write(xid: number, op: number, body: ((w: JuteWriter) => void) | undefined): void {
+    const w = new JuteWriter().int(xid).int(op);
+    body?.(w);
+    this.#socket.write(w.frame());
+  }
+
+  /** Ends the connection (once): pending calls fail with CONNECTION_LOSS. */
+  destroy(reason: Error): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#pingTimer);
+    clearTimeout(this.#readTimer);
+    this.#socket.destroy();
+    const lost = new ZkError(Code.CONNECTION_LOSS, undefined, reason.message);
+    for (const pending of this.#pending.splice(0)) pending.lost(lost);
+    this.#events.closed(reason);
+  }
+
+  #startTimers(timeoutMs: number): void {
+    // As the Java client: give up on a server silent for 2/3 of the session, ping well within it.
+    this.#readTimeoutMs = (timeoutMs * 2) / 3;
+    this.#touch();
+    this.#pingTimer = setInterval(() => this.special(Xid.ping, Op.ping, () => undefined), timeoutMs / 3);
+    this.#pingTimer.unref();
+  }
+
+  #touch(): void {
+    if (this.#readTimeoutMs === 0 || this.#closed) return;
+    clearTimeout(this.#readTimer);
+    this.#readTimer = setTimeout(
+      () => this.destroy(new Error(`server silent for ${Math.round(this.#readTimeoutMs)} ms`)),
+      this.#readTimeoutMs,
+    );
+    this.#readTimer.unref();
+  }
+
+  #onData(chunk: Buffer): void {
+    if (this.#closed) return;
+    this.#touch();
+    try {
+      for (const frame of this.#decoder.push(chunk)) {
+        if (this.#closed) return;
+        this.#onFrame(new JuteReader(frame));
+      }
+    } catch (error) {
+      this.destroy(error instanceof Error ? error : new WireError(String(error)));
+    }
+  }
+
+  #onFrame(r: JuteReader): void {
+    const handshake = this.#handshake;
+    if (handshake) {
+      this.#handshake = undefined;
+      handshake(r);
+      return;
+    }
+    const xid = r.int();
+    const zxid = r.long();
+    const err = r.int();
+    if (zxid > 0n) this.#events.zxid(zxid);
+    if (xid === Xid.ping || xid === Xid.setWatches) return;
+    if (xid === Xid.auth) {
+      if (err !== Code.OK) this.#events.authFailed();
+      return;
+    }
+    if (xid === Xid.notification) {
+      const type = r.int();
+      const state = r.int();
+      this.#events.event(type, state, r.string() ?? '');
+      return;
+    }
+    const head = this.#pending[0];
+    if (!head || head.xid !== xid) {
+      throw new WireError(`reply xid ${xid} does not match the next request (${head?.xid ?? 'none'})`);
+    }
+    this.#pending.shift();
+    try {
+      head.reply(err, r);
+    } catch (error) {
+      head.lost(new ZkError(Code.CONNECTION_LOSS, undefined, String((error as Error)?.message ?? error)));
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,68 @@
+import { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RedisLockProvider } from '../../adapters/redis/index.js';
+import { lockKeys } from '../../adapters/redis/scripts.js';
+import { connect, type LockProvider } from '../../src/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
+import { RedisCluster } from '../servers/redis-cluster.js';
+
+/** The Redis adapter on a real 3-master Redis Cluster (redis-server --cluster-enabled yes). */
+describe('Redis Cluster', () => {
+  let cluster: RedisCluster;
+  let raw: Cluster;
+  const providers: LockProvider[] = [];
+  const open = async () => {
+    const provider = await connect(`redis+cluster://${cluster.nodes.join(',')}`);
+    providers.push(provider);
+    return provider;
+  };
+  beforeAll(async () => {
+    cluster = await RedisCluster.start();
+    raw = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })));
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    raw?.disconnect();
+    await cluster?.stop();
+  });
+
+  it('every key of a name lies in one hash slot, whatever braces the name holds', async () => {
+    const slotsOf = async (name: string) =>
+      new Set(
+        await Promise.all(
+          Object.values(lockKeys('fencekit:', name)).map(
+            (key) => raw.call('CLUSTER', 'KEYSLOT', key) as Promise<number>,
+          ),
+        ),
+      );
+    for (const name of ['}x', '}', '}}a{b}', 'a}b', '{x}', 'x{}y', 'plain/name']) {
+      const slots = await slotsOf(name);
+      expect({ name, slots: [...slots] }).toEqual({ name, slots: [expect.any(Number)] });
+    }
+    // The escape keeps names apart: '}x' and ' }x' (not a valid name) would be the only clash.
+    expect(lockKeys('fencekit:', '}x').lock).not.toBe(lockKeys('fencekit:', 'x').lock);
+  });
+
+  it('redis+cluster://: locks on names across every master, a waiter handed the key, rising tokens', async () => {
+    const [a, b] = [await open(), await open()];
+    expect(a.backend).toBe('redis');
+    // Enough names that every master serves some (30 random slots all missing one master: < 1e-5).
+    const names = Array.from({ length: 30 }, (_, i) => uniqueKey(`cluster-${i}`));
+    names.push(`}${uniqueKey('brace')}`);
+    for (const name of names) {
+      const first = await a.acquire(name, { ttlMs: 5_000, owner: 'a' });
+      expect((await b.inspect(name))?.holder?.fencingToken).toBe(first.fencingToken);
+      const waiting = b.acquire(name, { ttlMs: 5_000, waitMs: 5_000 });
+      await eventually('b queued', async () => (await a.inspect(name))?.waiters === 1);
+      await first.release();
+      const second = await waiting;
+      expect(second.fencingToken).toBeGreaterThan(first.fencingToken);
+      await second.release();
+    }
+    // Each master kept some names' fence counters: all three served locks.
+    const sizes = await Promise.all(raw.nodes('master').map((node) => node.dbsize()));
+    expect(sizes).toHaveLength(3);
+    for (const size of sizes) expect(size).toBeGreaterThan(0);
+    expect((a as RedisLockProvider).wakeups + (b as RedisLockProvider).wakeups).toBeGreaterThan(0);
+  });
+});

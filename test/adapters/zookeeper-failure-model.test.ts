@@ -1,0 +1,208 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { uniqueKey } from '../../src/testing/index.js';
+import { type PartitionableEnsemble, startPartitionableEnsemble } from '../servers/zk-peer-links.js';
+
+// What a holder sees, and when, under each fault of a 3-node ensemble (tickTime 200, session 4 s):
+// the figures for the README's failure-model table. Each case asserts the one thing that must hold
+// whatever the timing: nobody else is granted while the holder's signal is live.
+// About 100 s of killed and paused servers: it runs with FENCEKIT_FAILURE_MODEL=1 and prints the table.
+
+const SESSION_MS = 4_000;
+const WATCH_MS = 8_000;
+
+interface Outcome {
+  /** ms after the fault: the holder's signal aborted (undefined: still held after WATCH_MS). */
+  abortedAt?: number;
+  /** ms after the fault: the other client was granted (undefined: not within WATCH_MS). */
+  grantedAt?: number;
+}
+
+describe.runIf(process.env.FENCEKIT_FAILURE_MODEL === '1')(
+  'ZooKeeper failure model (3 nodes, tickTime 200, session 4 s)',
+  () => {
+    let ensemble: PartitionableEnsemble;
+    const providers: ZooKeeperLockProvider[] = [];
+    const rows: string[] = [];
+    const open = (nodes: number[]) => {
+      const provider = new ZooKeeperLockProvider({
+        connectString: nodes.map((n) => ensemble.clientAddress(n)).join(','),
+        sessionTimeoutMs: SESSION_MS,
+        serverTickMs: 200,
+        callTimeoutMs: 1_000,
+      });
+      providers.push(provider);
+      return provider;
+    };
+    /** The roles once the ensemble has settled (one leader, two followers), after the previous case. */
+    const roles = async () => {
+      for (let i = 0; ; i++) {
+        const modes = await Promise.all([0, 1, 2].map((n) => ensemble.mode(n)));
+        const leader = modes.indexOf('leader');
+        const followers = [0, 1, 2].filter((n) => modes[n] === 'follower');
+        if (leader >= 0 && followers.length === 2) return { leader, followers };
+        if (i >= 300) throw new Error(`the ensemble did not settle: ${modes.join(', ')}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+
+    /**
+     * The holder on `holderNodes` takes a lock; another client on `otherNode` waits for it; `fault`
+     * runs; we watch for WATCH_MS, then `heal`, release and let the other client finish.
+     */
+    async function measure(
+      fault: string,
+      holderNodes: number[] | 'all',
+      pick: (r: { leader: number; followers: number[]; holderServer: number }) => {
+        other: number;
+        inject: () => Promise<void> | void;
+        heal: () => Promise<void> | void;
+      },
+    ): Promise<Outcome> {
+      await roles();
+      await new Promise((r) => setTimeout(r, 1_000)); // a member that just rejoined has synced its sessions
+      const holderSide = open(holderNodes === 'all' ? [0, 1, 2] : holderNodes);
+      const key = uniqueKey('failure-model');
+      const lock = await holderSide.acquire(key);
+      const counts = await Promise.all([0, 1, 2].map((n) => ensemble.connections(n)));
+      const holderServer =
+        holderNodes === 'all' ? counts.indexOf(Math.max(...counts)) : (holderNodes[0] as number);
+      const { other, inject, heal } = pick({ ...(await roles()), holderServer });
+      const otherSide = open([other]);
+      // Its session is open, and it has been granted once, before the fault: it rides through outages.
+      await (await otherSide.acquire(uniqueKey('warm-up'))).release();
+      const faultAt = performance.now();
+      const outcome: Outcome = {};
+      const granted = otherSide.acquire(key, { waitMs: 30_000 }).then((l) => {
+        outcome.grantedAt = performance.now() - faultAt;
+        return l;
+      });
+      granted.catch(() => undefined);
+      lock.signal.addEventListener('abort', () => {
+        outcome.abortedAt ??= performance.now() - faultAt;
+      });
+      await inject();
+      await new Promise((r) => setTimeout(r, WATCH_MS));
+      const endOfWatch = { ...outcome };
+      await heal();
+      const releasedAt = performance.now() - faultAt;
+      await lock.release().catch(() => undefined);
+      const next = await granted;
+      await next.release();
+      const f = (ms?: number) =>
+        ms === undefined ? `— (> ${WATCH_MS / 1000} s)` : `${(ms / 1000).toFixed(2)} s`;
+      rows.push(
+        `| ${fault} | ${f(endOfWatch.abortedAt)} | ${f(endOfWatch.grantedAt)} | holder on ${holderServer === (await roles()).leader ? 'leader' : 'follower'} |`,
+      );
+      // Safety: the other client is granted only after the holder's signal aborted or it released.
+      expect(outcome.grantedAt as number).toBeGreaterThan(outcome.abortedAt ?? releasedAt);
+      return endOfWatch;
+    }
+
+    beforeAll(async () => {
+      ensemble = await startPartitionableEnsemble(200);
+    }, 120_000);
+    afterAll(async () => {
+      await Promise.allSettled(providers.map((p) => p.close()));
+      await ensemble?.stop();
+      if (rows.length > 0)
+        console.log(
+          ['| fault | holder aborted | other granted | |', '|---|---|---|---|', ...rows].join('\n'),
+        );
+    });
+
+    it('pause (SIGSTOP) of the holder’s only server', async () => {
+      const { followers } = await roles();
+      const f = followers[0] as number;
+      await measure('pause holder’s server (holder knows 1 server)', [f], () => ({
+        other: followers[1] as number,
+        inject: () => ensemble.pause(f),
+        heal: () => ensemble.resume(f),
+      }));
+    }, 60_000);
+
+    it('pause (SIGSTOP) of the holder’s server, holder knows all three', async () => {
+      await measure('pause holder’s server (holder knows 3)', 'all', ({ holderServer }) => ({
+        other: (holderServer + 1) % 3,
+        inject: () => ensemble.pause(holderServer),
+        heal: () => ensemble.resume(holderServer),
+      }));
+    }, 60_000);
+
+    it('kill (SIGKILL) of the holder’s only server, restarted after the watch', async () => {
+      const { followers } = await roles();
+      const f = followers[0] as number;
+      await measure('kill holder’s server (holder knows 1)', [f], () => ({
+        other: followers[1] as number,
+        inject: () => ensemble.kill(f),
+        heal: () => ensemble.restart(f),
+      }));
+    }, 90_000);
+
+    it('kill (SIGKILL) of the holder’s server, holder knows all three', async () => {
+      await measure('kill holder’s server (holder knows 3)', 'all', ({ holderServer }) => ({
+        other: (holderServer + 1) % 3,
+        inject: () => ensemble.kill(holderServer),
+        heal: () => ensemble.restart(holderServer),
+      }));
+    }, 90_000);
+
+    it('partition of the holder’s server from the quorum (held bytes, no reset)', async () => {
+      const { followers } = await roles();
+      const f = followers[0] as number;
+      await measure('partition holder’s server from quorum (holder knows 1)', [f], () => ({
+        other: followers[1] as number,
+        inject: () => ensemble.isolate(f),
+        heal: () => ensemble.heal(f),
+      }));
+    }, 60_000);
+
+    it('partition of the holder’s server from the quorum, holder knows all three', async () => {
+      const { followers } = await roles();
+      await measure(
+        'partition holder’s server from quorum (holder knows 3)',
+        'all',
+        ({ holderServer, leader }) => ({
+          other: holderServer === leader ? (followers[0] as number) : leader,
+          inject: () => ensemble.isolate(holderServer),
+          heal: () => ensemble.heal(holderServer),
+        }),
+      );
+    }, 60_000);
+
+    it('member loss: the leader is killed (holder on a follower), restarted after the watch', async () => {
+      const { leader, followers } = await roles();
+      await measure('member loss: leader killed (holder on a follower)', [followers[0] as number], () => ({
+        other: followers[1] as number,
+        inject: () => ensemble.kill(leader),
+        heal: () => ensemble.restart(leader),
+      }));
+    }, 90_000);
+
+    it('restart: the holder’s only server killed and started again at once', async () => {
+      const { followers } = await roles();
+      const f = followers[0] as number;
+      await measure('restart holder’s server (holder knows 1)', [f], () => ({
+        other: followers[1] as number,
+        inject: async () => {
+          await ensemble.kill(f);
+          await ensemble.restart(f);
+        },
+        heal: () => undefined,
+      }));
+    }, 90_000);
+
+    it('restart: the whole ensemble killed and started again at once', async () => {
+      const { followers } = await roles();
+      const all = [0, 1, 2];
+      await measure('restart the whole ensemble (holder knows 3)', 'all', () => ({
+        other: followers[1] as number,
+        inject: async () => {
+          await Promise.all(all.map((n) => ensemble.kill(n)));
+          await Promise.all(all.map((n) => ensemble.restart(n)));
+        },
+        heal: () => undefined,
+      }));
+    }, 120_000);
+  },
+);

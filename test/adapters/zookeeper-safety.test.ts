@@ -1,0 +1,260 @@
+import zookeeper from 'node-zookeeper-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { InvalidArgumentError } from '../../src/index.js';
+import { uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { type PartitionableEnsemble, startPartitionableEnsemble } from '../servers/zk-peer-links.js';
+
+/** Milliseconds from `since` until `signal` aborts, or undefined if it did not within `limitMs`. */
+function abortTime(signal: AbortSignal, since: number, limitMs: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(performance.now() - since);
+    const timer = setTimeout(() => resolve(undefined), limitMs);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve(performance.now() - since);
+    });
+  });
+}
+
+describe('ZooKeeper serverTickMs', () => {
+  it('must be a positive number of milliseconds', () => {
+    for (const serverTickMs of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, '200' as unknown as number]) {
+      expect(() => new ZooKeeperLockProvider({ connectString: '127.0.0.1:2181', serverTickMs })).toThrow(
+        InvalidArgumentError,
+      );
+    }
+    expect(
+      () => new ZooKeeperLockProvider({ connectString: '127.0.0.1:2181', serverTickMs: 200 }),
+    ).not.toThrow();
+  });
+});
+
+describe('ZooKeeper safety on a 3-node ensemble (tickTime 200, syncLimit 10)', () => {
+  let ensemble: PartitionableEnsemble;
+  const providers: ZooKeeperLockProvider[] = [];
+  beforeAll(async () => {
+    ensemble = await startPartitionableEnsemble(200);
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    await ensemble?.stop();
+  });
+
+  it('a holder on a follower cut off from its peers loses its signal before anyone else is granted', async () => {
+    const modes = await Promise.all([0, 1, 2].map((n) => ensemble.mode(n)));
+    const follower = modes.indexOf('follower');
+    const other = [0, 1, 2].find((n) => n !== follower) as number;
+    expect(follower).toBeGreaterThanOrEqual(0);
+    const open = (node: number) => {
+      const provider = new ZooKeeperLockProvider({
+        connectString: ensemble.clientAddress(node),
+        sessionTimeoutMs: 4_000,
+        serverTickMs: 200,
+      });
+      providers.push(provider);
+      return provider;
+    };
+    const holderSide = open(follower);
+    const otherSide = open(other);
+    const key = uniqueKey('isolated-follower');
+    const held = await holderSide.acquire(key);
+    await new Promise((r) => setTimeout(r, 1_500)); // heartbeats in their steady rhythm
+
+    const cutAt = performance.now();
+    ensemble.isolate(follower);
+    const aborted = abortTime(held.signal, cutAt, 15_000);
+    const granted = otherSide.acquire(key, { waitMs: 15_000 }).then((lock) => ({
+      lock,
+      at: performance.now() - cutAt,
+    }));
+    const [abortedAt, grant] = await Promise.all([aborted, granted]);
+    ensemble.heal(follower);
+    console.log(
+      `holder's signal aborted at ${abortedAt?.toFixed(0)} ms, other granted at ${grant.at.toFixed(0)} ms after the cut`,
+    );
+    expect(abortedAt).toBeDefined();
+    expect(abortedAt as number).toBeLessThan(grant.at);
+    await grant.lock.release();
+  }, 60_000);
+});
+
+describe('ZooKeeper: the session owns the nodes it created', () => {
+  let zk: ServerGroup;
+  const providers: ZooKeeperLockProvider[] = [];
+  beforeAll(async () => {
+    zk = await startServers('zookeeper', { faults: true });
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    await zk?.stop();
+  });
+
+  it('a release whose delete is lost is retried by the session: the name is free while the provider stays open', async () => {
+    const [host = '', port = ''] = endpoint(zk, 'ZK_CONNECT').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const options = { sessionTimeoutMs: 4_000, serverTickMs: 200, callTimeoutMs: 500 };
+      const holderSide = new ZooKeeperLockProvider({ connectString: proxy.address, ...options });
+      const otherSide = new ZooKeeperLockProvider({ connectString: `${host}:${port}`, ...options });
+      providers.push(holderSide, otherSide);
+      const key = uniqueKey('lost-delete');
+      const held = await holderSide.acquire(key);
+      const waiting = otherSide.acquire(key, { waitMs: 10_000 });
+      waiting.catch(() => undefined); // awaited below
+      await new Promise((r) => setTimeout(r, 300)); // the waiter is queued behind the holder
+
+      proxy.setMode({ kind: 'blackhole' }); // the delete goes into the void and times out
+      const releasedAt = performance.now();
+      const release = await held.release().then(
+        () => 'confirmed',
+        (error: Error) => error.name,
+      );
+      await new Promise((r) => setTimeout(r, 700)); // well inside the session's deadline
+      proxy.setMode({ kind: 'pass' });
+      proxy.cutAll(); // the client reconnects to the same, live session
+
+      const outcome = await waiting.then(
+        (lock) => ({ lock, at: performance.now() - releasedAt }),
+        (error: Error) => ({ lock: undefined, at: performance.now() - releasedAt, error: error.name }),
+      );
+      console.log(
+        `release: ${release}; other side: ${outcome.lock ? 'granted' : outcome.error} at ${outcome.at.toFixed(0)} ms`,
+      );
+      expect(holderSide.closed).toBe(false);
+      expect(outcome.lock).toBeDefined();
+      expect(outcome.at).toBeLessThan(5_000);
+      await outcome.lock?.release();
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
+
+  it('a waiter whose clean-up delete is lost leaves no node behind: the session retries it', async () => {
+    const [host = '', port = ''] = endpoint(zk, 'ZK_CONNECT').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const options = { sessionTimeoutMs: 4_000, serverTickMs: 200, callTimeoutMs: 500 };
+      const direct = { connectString: `${host}:${port}`, ...options };
+      const holderSide = new ZooKeeperLockProvider(direct);
+      const waiterSide = new ZooKeeperLockProvider({ connectString: proxy.address, ...options });
+      const thirdSide = new ZooKeeperLockProvider(direct);
+      providers.push(holderSide, waiterSide, thirdSide);
+      const key = uniqueKey('lost-cancel');
+      const held = await holderSide.acquire(key);
+      await (await thirdSide.acquire(uniqueKey('warm-up'))).release();
+      const startedAt = performance.now();
+      const waiting = waiterSide.acquire(key, { waitMs: 1_500 }).then(
+        () => 'granted',
+        (error: Error) => error.name,
+      );
+      await new Promise((r) => setTimeout(r, 800));
+      proxy.setMode({ kind: 'blackhole' }); // the wait runs out in here: its delete goes nowhere
+      expect(await waiting).toBe('LockTimeoutError');
+      await new Promise((r) => setTimeout(r, Math.max(0, startedAt + 2_300 - performance.now())));
+      proxy.setMode({ kind: 'pass' });
+      proxy.cutAll(); // the waiter's client reconnects to the same, live session
+      await new Promise((r) => setTimeout(r, 1_000));
+      const releasedAt = performance.now();
+      await held.release();
+      const outcome = await thirdSide.acquire(key, { waitMs: 6_000 }).then(
+        (lock) => ({ lock, at: performance.now() - releasedAt }),
+        (error: Error) => ({ lock: undefined, at: performance.now() - releasedAt, error: error.name }),
+      );
+      console.log(
+        `third side: ${outcome.lock ? 'granted' : outcome.error} ${outcome.at.toFixed(0)} ms after the holder's release`,
+      );
+      expect(waiterSide.closed).toBe(false);
+      expect(outcome.lock).toBeDefined();
+      await outcome.lock?.release();
+    } finally {
+      await proxy.close();
+    }
+  }, 40_000);
+
+  it('a session written off here but alive on the server is closed: its nodes do not block the name', async () => {
+    const [host = '', port = ''] = endpoint(zk, 'ZK_CONNECT').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    try {
+      const options = { sessionTimeoutMs: 4_000, serverTickMs: 200, callTimeoutMs: 1_000 };
+      const holderSide = new ZooKeeperLockProvider({ connectString: proxy.address, ...options });
+      const otherSide = new ZooKeeperLockProvider({ connectString: `${host}:${port}`, ...options });
+      providers.push(holderSide, otherSide);
+      const key = uniqueKey('written-off');
+      const held = await holderSide.acquire(key);
+      await (await otherSide.acquire(uniqueKey('warm-up'))).release();
+      // Late replies: the server hears every ping (the session lives there), the holder cannot
+      // confirm it in time and writes it off.
+      proxy.setMode({ kind: 'delay', direction: 'toClient', ms: 5_000 });
+      expect(await abortTime(held.signal, performance.now(), 10_000)).toBeDefined();
+      proxy.setMode({ kind: 'pass' });
+      await new Promise((r) => setTimeout(r, 1_000));
+      const releasedAt = performance.now();
+      await held.release().catch(() => undefined);
+      const outcome = await otherSide.acquire(key, { waitMs: 10_000 }).then(
+        (lock) => ({ lock, at: performance.now() - releasedAt }),
+        (error: Error) => ({ lock: undefined, at: performance.now() - releasedAt, error: error.name }),
+      );
+      console.log(
+        `other side: ${outcome.lock ? 'granted' : outcome.error} ${outcome.at.toFixed(0)} ms after release()`,
+      );
+      expect(holderSide.closed).toBe(false);
+      expect(outcome.lock).toBeDefined();
+      await outcome.lock?.release();
+    } finally {
+      await proxy.close();
+    }
+  }, 40_000);
+
+  it('a holder whose node is deleted behind its back loses its signal on the watch event, not at a heartbeat', async () => {
+    const connectString = endpoint(zk, 'ZK_CONNECT');
+    const options = { connectString, sessionTimeoutMs: 4_000, serverTickMs: 200 };
+    const first = new ZooKeeperLockProvider(options);
+    const second = new ZooKeeperLockProvider(options);
+    providers.push(first, second);
+    const raw = zookeeper.createClient(connectString, { retries: 0 });
+    await new Promise<void>((ok) => {
+      raw.once('connected', () => ok());
+      raw.connect();
+    });
+    const removeBehindTheirBack = async (provider: ZooKeeperLockProvider, key: string) => {
+      const parent = provider.folder(key);
+      const [node] = await new Promise<string[]>((ok, fail) =>
+        raw.getChildren(parent, (e, c) => (e ? fail(e) : ok(c))),
+      );
+      const deletedAt = performance.now();
+      await new Promise<void>((ok, fail) => raw.remove(`${parent}/${node}`, -1, (e) => (e ? fail(e) : ok())));
+      return deletedAt;
+    };
+    try {
+      // Uncontended: the watch is set by the first read of our node.
+      const key = uniqueKey('deleted-node');
+      const lock = await first.acquire(key);
+      const deletedAt = await removeBehindTheirBack(first, key);
+      const uncontended = await abortTime(lock.signal, deletedAt, 5_000);
+      // After waiting behind another holder: the same watch, armed while it queued.
+      const key2 = uniqueKey('deleted-node-waited');
+      const ahead = await first.acquire(key2);
+      const waiting = second.acquire(key2, { waitMs: 5_000 });
+      await new Promise((r) => setTimeout(r, 200));
+      await ahead.release();
+      const waited = await waiting;
+      const deletedAt2 = await removeBehindTheirBack(second, key2);
+      const afterWait = await abortTime(waited.signal, deletedAt2, 5_000);
+      console.log(
+        `signal aborted ${uncontended?.toFixed(0) ?? 'never (5 s)'} ms after the delete (uncontended), ` +
+          `${afterWait?.toFixed(0) ?? 'never (5 s)'} ms (after waiting)`,
+      );
+      expect(uncontended).toBeDefined();
+      expect(uncontended as number).toBeLessThan(500); // a heartbeat is 1.3 s away, the deadline 3.7 s
+      expect(afterWait).toBeDefined();
+      expect(afterWait as number).toBeLessThan(500);
+      expect(lock.held).toBe(false);
+      await lock.release();
+      await waited.release();
+    } finally {
+      raw.close();
+    }
+  }, 30_000);
+});

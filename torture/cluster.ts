@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../test/servers/index.js';
+import { type PartitionableEnsemble, startPartitionableEnsemble } from '../test/servers/zk-peer-links.js';
 
 export type TortureBackend = 'memory' | 'etcd' | 'zookeeper' | 'redis' | 'redlock' | 'postgres';
 
@@ -22,6 +23,8 @@ export class TortureCluster {
     readonly lockGroup: ServerGroup | undefined,
     readonly storageGroup: ServerGroup,
     readonly storageUrl: string,
+    /** ZooKeeper: peer links through holding proxies, so one node can be cut off from its peers. */
+    readonly ensemble?: PartitionableEnsemble,
   ) {
     this.#pids = lockGroup?.members.map((m) => m.pid) ?? [];
   }
@@ -30,7 +33,11 @@ export class TortureCluster {
     const kind = backend === 'redlock' ? 'redis' : backend;
     const size = backend === 'etcd' || backend === 'zookeeper' || backend === 'redlock' ? 3 : 1;
     const [lock, storage] = await Promise.allSettled([
-      kind === 'memory' ? undefined : startServers(kind, { size, faults: true }),
+      kind === 'memory'
+        ? undefined
+        : kind === 'zookeeper'
+          ? startPartitionableEnsemble(200)
+          : startServers(kind, { size, faults: true }),
       startServers('postgres', { faults: true }),
     ]);
     if (lock.status === 'rejected' || storage.status === 'rejected') {
@@ -39,9 +46,10 @@ export class TortureCluster {
       if (storage.status === 'fulfilled') await storage.value.stop();
       throw lock.status === 'rejected' ? lock.reason : (storage as PromiseRejectedResult).reason;
     }
-    const lockGroup = lock.value;
+    const ensemble = lock.value && 'isolate' in lock.value ? lock.value : undefined;
+    const lockGroup = ensemble ? ensemble.group : (lock.value as ServerGroup | undefined);
     const storageGroup = storage.value;
-    return new TortureCluster(backend, lockGroup, storageGroup, endpoint(storageGroup, 'PG_URL'));
+    return new TortureCluster(backend, lockGroup, storageGroup, endpoint(storageGroup, 'PG_URL'), ensemble);
   }
 
   get members(): number {
@@ -156,6 +164,6 @@ export class TortureCluster {
   async stop(): Promise<void> {
     for (const worker of [...this.#proxies.keys()]) await this.dropWorker(worker);
     for (let i = 0; i < this.#pids.length; i++) this.pauseMember(i, false);
-    await Promise.all([this.lockGroup?.stop(), this.storageGroup.stop()]);
+    await Promise.all([(this.ensemble ?? this.lockGroup)?.stop(), this.storageGroup.stop()]);
   }
 }

@@ -133,8 +133,15 @@ const delayWorker: Fault = async (ctx, stop) => {
 /** Kill a cluster member (any, the leader included) and restart it with its data. */
 const memberKill: Fault = async (ctx, stop) => {
   const index = between(ctx.random, 0, ctx.cluster.members - 1);
-  const killed = ctx.cluster.killMember(index);
   const ms = between(ctx.random, 1_000, 3_000);
+  const ensemble = ctx.cluster.ensemble;
+  if (ensemble) {
+    await ensemble.kill(index);
+    await sleep(ms, stop);
+    await ensemble.restart(index);
+    return { target: `node ${index} down ${ms} ms` };
+  }
+  const killed = ctx.cluster.killMember(index);
   await sleep(ms, stop);
   killed.restart();
   return { target: `member ${index} down ${ms} ms` };
@@ -164,6 +171,24 @@ const stallProcess: Fault = async (ctx) => {
   return { target: `everything for ${ms} ms`, pausedWorkers: paused };
 };
 
+/**
+ * ZooKeeper: cut a follower off from its peers (bytes held, no reset) while clients still reach
+ * it; a session it serves must not be confirmed by it alone.
+ */
+const isolateFollower: Fault = async (ctx, stop) => {
+  const ensemble = ctx.cluster.ensemble;
+  if (!ensemble) return null;
+  const modes = await Promise.all([0, 1, 2].map((i) => ensemble.mode(i)));
+  const followers = [0, 1, 2].filter((i) => modes[i] === 'follower');
+  if (followers.length === 0) return null;
+  const node = pick(ctx.random, followers);
+  const ms = between(ctx.random, ctx.ttlMs * 2, ctx.ttlMs * 4);
+  ensemble.isolate(node);
+  await sleep(ms, stop);
+  ensemble.heal(node);
+  return { target: `node ${node} for ${ms} ms` };
+};
+
 const redisPause: Fault = async (ctx) => {
   const index = between(ctx.random, 0, ctx.cluster.members - 1);
   const ms = between(ctx.random, 300, ctx.ttlMs * 2);
@@ -187,7 +212,7 @@ export const FAULTS: Record<TortureBackend, Record<string, Fault>> = {
   redlock: { ...PROCESS_FAULTS, redisPause, memberPause },
   postgres: { ...PROCESS_FAULTS, pgTerminate },
   etcd: { ...PROCESS_FAULTS, memberKill, memberPause },
-  zookeeper: { ...PROCESS_FAULTS, memberKill, memberPause },
+  zookeeper: { ...PROCESS_FAULTS, memberKill, memberPause, isolateFollower },
 };
 
 /**

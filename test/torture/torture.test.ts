@@ -51,6 +51,12 @@ describe('torture suite', () => {
       expect(rules.has('stale-write')).toBe(true);
     }, 120_000);
 
+    it("control run on Redis with fencing off: a frozen holder's late write is accepted (stale-write)", async () => {
+      const args = ['--backend', 'redis', '--seconds', '20', '--faults', 'pauseHolder', '--seed', '19'];
+      const report = await torture([...args, '--no-fencing']);
+      expect(report.violations.some((v) => v.rule === 'stale-write')).toBe(true);
+    }, 150_000);
+
     it('a provider that hands out grants already aborted: born-lost', async () => {
       const report = await torture(['--backend', 'memory', '--seconds', '3', '--unsafe', 'born-lost']);
       expect(report.violations.some((v) => v.rule === 'born-lost')).toBe(true);

@@ -210,6 +210,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       key: req.key,
       fencingToken: revision,
       ownerToken: req.ownerToken,
+      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
       releaseOnBackend: async () => {
         if (!(await this.#remove(session, key, revision, leave))) {

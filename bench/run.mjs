@@ -1,9 +1,11 @@
 // npm run bench [name…]: each benchmark prints its table(s); with no names, all of them.
 import { benchEtcd } from './etcd.mjs';
 import { benchFailover } from './failover.mjs';
+import { benchIdempotency } from './idempotency.mjs';
 import { benchMemory } from './memory.mjs';
 import { benchPostgres } from './postgres.mjs';
 import { benchRedis } from './redis.mjs';
+import { benchSemaphore } from './semaphore.mjs';
 import { benchZooKeeper } from './zookeeper.mjs';
 
 const all = {
@@ -13,6 +15,8 @@ const all = {
   redis: benchRedis,
   zookeeper: benchZooKeeper,
   failover: benchFailover,
+  semaphore: benchSemaphore,
+  idempotency: benchIdempotency,
 };
 const chosen = process.argv.slice(2);
 for (const [name, run] of Object.entries(all)) {

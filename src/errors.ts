@@ -11,7 +11,11 @@ export type ErrorCode =
   | 'BACKEND_UNAVAILABLE'
   | 'INVALID_ARGUMENT'
   | 'ABORTED'
-  | 'NOT_IMPLEMENTED';
+  | 'NOT_IMPLEMENTED'
+  | 'SEMAPHORE_LIMIT_MISMATCH'
+  | 'IDEMPOTENCY_MISMATCH'
+  | 'IDEMPOTENCY_IN_FLIGHT'
+  | 'FINAL_ERROR';
 
 export class FencekitError extends Error {
   readonly code: ErrorCode;

@@ -4,9 +4,12 @@ import type { OwnNodeWatch } from './node-watch.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
 
-/** Curator's protected names: `_c_<uuid>-lock-<seq>` for locks, `_c_<uuid>-latch-<seq>` for latches. */
-export type NodeKind = 'lock-' | 'latch-';
-const NODE_NAME = /^_c_([0-9a-f-]{36})-(lock-|latch-)(-?\d+)$/;
+/**
+ * Curator's protected names: `_c_<uuid>-lock-<seq>` for locks, `_c_<uuid>-latch-<seq>` for latches,
+ * `_c_<uuid>-lease-<seq>` for semaphore leases (InterProcessSemaphoreV2).
+ */
+export type NodeKind = 'lock-' | 'latch-' | 'lease-';
+const NODE_NAME = /^_c_([0-9a-f-]{36})-(lock-|latch-|lease-)(-?\d+)$/;
 
 export interface ZkQueueCall {
   session: ZkSession;
@@ -21,8 +24,8 @@ export interface ZkQueueCall {
 export interface ZkQueued {
   path: string;
   name: string;
-  /** Our node's Stat as created (create2) or adopted: its czxid is the fencing token. */
-  stat: Stat;
+  /** Our node's Stat as created (create2) or adopted, when known: its czxid is the fencing token. */
+  stat?: Stat;
 }
 
 export interface ZkNode {
@@ -191,10 +194,11 @@ export async function waitForTurn(
     const index = order.findIndex((n) => n.name === queued.name);
     if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
     if (index === 0) {
-      if (queued.stat.ephemeralOwner !== call.session.sessionId) {
+      const stat = queued.stat ?? (await ownStat(call, queued));
+      if (stat?.ephemeralOwner !== call.session.sessionId) {
         throw new BackendUnavailableError('zookeeper: our queue node belongs to another session');
       }
-      return queued.stat;
+      return stat;
     }
     if (!wait) return null;
     // Sent with the predecessor's watch (one write): no round trip of its own. A lock granted at
@@ -203,6 +207,13 @@ export async function waitForTurn(
     const predecessor = `${call.parent}/${(order[index - 1] as ZkNode).name}`;
     await deletion(call, predecessor, cancel);
   }
+}
+
+/** Our node's Stat when its creation did not return one (nodes made by a multi). */
+function ownStat(call: ZkQueueCall, queued: ZkQueued): Promise<Stat | null> {
+  return call.session.client.exists(queued.path).catch((error: unknown) => {
+    throw unavailable('reading our node failed', error);
+  });
 }
 
 /**

@@ -6,7 +6,8 @@
 set -euo pipefail
 
 packages=(etcd-server etcd-client zookeeper redis-server libcurator-recipes-java)
-# What each package must provide for the harness (see docker/native/*.sh).
+# What each package must provide for the harness (see docker/native/*.sh; Curator for the interop
+# tests and the ZooKeeper benchmark).
 probes=(/usr/bin/etcd /usr/bin/etcdctl /usr/share/java/zookeeper.jar /usr/bin/redis-server
   /usr/share/java/curator-recipes.jar)
 

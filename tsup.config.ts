@@ -11,6 +11,7 @@ export default defineConfig({
     zookeeper: 'adapters/zookeeper/index.ts',
     redis: 'adapters/redis/index.ts',
     postgres: 'adapters/postgres/index.ts',
+    'compat/redlock': 'src/compat/redlock/index.ts',
   },
   format: ['esm', 'cjs'],
   dts: true,

@@ -17,6 +17,7 @@ const program = `
 import { Redis } from 'ioredis';
 import { connect } from 'fencekit';
 import { RedisLockProvider } from 'fencekit/redis';
+import { Redlock } from 'fencekit/compat/redlock';
 const url = process.argv[2];
 const a = await connect(url, { callTimeoutMs: 2000 });
 const own = new Redis(url);
@@ -33,6 +34,12 @@ const second = await waiting;
 const after = await a.inspect(key);
 await second.release();
 const free = await a.inspect(key);
+// The redlock facade over an ioredis client, as redlock takes it.
+const redlock = new Redlock([new Redis(url)], { retryCount: 0 });
+const viaFacade = await redlock.acquire([key + ':facade'], 2000);
+const facadeToken = typeof viaFacade.fencingToken;
+await viaFacade.release();
+await redlock.quit();
 await Promise.all([a.close(), b.close()]);
 own.disconnect();
 console.log(JSON.stringify({
@@ -42,6 +49,7 @@ console.log(JSON.stringify({
   rises: second.fencingToken > first.fencingToken,
   handedTo: after?.holder?.fencingToken === second.fencingToken,
   free: free === null,
+  facadeToken,
 }));
 `;
 
@@ -104,6 +112,7 @@ describe('packed tarball with each supported ioredis major', () => {
         rises: true,
         handedTo: true,
         free: true,
+        facadeToken: 'bigint',
       });
     },
     90_000,

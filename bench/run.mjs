@@ -4,6 +4,7 @@ import { benchFailover } from './failover.mjs';
 import { benchMemory } from './memory.mjs';
 import { benchPostgres } from './postgres.mjs';
 import { benchRedis } from './redis.mjs';
+import { benchSemaphore } from './semaphore.mjs';
 import { benchZooKeeper } from './zookeeper.mjs';
 
 const all = {
@@ -13,6 +14,7 @@ const all = {
   redis: benchRedis,
   zookeeper: benchZooKeeper,
   failover: benchFailover,
+  semaphore: benchSemaphore,
 };
 const chosen = process.argv.slice(2);
 for (const [name, run] of Object.entries(all)) {

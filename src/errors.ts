@@ -11,7 +11,8 @@ export type ErrorCode =
   | 'BACKEND_UNAVAILABLE'
   | 'INVALID_ARGUMENT'
   | 'ABORTED'
-  | 'NOT_IMPLEMENTED';
+  | 'NOT_IMPLEMENTED'
+  | 'SEMAPHORE_LIMIT_MISMATCH';
 
 export class FencekitError extends Error {
   readonly code: ErrorCode;

@@ -25,6 +25,8 @@ export interface MutexCall {
   callTimeoutMs: number;
   /** Counts predecessor deletions this process was woken by (the herd check). */
   onWake: () => void;
+  /** After the lease id in our key: lets one session queue several times (semaphore requests). */
+  keySuffix?: string;
 }
 
 export interface Queued {
@@ -48,7 +50,7 @@ export function unavailable(what: string, error: unknown): BackendUnavailableErr
  * every grant gets a new create revision (token).
  */
 export async function enqueue(call: MutexCall): Promise<Queued> {
-  const key = Buffer.from(call.prefix + call.session.leaseHex);
+  const key = Buffer.from(call.prefix + call.session.leaseHex + (call.keySuffix ?? ''));
   const first = { request_range: queueRange(call.prefix) };
   for (let attempt = 0; ; attempt++) {
     let res: ITxnResponse;

@@ -14,12 +14,14 @@ import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { enqueue, guardedDelete, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
+import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
 
 export interface EtcdProviderOptions extends ProviderDefaults {
@@ -203,6 +205,28 @@ export class EtcdLockProvider extends BaseLockProvider {
     };
     return new EtcdElection(host, name);
   }
+
+  /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
+    return etcdSemaphore(
+      name,
+      options,
+      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
+      {
+        ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.#callTimeoutMs },
+        session: () => this.#currentSession(),
+        woken: (kind) => {
+          if (kind === 'release') this.semaphoreWakeups += 1;
+          else this.semaphoreHandoffs += 1;
+        },
+      },
+    );
+  }
+
+  /** Semaphore waiters woken by a released permit (at most one per permit), and by a queue handoff. */
+  semaphoreWakeups = 0;
+  semaphoreHandoffs = 0;
 
   /** The live session, or a new one when the last was lost. Concurrent callers share one grant. */
   #currentSession(): Promise<EtcdSession> {

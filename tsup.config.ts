@@ -12,6 +12,7 @@ export default defineConfig({
     redis: 'adapters/redis/index.ts',
     postgres: 'adapters/postgres/index.ts',
     'compat/redlock': 'src/compat/redlock/index.ts',
+    'compat/redis-semaphore': 'src/compat/redis-semaphore/index.ts',
   },
   format: ['esm', 'cjs'],
   dts: true,

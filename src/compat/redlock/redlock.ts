@@ -1,10 +1,10 @@
 import { EventEmitter } from 'node:events';
 import { LockTimeoutError } from '../../errors.js';
 import type { LockProvider } from '../../types.js';
+import { isProvider, openProvider } from '../provider-from-clients.js';
 import { ExecutionError, failedAttempt, grantedAttempt, LockError, ResourceLockedError } from './errors.js';
 import { Grant } from './grant.js';
 import { Lock, withCallback } from './lock.js';
-import { openProvider } from './provider-from-clients.js';
 import {
   checkDuration,
   DEFAULT_SETTINGS,
@@ -16,13 +16,6 @@ import {
 
 /** redlock's signal in `using`: aborted when the lock is lost, with the reason in `error`. */
 export type RedlockAbortSignal = AbortSignal & { error?: Error };
-
-function isProvider(value: unknown): value is LockProvider {
-  const p = value as Partial<LockProvider> | null;
-  return (
-    typeof p?.acquire === 'function' && typeof p.tryAcquire === 'function' && typeof p.backend === 'string'
-  );
-}
 
 /**
  * redlock's API (v5, and v4's names) over any fencekit provider — `new Redlock(provider)` — or over

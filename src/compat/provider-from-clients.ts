@@ -30,3 +30,30 @@ export async function openProvider(clients: unknown[]): Promise<LockProvider> {
     ? new RedisLockProvider({ client: any[0] })
     : new RedlockProvider({ instances: any });
 }
+
+/** One provider per client for the redis-semaphore facade, whose apps make a Mutex per use. */
+const shared = new WeakMap<object, Promise<LockProvider>>();
+
+/**
+ * The provider every facade object over `client` shares: opened on first use, closed when the
+ * client ends (its 'end' event), so a Mutex per call opens no connection of its own.
+ */
+export function sharedProvider(client: unknown): Promise<LockProvider> {
+  if (typeof client !== 'object' || client === null) return openProvider([client]);
+  let provider = shared.get(client);
+  if (!provider) {
+    const opening = openProvider([client]);
+    shared.set(client, opening);
+    opening.then(
+      (opened) => {
+        (client as { once?: (event: string, listener: () => void) => unknown }).once?.('end', () => {
+          if (shared.get(client) === opening) shared.delete(client);
+          void opened.close().catch(() => undefined);
+        });
+      },
+      () => shared.delete(client), // the next object tries again
+    );
+    provider = opening;
+  }
+  return provider;
+}

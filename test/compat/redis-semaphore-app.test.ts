@@ -227,6 +227,40 @@ describe.each(subjects)('redis-semaphore API: $name', (subject) => {
     await mutex.release();
   });
 
+  // Apps make a Mutex per use on one client: the facade must not open a provider (listeners on the
+  // client, a notice connection) per Mutex.
+  it.skipIf(subject.original || !subject.steal)(
+    'facade only: Mutex objects on one client share one provider (no listener or connection per Mutex)',
+    async () => {
+      const own = (await redisClient()) as unknown as Redis;
+      const warmup = new facade.Mutex(own, key());
+      await warmup.acquire(); // opens the client's provider
+      await warmup.release();
+      const listeners = own.listenerCount('error');
+      const connections = async () =>
+        String(await raw.client('LIST'))
+          .trim()
+          .split('\n').length;
+      const before = await connections();
+      const k = key();
+      const holder = new facade.Mutex(own, k);
+      await holder.acquire();
+      const waiters = Array.from({ length: 6 }, async () => {
+        const m = new facade.Mutex(own, k, { acquireTimeout: 5_000 });
+        await m.acquire();
+        await m.release();
+      });
+      await sleep(200);
+      const during = await connections();
+      await holder.release();
+      await Promise.all(waiters);
+      expect({ listeners: own.listenerCount('error') - listeners, connections: during - before }).toEqual({
+        listeners: 0,
+        connections: 1, // the shared provider's notice subscriber
+      });
+    },
+  );
+
   // Deliberate differences: fencing tokens and FIFO hand-over are fencekit's; redis-semaphore polls.
   it.skipIf(subject.original)('facade only: each grant carries a rising fencing token', async () => {
     const k = key();

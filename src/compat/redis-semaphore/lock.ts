@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { LockTimeoutError } from '../../errors.js';
 import type { Lock as FencekitLock, LockProvider } from '../../types.js';
-import { isProvider, openProvider } from '../provider-from-clients.js';
+import { isProvider, sharedProvider } from '../provider-from-clients.js';
 import { LostLockError, TimeoutError } from './errors.js';
 import { defaultTimeoutOptions, type LockOptions, waitFor } from './options.js';
 
@@ -26,7 +26,7 @@ export abstract class Lock {
     this._key = `${kind}:${key}`;
     this.#options = options;
     this.#identifier = options.identifier ?? randomUUID();
-    this.#provider = isProvider(target) ? Promise.resolve(target) : openProvider([target]);
+    this.#provider = isProvider(target) ? Promise.resolve(target) : sharedProvider(target);
     this.#provider.catch(() => undefined); // reported by the first call that needs it
   }
 

@@ -12,7 +12,9 @@ export class Grant {
   #released: Promise<void> | undefined;
 
   private constructor(readonly locks: ReadonlyMap<string, FencekitLock>) {
-    this.signal = AbortSignal.any([...locks.values()].map((lock) => lock.signal));
+    // One lock (the usual case): its own signal, with no derived signal to create per grant.
+    const only = locks.size === 1 ? [...locks.values()][0] : undefined;
+    this.signal = only ? only.signal : AbortSignal.any([...locks.values()].map((lock) => lock.signal));
   }
 
   /**

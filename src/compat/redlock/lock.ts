@@ -14,7 +14,7 @@ export interface LockOwner {
 export class Lock {
   /** @internal */
   readonly grant: Grant;
-  readonly fencingTokens: ReadonlyMap<string, bigint>;
+  #tokens: ReadonlyMap<string, bigint> | undefined;
 
   constructor(
     readonly redlock: LockOwner,
@@ -26,7 +26,12 @@ export class Lock {
     grant: Grant,
   ) {
     this.grant = grant;
-    this.fencingTokens = new Map([...grant.locks].map(([name, lock]) => [name, lock.fencingToken]));
+  }
+
+  /** Each resource's fencing token (built on first read: most callers never read it). */
+  get fencingTokens(): ReadonlyMap<string, bigint> {
+    this.#tokens ??= new Map([...this.grant.locks].map(([name, lock]) => [name, lock.fencingToken]));
+    return this.#tokens;
   }
 
   /** v4's name for resources. */
@@ -35,7 +40,7 @@ export class Lock {
   }
 
   get fencingToken(): bigint {
-    return this.fencingTokens.get(this.resources[0] as string) as bigint;
+    return (this.grant.locks.get(this.resources[0] as string) as { fencingToken: bigint }).fencingToken;
   }
 
   /** Aborted as soon as the lock is lost or released. */

@@ -2,7 +2,14 @@ import { EventEmitter } from 'node:events';
 import { LockTimeoutError } from '../../errors.js';
 import type { LockProvider } from '../../types.js';
 import { isProvider, openProvider } from '../provider-from-clients.js';
-import { ExecutionError, failedAttempt, grantedAttempt, LockError, ResourceLockedError } from './errors.js';
+import {
+  ExecutionError,
+  type ExecutionStats,
+  failedAttempt,
+  grantedAttempt,
+  LockError,
+  ResourceLockedError,
+} from './errors.js';
 import { Grant } from './grant.js';
 import { Lock, withCallback } from './lock.js';
 import {
@@ -82,7 +89,7 @@ export class Redlock extends EventEmitter {
         failedAttempt(await this.#provider, against),
       ]);
     }
-    return { attempts: [grantedAttempt(await this.#provider)] };
+    return { attempts: [this.#granted(await this.#provider)] };
   }
 
   /** v4 */
@@ -173,6 +180,13 @@ export class Redlock extends EventEmitter {
     return withCallback(closing, callback);
   }
 
+  /** The one attempt of every successful operation (the same, so none is built per lock). */
+  #grantedStats: Promise<ExecutionStats> | undefined;
+  #granted(provider: LockProvider): Promise<ExecutionStats> {
+    this.#grantedStats ??= grantedAttempt(provider);
+    return this.#grantedStats;
+  }
+
   async #acquire(resources: string | string[], duration: number, settings: Settings): Promise<Lock> {
     checkDuration(duration);
     const names = Array.isArray(resources) ? resources : [resources];
@@ -195,7 +209,7 @@ export class Redlock extends EventEmitter {
     const expiration = expirationOf(start, duration, settings);
     grant.expireAt(expiration);
     const value = [...grant.locks.values()][0]?.ownerToken ?? '';
-    return new Lock(this, names, value, [grantedAttempt(provider)], expiration, grant);
+    return new Lock(this, names, value, [this.#granted(provider)], expiration, grant);
   }
 }
 

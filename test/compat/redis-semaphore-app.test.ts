@@ -227,6 +227,33 @@ describe.each(subjects)('redis-semaphore API: $name', (subject) => {
     await mutex.release();
   });
 
+  // redis-semaphore's default onLockLost throws from its refresh timer, which ends the process; so
+  // does an app's onLockLost that rethrows. The facade turns either into a process warning.
+  it.skipIf(subject.original || !subject.steal)(
+    'facade only: an onLockLost that throws does not end the process (it becomes a warning)',
+    async () => {
+      const k = key();
+      const warnings: Error[] = [];
+      const onWarning = (warning: Error) => warnings.push(warning);
+      process.on('warning', onWarning);
+      try {
+        const mutex = new facade.Mutex(client, k, {
+          lockTimeout: 600,
+          onLockLost: (error: Error) => {
+            throw error;
+          },
+        });
+        await mutex.acquire();
+        await subject.steal?.(k);
+        await eventually('the loss was reported', async () => warnings.length > 0, 3_000);
+        expect(warnings[0]).toBeInstanceOf(facade.LostLockError);
+        expect(mutex.isAcquired).toBe(false);
+      } finally {
+        process.off('warning', onWarning);
+      }
+    },
+  );
+
   // Apps make a Mutex per use on one client: the facade must not open a provider (listeners on the
   // client, a notice connection) per Mutex.
   it.skipIf(subject.original || !subject.steal)(

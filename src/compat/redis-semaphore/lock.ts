@@ -99,7 +99,13 @@ export abstract class Lock {
     const error = new LostLockError(`Lost ${this._kind} for key ${this._key}`, {
       cause: grant.signal.reason,
     });
-    if (this.#options.onLockLost) this.#options.onLockLost.call(this, error);
-    else process.emitWarning(error);
+    try {
+      if (!this.#options.onLockLost) throw error;
+      this.#options.onLockLost.call(this, error);
+    } catch (thrown) {
+      // Thrown from an abort listener it would end the process (redis-semaphore's default throws
+      // from its refresh timer): a warning says it instead.
+      process.emitWarning(thrown as Error);
+    }
   }
 }

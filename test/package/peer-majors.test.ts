@@ -18,6 +18,7 @@ import { Redis } from 'ioredis';
 import { connect } from 'fencekit';
 import { RedisLockProvider } from 'fencekit/redis';
 import { Redlock } from 'fencekit/compat/redlock';
+import { Mutex } from 'fencekit/compat/redis-semaphore';
 const url = process.argv[2];
 const a = await connect(url, { callTimeoutMs: 2000 });
 const own = new Redis(url);
@@ -40,6 +41,11 @@ const viaFacade = await redlock.acquire([key + ':facade'], 2000);
 const facadeToken = typeof viaFacade.fencingToken;
 await viaFacade.release();
 await redlock.quit();
+// The redis-semaphore facade's Mutex on the app's client.
+const mutex = new Mutex(own, key);
+await mutex.acquire();
+const mutexHeld = mutex.isAcquired;
+await mutex.release();
 await Promise.all([a.close(), b.close()]);
 own.disconnect();
 console.log(JSON.stringify({
@@ -50,6 +56,7 @@ console.log(JSON.stringify({
   handedTo: after?.holder?.fencingToken === second.fencingToken,
   free: free === null,
   facadeToken,
+  mutexHeld,
 }));
 `;
 
@@ -113,6 +120,7 @@ describe('packed tarball with each supported ioredis major', () => {
         handedTo: true,
         free: true,
         facadeToken: 'bigint',
+        mutexHeld: true,
       });
     },
     90_000,

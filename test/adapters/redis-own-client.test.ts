@@ -4,8 +4,9 @@ import { createClient as createClient6 } from 'redis6';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockProvider, RedlockProvider } from '../../adapters/redis/index.js';
 import type { NodeRedisClient } from '../../adapters/redis/node-redis.js';
-import { uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { BackendUnavailableError } from '../../src/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
 // Bring your own client: the app's ioredis or node-redis connection drives the provider (its TLS,
 // Sentinel, auth settings are then the app's), and close() leaves that connection open.
@@ -105,6 +106,39 @@ describe('a Redis client of the app’s own', () => {
         await Promise.all([provider.close(), other.close()]);
       }
       for (const c of mine) expect(await client.ping(c as never)).toBe('PONG');
+    },
+  );
+
+  // Through the node-redis shim, an unreachable Redis must still fail calls within callTimeoutMs,
+  // tell the holder before its lease can pass on, and leave close() bounded.
+  it.each(clients.filter((c) => c.name !== 'ioredis'))(
+    'RedisLockProvider over $name through a partition: bounded failures, the holder told, close() bounded',
+    async (client) => {
+      const [host, port] = new URL(url).host.split(':');
+      const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
+      try {
+        const mine = await open(client, `redis://${proxy.address}`);
+        const provider = new RedisLockProvider({ client: mine, callTimeoutMs: 300 });
+        const lock = await provider.acquire(uniqueKey('own-partition'), { ttlMs: 1_500 });
+        proxy.setMode({ kind: 'partition' });
+        const started = performance.now();
+        const error = await provider
+          .acquire(uniqueKey('own-partition'), { waitMs: 1_000 })
+          .catch((e: unknown) => e);
+        const failedAfterMs = performance.now() - started;
+        await eventually('the holder is told', async () => lock.signal.aborted, 3_000);
+        const closing = performance.now();
+        await provider.close();
+        const closedAfterMs = performance.now() - closing;
+        expect({
+          error: (error as Error).constructor.name,
+          failedInTime: failedAfterMs < 1_000 + 300 + 500,
+          closedInTime: closedAfterMs < 300 + 1_000,
+        }).toEqual({ error: BackendUnavailableError.name, failedInTime: true, closedInTime: true });
+      } finally {
+        proxy.setMode({ kind: 'pass' });
+        await proxy.close();
+      }
     },
   );
 });

@@ -13,6 +13,7 @@ export default defineConfig({
     postgres: 'adapters/postgres/index.ts',
     'compat/redlock': 'src/compat/redlock/index.ts',
     'compat/redis-semaphore': 'src/compat/redis-semaphore/index.ts',
+    idempotency: 'src/idempotency/index.ts',
   },
   format: ['esm', 'cjs'],
   dts: true,

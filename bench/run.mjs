@@ -1,6 +1,7 @@
 // npm run bench [name…]: each benchmark prints its table(s); with no names, all of them.
 import { benchEtcd } from './etcd.mjs';
 import { benchFailover } from './failover.mjs';
+import { benchIdempotency } from './idempotency.mjs';
 import { benchMemory } from './memory.mjs';
 import { benchPostgres } from './postgres.mjs';
 import { benchRedis } from './redis.mjs';
@@ -15,6 +16,7 @@ const all = {
   zookeeper: benchZooKeeper,
   failover: benchFailover,
   semaphore: benchSemaphore,
+  idempotency: benchIdempotency,
 };
 const chosen = process.argv.slice(2);
 for (const [name, run] of Object.entries(all)) {

@@ -12,7 +12,10 @@ export type ErrorCode =
   | 'INVALID_ARGUMENT'
   | 'ABORTED'
   | 'NOT_IMPLEMENTED'
-  | 'SEMAPHORE_LIMIT_MISMATCH';
+  | 'SEMAPHORE_LIMIT_MISMATCH'
+  | 'IDEMPOTENCY_MISMATCH'
+  | 'IDEMPOTENCY_IN_FLIGHT'
+  | 'FINAL_ERROR';
 
 export class FencekitError extends Error {
   readonly code: ErrorCode;

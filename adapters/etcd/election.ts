@@ -3,6 +3,7 @@ import { leadershipOf } from '../../src/election/leadership.js';
 import type { CampaignOptions, Election, LeaderInfo, Leadership } from '../../src/election/types.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { validateKey } from '../../src/validate.js';
+import { bounded } from './bounded.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { unavailable } from './mutex.js';
 
@@ -38,33 +39,34 @@ export class EtcdElection implements Election {
     return (await this.#first()).leader;
   }
 
+  /**
+   * Yields the leader now and after every change. Each watch is created within callTimeoutMs and
+   * abandoned at once when `signal` aborts (the iteration then ends); a watch etcd ends itself
+   * (compaction) is made again from the last read. Watches are cancelled without waiting.
+   */
   async *observe(opts: { signal?: AbortSignal } = {}): AsyncIterable<LeaderInfo | null> {
     const signal = opts.signal;
     const prefix = Buffer.from(namePrefix(this.host.namespace, this.name));
-    let { leader, revision } = await this.#first();
-    const watcher = await this.host.client
-      .watch()
-      .prefix(prefix)
-      .startRevision((revision + 1n).toString())
-      .create()
-      .catch((error: unknown) => {
-        throw unavailable('watch failed', error);
-      });
     let wake: (() => void) | undefined;
     let changed = true;
     const notify = () => {
       changed = true;
       wake?.();
     };
-    watcher.on('data', notify);
-    watcher.on('error', notify);
+    let { leader, revision } = await this.#first();
+    let watch = this.#watch(prefix, revision + 1n, notify);
     signal?.addEventListener('abort', notify, { once: true });
     try {
+      if (!(await this.#created(watch, signal))) return;
       let last: LeaderInfo | null | undefined;
       while (!signal?.aborted) {
         if (changed) {
           changed = false;
-          if (last !== undefined) ({ leader } = await this.#first());
+          if (last !== undefined) ({ leader, revision } = await this.#first());
+          if (watch.endedByServer) {
+            watch = this.#watch(prefix, revision + 1n, notify);
+            if (!(await this.#created(watch, signal))) return;
+          }
           if (last === undefined || !sameLeader(last, leader)) {
             last = leader;
             yield leader;
@@ -79,7 +81,41 @@ export class EtcdElection implements Election {
       }
     } finally {
       signal?.removeEventListener('abort', notify);
-      await watcher.cancel().catch(() => undefined);
+      watch.stop();
+    }
+  }
+
+  /** A watch on the election's keys from `fromRevision`; every event (or its end) calls notify. */
+  #watch(prefix: Buffer, fromRevision: bigint, notify: () => void) {
+    const watcher = this.host.client.watch().prefix(prefix).startRevision(fromRevision.toString()).watcher();
+    const state = {
+      endedByServer: false,
+      // Settles when etcd confirmed the watch, or ended it already (the loop then makes another).
+      connected: new Promise<void>((resolve) => {
+        watcher.once('connected', () => resolve());
+        watcher.once('error', () => resolve());
+      }),
+      // Ended by etcd, the client has dropped it: cancelling it again would make that client throw.
+      stop: () => {
+        if (!state.endedByServer) void watcher.cancel().catch(() => undefined);
+      },
+    };
+    watcher.on('data', notify);
+    watcher.on('error', () => {
+      state.endedByServer = true;
+      notify();
+    });
+    return state;
+  }
+
+  /** Waits until etcd confirmed the watch (true), or signal aborted (false); throws after callTimeoutMs. */
+  async #created(watch: { connected: Promise<void>; endedByServer: boolean }, signal?: AbortSignal) {
+    try {
+      await bounded(watch.connected, signal, this.host.callTimeoutMs, 'creating a watch');
+      return true;
+    } catch (error) {
+      if (signal?.aborted) return false;
+      throw unavailable('watch failed', error);
     }
   }
 

@@ -8,6 +8,7 @@ import {
   SortTarget,
 } from 'etcd3';
 import { BackendUnavailableError } from '../../src/errors.js';
+import { bounded } from './bounded.js';
 import { prefixEnd } from './keys.js';
 import type { EtcdSession } from './session.js';
 
@@ -20,13 +21,13 @@ export interface MutexCall {
   client: Etcd3;
   session: EtcdSession;
   prefix: string;
+  /** Our key: `<prefix><lease hex>`. */
+  key: Buffer;
   /** Stored as the key's value: the owner record for locks, the proposal for elections. */
   value: string;
   callTimeoutMs: number;
   /** Counts predecessor deletions this process was woken by (the herd check). */
   onWake: () => void;
-  /** After the lease id in our key: lets one session queue several times (semaphore requests). */
-  keySuffix?: string;
 }
 
 export interface Queued {
@@ -40,90 +41,50 @@ export interface Queued {
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
 
 export function unavailable(what: string, error: unknown): BackendUnavailableError {
+  if (error instanceof BackendUnavailableError) return error;
   return new BackendUnavailableError(`etcd: ${what}: ${(error as Error).message}`, { cause: error });
 }
 
 /**
- * One Txn: create our key if it does not exist, and read the first key of the queue in the same
- * revision. Lock calls are never replayed by the client, so a key of ours that already exists is
- * left from an earlier grant whose release did not reach etcd: delete it and queue anew, so that
- * every grant gets a new create revision (token).
+ * One Txn: create our key if it does not exist, and read the queue's head in the same revision.
+ * When our key exists already, it is this very request's put, replayed by the etcd3 client's retry
+ * after a lost answer: the caller holds the name's local turn, which ends only once an earlier key
+ * of this session for the name is confirmed deleted (or the session is gone, and with it the lease
+ * hex in the key). So we adopt it, as Go's concurrency.Mutex does: the replay is harmless.
+ * Throws (signal's reason, or BackendUnavailableError) with the outcome unknown: the caller must
+ * then have the session remove the key.
  */
-export async function enqueue(call: MutexCall): Promise<Queued> {
-  const key = Buffer.from(call.prefix + call.session.leaseHex + (call.keySuffix ?? ''));
-  const first = { request_range: queueRange(call.prefix) };
-  for (let attempt = 0; ; attempt++) {
-    let res: ITxnResponse;
-    try {
-      res = await call.client.kv.txn(
-        {
-          compare: [{ key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 }],
-          success: [
-            {
-              request_put: {
-                key,
-                value: Buffer.from(call.value),
-                lease: call.session.leaseId,
-              },
-            },
-            first,
-          ],
-          failure: [{ request_range: { key } }],
-        },
-        callOptions(call.callTimeoutMs),
-      );
-    } catch (error) {
-      // The put may have happened with its reply lost: remove it so it cannot block the queue.
-      await deleteIfOurs(call, key);
-      throw unavailable('acquire txn failed', error);
-    }
-    if (res.succeeded) {
-      const revision = BigInt(res.header.revision);
-      const head = res.responses[1]?.response_range.kvs[0];
-      return { key, revision, owner: head !== undefined && BigInt(head.create_revision) === revision };
-    }
-    const stale = res.responses[0]?.response_range.kvs[0];
-    if (attempt > 0 || !stale) throw new BackendUnavailableError('etcd: could not create the lock key');
-    await guardedDelete(call.client, key, BigInt(stale.create_revision), call.callTimeoutMs);
-  }
-}
-
-async function deleteIfOurs(call: MutexCall, key: Buffer): Promise<void> {
-  await call.client.kv
-    .txn(
+export async function enqueue(call: MutexCall, signal: AbortSignal): Promise<Queued> {
+  const key = call.key;
+  const head = { request_range: queueRange(call.prefix) };
+  let res: ITxnResponse;
+  try {
+    const txn = call.client.kv.txn(
       {
-        compare: [
-          { key, target: CompareTarget.Lease, result: CompareResult.Equal, lease: call.session.leaseId },
+        compare: [{ key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 }],
+        success: [
+          { request_put: { key, value: Buffer.from(call.value), lease: call.session.leaseId } },
+          head,
         ],
-        success: [{ request_delete_range: { key } }],
-        failure: [],
+        failure: [{ request_range: { key } }, head],
       },
       callOptions(call.callTimeoutMs),
-    )
-    .catch(() => undefined); // still unreachable: the session's end removes it
-}
-
-/** Deletes our key only if it is still the one created at `revision` (never a newer grant). */
-export async function guardedDelete(client: Etcd3, key: Buffer, revision: bigint, timeoutMs: number) {
-  try {
-    await client.kv.txn(
-      {
-        compare: [
-          {
-            key,
-            target: CompareTarget.Create,
-            result: CompareResult.Equal,
-            create_revision: revision.toString(),
-          },
-        ],
-        success: [{ request_delete_range: { key } }],
-        failure: [],
-      },
-      callOptions(timeoutMs),
     );
+    res = await bounded(txn, signal, call.callTimeoutMs, 'acquire txn');
   } catch (error) {
-    throw unavailable('release txn failed', error);
+    // Our lease is gone (revoked, expired): the session is lost now, and with it this request.
+    if (/lease not found/i.test((error as Error).message)) call.session.leaseNotFound();
+    if (signal.aborted) throw signal.reason;
+    throw unavailable('acquire txn failed', error);
   }
+  const first = res.responses[1]?.response_range.kvs[0];
+  let revision = BigInt(res.header.revision);
+  if (!res.succeeded) {
+    const mine = res.responses[0]?.response_range.kvs[0];
+    if (!mine) throw new BackendUnavailableError('etcd: could not create the lock key');
+    revision = BigInt(mine.create_revision);
+  }
+  return { key, revision, owner: first !== undefined && BigInt(first.create_revision) === revision };
 }
 
 /**
@@ -132,26 +93,24 @@ export async function guardedDelete(client: Etcd3, key: Buffer, revision: bigint
  * whose session expired while it waited finds its key gone and does not win. After the watched key
  * is deleted, one light read comes first: the queue's head alone. When that is our key (so it still
  * exists and nobody is before it) we hold the lock; only otherwise the full round follows.
+ * `signal` is the request's one signal (caller's cancel, timeout, close, session): every await
+ * races it, and each call also has its callTimeoutMs deadline.
  */
-export async function waitForTurn(call: MutexCall, queued: Queued, cancel: AbortSignal): Promise<void> {
+export async function waitForTurn(call: MutexCall, queued: Queued, signal: AbortSignal): Promise<void> {
   for (;;) {
-    cancel.throwIfAborted();
-    let res: ITxnResponse;
-    try {
-      res = await call.client.kv.txn(
-        {
-          compare: [],
-          success: [
-            { request_range: queueRange(call.prefix, queued.revision) },
-            { request_range: { key: queued.key } },
-          ],
-          failure: [],
-        },
-        callOptions(call.callTimeoutMs),
-      );
-    } catch (error) {
-      throw unavailable('reading the queue failed', error);
-    }
+    signal.throwIfAborted();
+    const read = call.client.kv.txn(
+      {
+        compare: [],
+        success: [
+          { request_range: queueRange(call.prefix, queued.revision) },
+          { request_range: { key: queued.key } },
+        ],
+        failure: [],
+      },
+      callOptions(call.callTimeoutMs),
+    );
+    const res = await raced(read, signal, call.callTimeoutMs, 'reading the queue');
     const mine = res.responses[1]?.response_range.kvs[0];
     if (!mine || BigInt(mine.create_revision) !== queued.revision) {
       throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
@@ -162,22 +121,28 @@ export async function waitForTurn(call: MutexCall, queued: Queued, cancel: Abort
       call,
       predecessor.key,
       BigInt(res.header.revision) + 1n,
-      cancel,
-      (deleted) => (deleted ? firstCreateRevision(call) : Promise.resolve(undefined)),
+      signal,
+      (deleted) => (deleted ? firstCreateRevision(call, signal) : Promise.resolve(undefined)),
     );
     if (first === queued.revision) return;
   }
 }
 
-/** The create revision of the queue's head (the holder): the lightest read there is. */
-async function firstCreateRevision(call: MutexCall): Promise<bigint | undefined> {
+/** A call raced against the request's signal and its deadline; errors become BackendUnavailableError. */
+async function raced<T>(work: Promise<T>, signal: AbortSignal, timeoutMs: number, what: string): Promise<T> {
   try {
-    const head = (await call.client.kv.range(queueRange(call.prefix), callOptions(call.callTimeoutMs)))
-      .kvs[0];
-    return head === undefined ? undefined : BigInt(head.create_revision);
+    return await bounded(work, signal, timeoutMs, what);
   } catch (error) {
-    throw unavailable('reading the queue failed', error);
+    if (signal.aborted) throw signal.reason;
+    throw unavailable(`${what} failed`, error);
   }
+}
+
+/** The create revision of the queue's head (the holder): the lightest read there is. */
+async function firstCreateRevision(call: MutexCall, signal: AbortSignal): Promise<bigint | undefined> {
+  const read = call.client.kv.range(queueRange(call.prefix), callOptions(call.callTimeoutMs));
+  const head = (await raced(read, signal, call.callTimeoutMs, 'reading the queue')).kvs[0];
+  return head === undefined ? undefined : BigInt(head.create_revision);
 }
 
 /**
@@ -199,58 +164,48 @@ function queueRange(prefix: string, before?: bigint): IRangeRequest {
 
 /**
  * Waits until key is deleted at or after fromRevision (deleted = true) or the watch ends otherwise
- * (false: compacted start revision, read the queue again), then runs next(deleted) before the watch
- * is cancelled: a cancel sent first delays that read by ~1.7 ms here. Rejects when cancel or the
- * session aborts.
+ * (false: compacted start revision, cancelled by etcd; read the queue again), then runs
+ * next(deleted) before the watch is cancelled: a cancel sent first delays that read by ~1.7 ms
+ * here. The watch must be created (etcd answered) within callTimeoutMs: the etcd3 client would
+ * retry its creation forever while etcd is unreachable. Rejects when signal aborts. The cancel is
+ * not awaited: its round trip must not delay the grant.
  */
 async function afterDeletion<T>(
   call: MutexCall,
   key: Buffer,
   fromRevision: bigint,
-  cancel: AbortSignal,
+  signal: AbortSignal,
   next: (deleted: boolean) => Promise<T>,
 ): Promise<T> {
-  const watcher = await call.client
+  const watcher = call.client
     .watch()
     .key(key)
     .only('delete')
     .startRevision(fromRevision.toString())
-    .create()
-    .catch((error: unknown) => {
-      // Compacted past our start revision before the watch was created: read the queue again.
-      if (/compacted/i.test((error as Error).message)) return undefined;
-      throw unavailable('watch failed', error);
-    });
-  if (!watcher) return next(false);
+    .watcher();
+  // Always listened to: an 'error' emitted with no listener would throw inside the etcd3 client.
+  // etcd ended this watch itself (compaction): the client dropped it; cancelling it again would
+  // send a cancel whose answer that client cannot place, and it throws.
+  let endedByServer = false;
+  const ended = new Promise<false>((resolve) =>
+    watcher.on('error', () => {
+      endedByServer = true;
+      resolve(false);
+    }),
+  );
+  const deleted = new Promise<true>((resolve) =>
+    watcher.once('delete', () => {
+      call.onWake();
+      resolve(true);
+    }),
+  );
+  const created = new Promise<void>((resolve) => watcher.once('connected', () => resolve()));
   try {
-    const deleted = await new Promise<boolean>((resolve, reject) => {
-      const stop = (reason: unknown) => reject(reason);
-      const onCancel = () => stop(cancel.reason);
-      const onSessionLost = () =>
-        stop(new BackendUnavailableError('etcd: the session was lost while waiting for the lock'));
-      if (cancel.aborted) return onCancel();
-      if (call.session.signal.aborted) return onSessionLost();
-      cancel.addEventListener('abort', onCancel, { once: true });
-      call.session.signal.addEventListener('abort', onSessionLost, { once: true });
-      const done = () => {
-        cancel.removeEventListener('abort', onCancel);
-        call.session.signal.removeEventListener('abort', onSessionLost);
-      };
-      watcher.on('delete', () => {
-        done();
-        call.onWake();
-        resolve(true);
-      });
-      // A watch cancelled later (compaction, …): re-read the queue instead of waiting forever.
-      watcher.on('error', () => {
-        done();
-        resolve(false);
-      });
-    });
-    cancel.throwIfAborted();
-    return await next(deleted);
+    await raced(Promise.race([created, ended]), signal, call.callTimeoutMs, 'creating a watch');
+    const outcome = await bounded(Promise.race([deleted, ended]), signal, Number.POSITIVE_INFINITY, 'watch');
+    signal.throwIfAborted();
+    return await next(outcome);
   } finally {
-    // Not awaited: the cancel's round trip must not delay the grant.
-    void watcher.cancel().catch(() => undefined);
+    if (!endedByServer) void watcher.cancel().catch(() => undefined);
   }
 }

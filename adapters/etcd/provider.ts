@@ -9,7 +9,12 @@ import {
   SortTarget,
 } from 'etcd3';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
+import {
+  BackendUnavailableError,
+  InvalidArgumentError,
+  NotHolderError,
+  ProviderClosedError,
+} from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
@@ -17,10 +22,12 @@ import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../..
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
+import { bounded, requestSignal } from './bounded.js';
+import { DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
-import { enqueue, guardedDelete, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
+import { enqueue, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
 
@@ -34,8 +41,6 @@ export interface EtcdProviderOptions extends ProviderDefaults {
    * locks stay held. Rounded up to whole seconds (etcd leases count seconds). Default 10 000 ms.
    */
   sessionTtlMs?: number;
-  /** Deadline of each call to etcd. Default 5 000 ms. */
-  callTimeoutMs?: number;
   auth?: { username: string; password: string };
   /** TLS for https:// endpoints, passed to the etcd3 client as `credentials`. */
   credentials?: IOptions['credentials'];
@@ -53,10 +58,12 @@ export class EtcdLockProvider extends BaseLockProvider {
   readonly client: Etcd3;
   readonly namespace: string;
   readonly #sessionTtlMs: number;
-  readonly #callTimeoutMs: number;
   readonly #local = new KeyedFifo();
   readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint }>();
   #session: Promise<EtcdSession> | undefined;
+  /** The last session granted, once its grant resolved (for a synchronous reachability answer). */
+  #granted: EtcdSession | undefined;
+  #deletions: DeletionWatch | undefined;
   /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
   wakeups = 0;
 
@@ -69,7 +76,6 @@ export class EtcdLockProvider extends BaseLockProvider {
     this.#sessionTtlMs = validateTtlMs(options.sessionTtlMs ?? 10_000, 'sessionTtlMs');
     if (this.#sessionTtlMs < 1000)
       throw new InvalidArgumentError('sessionTtlMs', 'etcd leases last at least 1 s');
-    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
     this.client = new Etcd3({
       ...options.clientOptions,
       hosts: options.endpoints,
@@ -97,7 +103,7 @@ export class EtcdLockProvider extends BaseLockProvider {
           sort_order: SortOrder.Ascend,
           sort_target: SortTarget.Create,
         },
-        { deadline: new Date(Date.now() + this.#callTimeoutMs) },
+        { deadline: new Date(Date.now() + this.callTimeoutMs) },
       ));
     } catch (error) {
       throw unavailable('inspect failed', error);
@@ -113,46 +119,88 @@ export class EtcdLockProvider extends BaseLockProvider {
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    // One etcd key per session and name: acquires of one name in this provider take turns here.
+    // One etcd key per session and name: acquires of one name in this provider take turns here. A
+    // turn ends only once etcd confirmed our key's deletion, or the session (its lease) ended.
     const leave = await this.#local.enter(req.key, cancel);
+    let session: EtcdSession;
     try {
-      const lock = await this.#acquire(req, cancel, leave);
-      if (!lock) leave();
-      return lock;
+      session = await bounded(this.#currentSession(), cancel, this.callTimeoutMs, 'session lease grant');
+      this.noteReached();
     } catch (error) {
       leave();
       throw error;
     }
+    const { signal, dispose } = requestSignal(cancel, (onLost) => session.whenLost(onLost));
+    try {
+      return await this.#acquire(req, session, signal, leave);
+    } finally {
+      dispose();
+    }
   }
 
-  async #acquire(req: LockRequest, cancel: AbortSignal, leave: () => void): Promise<OwnedLock | null> {
-    const session = await this.#currentSession();
+  async #acquire(
+    req: LockRequest,
+    session: EtcdSession,
+    signal: AbortSignal,
+    leave: () => void,
+  ): Promise<OwnedLock | null> {
+    const prefix = namePrefix(this.namespace, req.key);
     const call: MutexCall = {
       client: this.client,
       session,
-      prefix: namePrefix(this.namespace, req.key),
+      prefix,
+      key: Buffer.from(prefix + session.leaseHex),
       value: req.payload ?? encodeHolder(req.owner, new Date()),
-      callTimeoutMs: this.#callTimeoutMs,
+      callTimeoutMs: this.callTimeoutMs,
       onWake: () => {
         this.wakeups += 1;
       },
     };
-    const queued = await enqueue(call);
+    let queued: Queued;
+    try {
+      queued = await enqueue(call, signal);
+    } catch (error) {
+      await this.#remove(session, call.key, undefined, leave); // the put may have happened
+      throw error;
+    }
     if (!queued.owner) {
-      const leaveQueue = () => guardedDelete(this.client, queued.key, queued.revision, this.#callTimeoutMs);
       if (!req.wait) {
-        await leaveQueue();
+        await this.#remove(session, queued.key, queued.revision, leave);
         return null;
       }
       try {
-        await waitForTurn(call, queued, cancel);
+        await waitForTurn(call, queued, signal);
       } catch (error) {
-        // Timed out, aborted or cut off: take our queue entry back (best effort: the session ends it otherwise).
-        await leaveQueue().catch(() => undefined);
+        // Timed out, aborted or cut off: take our queue entry back before answering (closing: the
+        // lease's revoke deletes it with the rest, no need to wait).
+        const removing = this.#remove(session, queued.key, queued.revision, leave);
+        if (!(signal.reason instanceof ProviderClosedError)) await removing;
         throw error;
       }
     }
     return this.#grant(req, session, queued, leave);
+  }
+
+  /**
+   * Hands a key to its session for deletion (guarded by revision, retried until confirmed); the
+   * name's local turn ends when that is confirmed. Waits for it at most callTimeoutMs: on time, the
+   * entry is gone before the caller hears back; late, the session keeps trying without us.
+   */
+  async #remove(
+    session: EtcdSession,
+    key: Buffer,
+    revision: bigint | undefined,
+    leave: () => void,
+  ): Promise<boolean> {
+    let settled = false;
+    const removed = session.remove(key, revision).then(() => {
+      settled = true;
+      leave();
+    });
+    await bounded(removed, undefined, this.callTimeoutMs, 'clean-up').catch(() => undefined);
+    // Not confirmed while the session lives: the key is still there (its session keeps trying).
+    // A session that ended took the key with its lease.
+    return settled || !session.alive;
   }
 
   /** The handle of a granted key (a method of its own so its closures keep only what they need). */
@@ -162,15 +210,28 @@ export class EtcdLockProvider extends BaseLockProvider {
       key: req.key,
       fencingToken: revision,
       ownerToken: req.ownerToken,
-      // The next local acquire may go only once our key is deleted: it would find and adopt it.
-      releaseOnBackend: () => guardedDelete(this.client, key, revision, this.#callTimeoutMs).finally(leave),
+      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
+      // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
+      releaseOnBackend: async () => {
+        if (!(await this.#remove(session, key, revision, leave))) {
+          throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
+        }
+      },
     });
     this.#keys.set(lock, { key, revision });
     const unsubscribe = session.whenLost((reason) => {
       lock.lose(reason);
       leave(); // the next acquire uses a new session, hence another key
     });
-    lock.onEnd(unsubscribe);
+    // Our key deleted behind our back (lease revoked, `etcdctl del`): lost at once.
+    const stopWatching = this.#deletionWatch().watch(key, revision, () => {
+      lock.lose('revoked');
+      leave(); // our key is gone: the next local acquire creates a new one
+    });
+    lock.onEnd(() => {
+      unsubscribe();
+      stopWatching();
+    });
     return lock;
   }
 
@@ -183,7 +244,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     const grant = this.#keys.get(lock);
     if (!grant) throw new NotHolderError(lock.key, 'this lock was not granted by this etcd provider');
     try {
-      return await guardedTxn(this.client, grant.key, grant.revision, ops, this.#callTimeoutMs);
+      return await guardedTxn(this.client, grant.key, grant.revision, ops, this.callTimeoutMs);
     } catch (error) {
       throw unavailable('guarded txn failed', error);
     }
@@ -194,7 +255,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     const host: ElectionHost = {
       client: this.client,
       namespace: this.namespace,
-      callTimeoutMs: this.#callTimeoutMs,
+      callTimeoutMs: this.callTimeoutMs,
       campaignLock: (key, value, opts) => this.acquireWithPayload(key, value, opts),
       putIfHeld: async (lock, value) => {
         const grant = this.#keys.get(lock);
@@ -214,7 +275,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       options,
       { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
       {
-        ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.#callTimeoutMs },
+        ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
         session: () => this.#currentSession(),
         woken: (kind) => {
           if (kind === 'release') this.semaphoreWakeups += 1;
@@ -228,28 +289,70 @@ export class EtcdLockProvider extends BaseLockProvider {
   semaphoreWakeups = 0;
   semaphoreHandoffs = 0;
 
-  /** The live session, or a new one when the last was lost. Concurrent callers share one grant. */
+  /**
+   * The live session, or a new one when the last was lost. Concurrent callers share one grant: only
+   * the first caller to find the session dead opens the next one; the others then wait for it.
+   */
   #currentSession(): Promise<EtcdSession> {
     const current = this.#session;
-    const fresh = () => {
-      const opening = EtcdSession.open(this.client, {
-        ttlMs: this.#sessionTtlMs,
-        driftRate: this.driftRate,
-        callTimeoutMs: this.#callTimeoutMs,
-      });
-      this.#session = opening;
-      opening.catch(() => {
-        if (this.#session === opening) this.#session = undefined;
-      });
-      return opening;
-    };
-    if (!current) return fresh();
-    return current.then((session) => (session.alive ? session : fresh()));
+    if (!current) return this.#openSession();
+    return current.then((session) => {
+      if (session.alive) return session;
+      return this.#session === current ? this.#openSession() : this.#currentSession();
+    });
   }
 
+  #openSession(): Promise<EtcdSession> {
+    // The deletion watch is confirmed before any key of the session exists, in parallel with the
+    // grant (no round trip added); if it is not within callTimeoutMs, the session goes on without
+    // waiting (the keepalive still reports a revoked lease).
+    const watching = this.#deletionWatch().ready;
+    const watched = bounded(watching, undefined, this.callTimeoutMs, 'deletion watch').catch(() => undefined);
+    const granting = EtcdSession.open(this.client, {
+      ttlMs: this.#sessionTtlMs,
+      driftRate: this.driftRate,
+      callTimeoutMs: this.callTimeoutMs,
+    });
+    const opening = Promise.all([granting, watched]).then(([session]) => session);
+    this.#session = opening;
+    opening.then(
+      (session) => {
+        if (this.#session === opening) this.#granted = session;
+      },
+      () => {
+        if (this.#session === opening) this.#session = undefined;
+      },
+    );
+    return opening;
+  }
+
+  /**
+   * A wait that runs out is an outage (BackendUnavailableError) unless etcd is answering: a session
+   * was granted, is alive, and its last keepalive was answered.
+   */
+  protected override backendReachable(): boolean {
+    return this.#granted?.answering === true;
+  }
+
+  /** The provider's one deletion watch, made before its first session. */
+  #deletionWatch(): DeletionWatch {
+    this.#deletions ??= new DeletionWatch(this.client, this.namespace);
+    return this.#deletions;
+  }
+
+  /** @internal For tests that inspect the session (its listeners): the current one, if any. */
+  async currentSessionForTests(): Promise<EtcdSession | undefined> {
+    return this.#session?.catch(() => undefined);
+  }
+
+  /** Revokes the session (bounded by callTimeoutMs in all: etcd may be unreachable), then disconnects. */
   protected async shutdown(): Promise<void> {
-    const session = await this.#session?.catch(() => undefined);
-    await session?.close(true);
+    const closing = (async () => {
+      const session = await this.#session?.catch(() => undefined);
+      await session?.close(true);
+    })();
+    await bounded(closing, undefined, this.callTimeoutMs, 'close').catch(() => undefined);
+    this.#deletions?.close();
     this.client.close();
   }
 
@@ -260,6 +363,7 @@ export class EtcdLockProvider extends BaseLockProvider {
   async abandon(): Promise<void> {
     const session = await this.#session?.catch(() => undefined);
     await session?.close(false);
+    this.#deletions?.close();
     this.client.close();
   }
 }
@@ -268,7 +372,10 @@ export class EtcdLockProvider extends BaseLockProvider {
  * A failed call moves on to another endpoint at once (a dead member must not fail a third of all
  * calls), each endpoint's breaker skips it for 1 s after 3 failures (the package's default, 5 s,
  * would keep refusing a healed single endpoint). Every call carries an absolute deadline, so a retry
- * never outlives it; lock calls are safe to replay (create-if-absent, compare-and-delete).
+ * never outlives it. This retry DOES replay a call whose answer was lost, so every mutating call is
+ * made safe under replay: the enqueue Txn adopts its own key (see enqueue), deletes and proclaims
+ * are guarded by create revision, a revoke is idempotent, a lease grant carries our own id (its
+ * replay is refused as "already exists" and adopted).
  */
 function faultHandling(endpointCount: number): IOptions['faultHandling'] {
   const recoverable = handleWhen(isRecoverableError);

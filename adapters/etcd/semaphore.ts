@@ -17,7 +17,7 @@ import type {
   SemaphoreOptions,
 } from '../../src/semaphore/types.js';
 import { namePrefix, prefixEnd } from './keys.js';
-import { enqueue, guardedDelete, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
+import { enqueue, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
 import type { EtcdSession } from './session.js';
 
 /** What an etcd semaphore borrows from its provider. */
@@ -111,23 +111,24 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       cancel,
       'etcd: session',
     );
+    // One key per request (`<lease hex>-<request id>`): one session may queue several times.
+    const key = Buffer.from(`${this.#locks}${session.leaseHex}-${req.ownerToken}`);
     const call: MutexCall = {
       client: this.#c.client,
       session,
       prefix: this.#locks,
+      key,
       value: encodeHolder(req.owner),
       callTimeoutMs: this.#c.callTimeoutMs,
-      keySuffix: `-${req.ownerToken}`,
       onWake: () => this.#c.woken('handoff'),
     };
-    // Raced against cancel: a key created after we stopped waiting for the answer is deleted then.
-    const enqueuing = enqueue(call);
-    const queued = await withDeadline(() => enqueuing, this.#c.callTimeoutMs, cancel, 'etcd: enqueue').catch(
-      (error: unknown) => {
-        void enqueuing.then((late) => this.#leave(late)).catch(() => undefined);
-        throw error;
-      },
-    );
+    let queued: Queued;
+    try {
+      queued = await enqueue(call, cancel);
+    } catch (error) {
+      void session.remove(key, undefined); // the put may have happened: the session deletes it
+      throw error;
+    }
     let inQueue = true;
     try {
       if (!queued.owner) {
@@ -139,17 +140,16 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       inQueue = false; // the granting Txn deleted our mutex key
       return this.#hold(req, session, grant);
     } finally {
-      // Not granted (busy, cancelled, failed): leave the queue, without holding the caller up (a
-      // cut-off client would wait callTimeoutMs); the session's end removes the key otherwise.
-      if (inQueue) void this.#leave(queued);
+      // Not granted (busy, cancelled, failed): the session deletes our queue key, retrying until
+      // etcd confirms. The caller waits for that at most callTimeoutMs (a cut-off client would
+      // otherwise wait a whole TTL), so that a refused try leaves no waiter behind when it answers.
+      if (inQueue) {
+        const removing = session.remove(queued.key, queued.revision);
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([removing, new Promise((r) => (timer = setTimeout(r, this.#c.callTimeoutMs)))]);
+        clearTimeout(timer);
+      }
     }
-  }
-
-  /** Deletes our mutex key if it is still the one created at its revision. */
-  async #leave(queued: Queued): Promise<void> {
-    await guardedDelete(this.#c.client, queued.key, queued.revision, this.#c.callTimeoutMs).catch(
-      () => undefined,
-    );
   }
 
   /** As the head of the queue: our lease key once our permits fit, or null when not waiting. */
@@ -229,7 +229,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     } catch (error) {
       // The lease key may exist with its answer lost: a retry of this request adopts it; else the
       // session's end removes it. Best effort now, so that it does not hold a permit that long.
-      await this.#deleteIfOurs(key, session);
+      void session.remove(key, undefined);
       if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
       throw unavailable('semaphore grant txn failed', error);
     }
@@ -239,21 +239,6 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       return { key, revision: BigInt(existing.create_revision) }; // granted by an earlier try
     }
     throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
-  }
-
-  async #deleteIfOurs(key: Buffer, session: EtcdSession): Promise<void> {
-    await this.#c.client.kv
-      .txn(
-        {
-          compare: [
-            { key, target: CompareTarget.Lease, result: CompareResult.Equal, lease: session.leaseId },
-          ],
-          success: [{ request_delete_range: { key } }],
-          failure: [],
-        },
-        callOptions(this.#c.callTimeoutMs),
-      )
-      .catch(() => undefined);
   }
 
   /** Waits for any lease under the name to be deleted at or after fromRevision (or the watch to end). */
@@ -312,7 +297,11 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       key: req.name,
       fencingToken: grant.revision,
       ownerToken: req.ownerToken,
-      releaseOnBackend: () => guardedDelete(this.#c.client, grant.key, grant.revision, this.#c.callTimeoutMs),
+      releaseOnBackend: async () => {
+        if (!(await session.remove(grant.key, grant.revision))) {
+          throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
+        }
+      },
     });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
     return lock;

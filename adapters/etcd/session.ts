@@ -1,7 +1,10 @@
+import { setMaxListeners } from 'node:events';
 import type { Etcd3 } from 'etcd3';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness } from '../../src/session-liveness.js';
+import { bounded } from './bounded.js';
+import { deleteUntilConfirmed } from './cleanup.js';
 import { leaseHex } from './keys.js';
 
 export interface SessionOptions {
@@ -16,6 +19,9 @@ export interface SessionOptions {
  * alive every ttl/3, and trusted only until `sent + ttl·(1−drift) − rtt` after the last keepalive
  * answer. When that passes, or etcd answers TTL 0 / lease not found, the session is lost and
  * `signal` aborts (reason: a LossReason); the provider then grants a new one for later acquires.
+ * The session owns every key it created: remove() deletes one, guarded by its create revision, and
+ * retries until etcd confirms or the session ends. A session written off while etcd may still keep
+ * its lease is revoked (best effort), so its keys do not outlive it by a whole TTL.
  */
 export class EtcdSession {
   readonly leaseId: string;
@@ -24,6 +30,8 @@ export class EtcdSession {
   readonly #options: SessionOptions;
   readonly #liveness: SessionLiveness;
   #keepaliveTimer: NodeJS.Timeout | undefined;
+  #subscriptions = 0;
+  #answering = true;
 
   private constructor(client: Etcd3, leaseId: string, options: SessionOptions) {
     this.#client = client;
@@ -31,24 +39,36 @@ export class EtcdSession {
     this.leaseHex = leaseHex(leaseId);
     this.#options = options;
     this.#liveness = new SessionLiveness(options.driftRate, () => clearTimeout(this.#keepaliveTimer));
+    // Every retried deletion waits on it (close() may release thousands at once): not a leak.
+    setMaxListeners(0, this.#liveness.signal);
+    // Lost locally (no keepalive answer in time) but maybe alive on the server: end it there too.
+    this.#liveness.whenLost((reason) => {
+      if (reason === 'unconfirmed') void this.#revoke();
+    });
   }
 
   static async open(client: Etcd3, options: SessionOptions): Promise<EtcdSession> {
     const sentAt = monotonicNow();
     const ttlSeconds = Math.max(1, Math.ceil(options.ttlMs / 1000));
+    // We choose the lease id: the etcd3 client replays a grant whose answer was lost, and with our
+    // id the replay is refused as "already exists" (ours) instead of granting a second lease.
+    const id = randomLeaseId();
     let granted: { ID: string; TTL: string };
     try {
       granted = await client.leaseClient.leaseGrant(
-        { TTL: ttlSeconds },
+        { TTL: ttlSeconds, ID: id },
         { deadline: new Date(Date.now() + options.callTimeoutMs) },
       );
     } catch (error) {
-      throw new BackendUnavailableError(
-        `etcd: could not grant a session lease: ${(error as Error).message}`,
-        {
-          cause: error,
-        },
-      );
+      if (!/lease already exists/i.test((error as Error).message)) {
+        throw new BackendUnavailableError(
+          `etcd: could not grant a session lease: ${(error as Error).message}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      granted = { ID: id, TTL: String(ttlSeconds) }; // our first attempt was granted
     }
     const session = new EtcdSession(client, granted.ID, options);
     session.#liveness.confirmed(sentAt, Number(granted.TTL) * 1000);
@@ -63,24 +83,73 @@ export class EtcdSession {
 
   /** Calls onLost once if the session is lost; returns the function that unsubscribes. */
   whenLost(onLost: (reason: LossReason) => void): () => void {
-    return this.#liveness.whenLost(onLost);
+    if (!this.alive) return this.#liveness.whenLost(onLost);
+    this.#subscriptions += 1;
+    const unsubscribe = this.#liveness.whenLost(onLost);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.#subscriptions -= 1;
+      unsubscribe();
+    };
+  }
+
+  /** whenLost subscriptions not yet unsubscribed (a leak check: each held lock keeps one). */
+  get subscriptions(): number {
+    return this.#subscriptions;
   }
 
   get alive(): boolean {
     return this.#liveness.alive;
   }
 
+  /** Alive, and its last keepalive was answered (false while etcd does not answer it). */
+  get answering(): boolean {
+    return this.alive && this.#answering;
+  }
+
   get #interval(): number {
     return this.#options.ttlMs / 3;
+  }
+
+  /** etcd answered that our lease does not exist (revoked, expired): lost now, not at the next keepalive. */
+  leaseNotFound(): void {
+    this.#lose('session-lost');
   }
 
   /** Ends the session. revoke=true deletes its keys at once; false lets them expire (a crash). */
   async close(revoke: boolean): Promise<void> {
     this.#lose('closed');
-    if (!revoke) return;
-    await this.#client.leaseClient
-      .leaseRevoke({ ID: this.leaseId }, { deadline: new Date(Date.now() + this.#options.callTimeoutMs) })
-      .catch(() => undefined); // unreachable: the lease expires by itself within its TTL
+    if (revoke) await this.#revoke();
+  }
+
+  /**
+   * Deletes a key of this session (created at `revision`; undefined when the put's answer was lost),
+   * retrying until confirmed: resolves true then, false when the session ended first (its keys
+   * go with its lease). A session that cannot confirm within its TTL is ended (and revoked).
+   */
+  remove(key: Buffer, revision: bigint | undefined): Promise<boolean> {
+    return deleteUntilConfirmed(this.#client, key, revision, {
+      timeoutMs: this.#options.callTimeoutMs,
+      sessionSignal: this.signal,
+      giveUpAfterMs: this.#options.ttlMs,
+      giveUp: () => this.#lose('unconfirmed'),
+    });
+  }
+
+  /** Revokes the lease, bounded by callTimeoutMs; unreachable: it expires by itself within its TTL. */
+  async #revoke(): Promise<void> {
+    const timeout = this.#options.callTimeoutMs;
+    try {
+      const revoking = this.#client.leaseClient.leaseRevoke(
+        { ID: this.leaseId },
+        { deadline: new Date(Date.now() + timeout) },
+      );
+      await bounded(revoking, undefined, timeout, 'lease revoke');
+    } catch {
+      // Unreachable or closed: the lease expires by itself within its TTL.
+    }
   }
 
   #scheduleKeepalive(delay: number): void {
@@ -98,8 +167,10 @@ export class EtcdSession {
         return;
       }
       this.#liveness.confirmed(sentAt, ttl * 1000);
+      this.#answering = true;
       this.#scheduleKeepalive(this.#interval);
     } catch {
+      this.#answering = false;
       // No answer in time: the deadline set by the last answer decides; retry sooner meanwhile.
       this.#scheduleKeepalive(Math.max(this.#options.ttlMs / 10, 50));
     }
@@ -132,4 +203,12 @@ export class EtcdSession {
   #lose(reason: LossReason): void {
     this.#liveness.lose(reason);
   }
+}
+
+/** A random lease id in 1..2⁶³−1 (etcd's ids are positive int64), as the decimal string etcd3 sends. */
+function randomLeaseId(): string {
+  const bytes = new BigUint64Array(1);
+  crypto.getRandomValues(bytes);
+  const id = (bytes[0] as bigint) & 0x7fff_ffff_ffff_ffffn;
+  return (id === 0n ? 1n : id).toString();
 }

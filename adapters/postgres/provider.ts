@@ -145,6 +145,7 @@ export class PostgresLockProvider extends BaseLockProvider {
         ...{ slots: this.#slots, control: this.#control, holding: this.#holding, pollMs: 500 },
         ...{ healthIntervalMs: this.#healthIntervalMs, healthTimeoutMs: this.#healthTimeoutMs },
         answered: () => this.#serverAnswered(),
+        reachable: () => this.backendReachable(),
       },
     );
   }

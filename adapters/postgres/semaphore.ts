@@ -33,6 +33,8 @@ export interface PostgresSemaphoreClient {
   pollMs: number;
   /** The server answered (the provider's reachability). */
   answered(): void;
+  /** Whether the last call to the server was answered. */
+  reachable(): boolean;
 }
 
 /**
@@ -74,6 +76,10 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     this.#name = name;
     this.#ctx = ctx;
     this.#c = client;
+  }
+
+  reachable(): boolean {
+    return this.#c.reachable();
   }
 
   #keysFor(limit: number): Keys {

@@ -179,6 +179,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       key: req.key,
       fencingToken: token,
       ownerToken: req.ownerToken,
+      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       releaseOnBackend: async () => {
         if (!session.alive) return; // the session's end removed the node
         await removeOwned(session, path); // if it fails, the session retries until confirmed

@@ -92,22 +92,32 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       children(this.#leases),
       this.#storedLimit(session, signal),
     ]);
-    // Lease nodes beyond the limit (in creation order) are the waiting head's, not holders'.
-    const ordered = queueOrder(leases, 'lease-');
-    const held = limit === undefined ? ordered : ordered.slice(0, limit);
-    const grants = new Map<string, SemaphoreHolder>();
-    for (const node of held) {
+    const nodes: Array<{ id: string; data: Buffer; czxid: bigint; permits: number }> = [];
+    for (const node of queueOrder(leases, 'lease-')) {
       const got = await client.getData(`${this.#leases}/${node.name}`, { signal }).catch(() => undefined);
       if (!got) continue; // released meanwhile
       const data = parse(got.data);
-      const id = data.grant ?? node.name; // Curator's nodes: one permit each
-      if (grants.has(id)) continue; // in creation order: the grant's first node came first
-      const stored = decodeHolder(got.data);
-      grants.set(id, {
+      // Curator's nodes carry no grant id: one permit each.
+      nodes.push({
+        id: data.grant ?? node.name,
+        data: got.data,
+        czxid: got.stat.czxid,
+        permits: data.permits ?? 1,
+      });
+    }
+    // More leases than the limit: the newest grant's nodes are the mutex holder's, still waiting
+    // (only the mutex holder creates lease nodes), not a holder's.
+    const newest = nodes.at(-1);
+    const waiting = limit !== undefined && nodes.length > limit && newest ? newest.id : undefined;
+    const grants = new Map<string, SemaphoreHolder>();
+    for (const node of nodes) {
+      if (node.id === waiting || grants.has(node.id)) continue; // in creation order: first node first
+      const stored = decodeHolder(node.data);
+      grants.set(node.id, {
         owner: stored.owner,
         since: stored.since,
-        fencingToken: got.stat.czxid,
-        permits: data.permits ?? 1,
+        fencingToken: node.czxid,
+        permits: node.permits,
       });
     }
     return {
@@ -155,7 +165,8 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     const nodes: ZkQueued[] = [];
     let granted = false;
     try {
-      for (let i = 0; i < req.permits; i++) nodes.push(await protectedCreate(call));
+      if (req.permits === 1) nodes.push(await protectedCreate(call));
+      else nodes.push(...(await this.#createAtOnce(session, call, req.permits, req.limit)));
       for (;;) {
         cancel.throwIfAborted();
         const changed = this.#nextChange(session, cancel);
@@ -187,25 +198,63 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
+  /**
+   * Several lease nodes in one multi: all exist or none, so nobody (inspect, a Curator client) ever
+   * sees part of a grant that may not fit. One uuid marks them all: after a lost answer, the ones
+   * the multi made (all or none) are found by it and removed, and the request is retried.
+   */
+  async #createAtOnce(
+    session: ZkSession,
+    call: ZkQueueCall,
+    permits: number,
+    limit: number,
+  ): Promise<ZkQueued[]> {
+    const base = `_c_${crypto.randomUUID()}-lease-`;
+    const ops = Array.from({ length: permits }, () => ({
+      op: 'create' as const,
+      path: `${this.#leases}/${base}`,
+      data: call.data,
+      acl: call.acl,
+      mode: CreateMode.EPHEMERAL_SEQUENTIAL,
+    }));
+    try {
+      const results = await session.client.multi(ops).catch(async (error: unknown) => {
+        if (zkCode(error) !== 'NO_NODE') throw error;
+        // The leases folder went (a releaser removed it as empty just now): make it again, once.
+        await this.#makeFolder(session, limit);
+        return session.client.multi(ops);
+      });
+      return results.flatMap((r) =>
+        r.op === 'create' ? [{ path: r.path, name: r.path.slice(this.#leases.length + 1) }] : [],
+      );
+    } catch (error) {
+      void (async () => {
+        const children = await session.client.getChildren(this.#leases).catch(() => [] as string[]);
+        for (const name of children.filter((c) => c.startsWith(base))) {
+          await removeOwned(session, `${this.#leases}/${name}`).catch(() => undefined);
+        }
+      })();
+      throw unavailable('creating the lease nodes failed', error);
+    }
+  }
+
   /** The limit fencekit stored on the leases folder (creating it with ours if absent). */
   async #checkLimit(session: ZkSession, req: PermitRequest, cancel: AbortSignal): Promise<void> {
-    await session.client
-      .create(
-        this.#leases,
-        Buffer.from(JSON.stringify({ fencekitLimit: req.limit })),
-        this.#c.acl,
-        CreateMode.PERSISTENT,
-        {
-          signal: cancel,
-        },
-      )
-      .catch((error: unknown) => {
-        if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
-      });
+    await this.#makeFolder(session, req.limit, cancel);
     const stored = await this.#storedLimit(session, cancel);
     if (stored !== undefined && stored !== req.limit) {
       throw new SemaphoreLimitMismatchError(req.name, req.limit, stored);
     }
+  }
+
+  /** The leases folder, with our limit as its data (an existing one is left as it is). */
+  async #makeFolder(session: ZkSession, limit: number, signal?: AbortSignal): Promise<void> {
+    const data = Buffer.from(JSON.stringify({ fencekitLimit: limit }));
+    await session.client
+      .create(this.#leases, data, this.#c.acl, CreateMode.PERSISTENT, signal ? { signal } : {})
+      .catch((error: unknown) => {
+        if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
+      });
   }
 
   async #storedLimit(session: ZkSession, signal: AbortSignal): Promise<number | undefined> {

@@ -18,6 +18,9 @@ export async function expectOneWakeupPerRelease(
   const first = await holder.acquire(key);
   const granted: Lock[] = [];
   const pending = waiters.map((w) => w.acquire(key, { waitMs: 60_000 }).then((l) => granted.push(l)));
+  // Awaited at the end; if an assertion fails first, the waits end with the closed providers and
+  // must not pile unhandled rejections on top of that failure.
+  for (const wait of pending) wait.catch(() => undefined);
   const count = waiters.length;
   await eventually(
     `${count} waiters queued`,

@@ -77,12 +77,23 @@ describe('built package', () => {
        const zk = await connect('zk://127.0.0.1:1', { callTimeoutMs: 500 });
        const e = await zk.acquire('k', { waitMs: 1000 }).catch((e) => e);
        console.log(zk.backend + ' ' + e.code);
-       await zk.close();`,
+       await zk.close();
+       const { createIdempotencyStore } = await import('fencekit/idempotency');
+       for (const url of ['redis://127.0.0.1:1', 'postgres://u@127.0.0.1:1/db']) {
+         const e = await createIdempotencyStore(url).catch((e) => e);
+         console.log(e.code + ' ' + e.message);
+       }`,
     );
     const { stdout } = await run(process.execPath, [program], { cwd: app });
     const lines = stdout.trim().split('\n');
-    expect(lines).toHaveLength(4);
-    for (const [index, name] of ['etcd3', 'ioredis', 'pg'].entries()) {
+    expect(lines).toHaveLength(6);
+    for (const [index, name] of [
+      [0, 'etcd3'],
+      [1, 'ioredis'],
+      [2, 'pg'],
+      [4, 'ioredis'],
+      [5, 'pg'],
+    ] as const) {
       expect(lines[index]).toMatch(new RegExp(`^BACKEND_UNAVAILABLE .*npm install ${name}$`));
     }
     expect(lines[3]).toBe('zookeeper BACKEND_UNAVAILABLE');
@@ -97,6 +108,30 @@ describe('built package', () => {
   it('the payment-worker example runs', async () => {
     const { stdout } = await run(process.execPath, [join(root, 'examples/payment-worker.mjs')]);
     expect(stdout).toMatch(/charged order 42: \{ amountCents: 4200 \} token 1n/);
+  });
+
+  it('the idempotency entry point works in ESM and CJS, and the payment-api example charges once', async () => {
+    const check = `const k = 'k'; let runs = 0; const s = await m.createIdempotencyStore('memory://');
+      const a = await s.run(k, 1, () => ++runs); const b = await s.run(k, 1, () => ++runs);
+      const e = await s.run(k, 2, () => ++runs).catch((e) => e);
+      console.log(JSON.stringify({ a, b, runs, code: e.code, mismatch: e instanceof m.IdempotencyMismatchError }));`;
+    const expected = { a: 1, b: 1, runs: 1, code: 'IDEMPOTENCY_MISMATCH', mismatch: true };
+    for (const [file, program] of [
+      ['.idem.mjs', `import * as m from 'fencekit/idempotency'; ${check}`],
+      ['.idem.cjs', `const m = require('fencekit/idempotency'); (async () => { ${check} })();`],
+    ] as const) {
+      const path = join(root, 'dist', file);
+      writeFileSync(path, program);
+      try {
+        const { stdout } = await run(process.execPath, [path]);
+        expect(JSON.parse(stdout), file).toEqual(expected);
+      } finally {
+        rmSync(path);
+      }
+    }
+    const { stdout } = await run(process.execPath, [join(root, 'examples/payment-api.mjs')]);
+    expect(stdout).toMatch(/attempt 1: timed out/);
+    expect(stdout).toMatch(/card charged 1 time\(s\)/);
   });
 
   it('the controller and daily-report examples run on the memory provider', async () => {

@@ -1,0 +1,78 @@
+import { parseConnectionUrl, requirePeer } from '../connect.js';
+import { InvalidArgumentError } from '../errors.js';
+import { MemoryRecords } from './memory-records.js';
+import type { RecordBackend } from './records.js';
+import { IdempotencyStore, type IdempotencyStoreOptions } from './store.js';
+
+export interface CreateIdempotencyStoreOptions extends IdempotencyStoreOptions {
+  /** PostgreSQL table (default `fencekit_idempotency`). */
+  table?: string;
+  /** Redis key prefix (default `fencekit:idem:`). */
+  prefix?: string;
+  /** PostgreSQL pool size (default 10). */
+  maxConnections?: number;
+}
+
+/**
+ * Opens an idempotency store: `postgres://user:pass@host/db`, `redis://[:pass@]host:port[/db]`, or
+ * `memory://[name]`, as `connect()` reads them. The client package (pg, ioredis) is loaded only
+ * for its scheme, and a missing one is named.
+ */
+export async function createIdempotencyStore(
+  url: string,
+  options: CreateIdempotencyStoreOptions = {},
+): Promise<IdempotencyStore> {
+  const spec = parseConnectionUrl(url);
+  const timeout = options.callTimeoutMs ?? 5_000;
+  let records: RecordBackend;
+  switch (spec.backend) {
+    case 'memory': {
+      records = new MemoryRecords(spec.path);
+      break;
+    }
+    case 'redis': {
+      await requirePeer('ioredis', 'redis');
+      const [{ Redis }, { RedisRecords }] = await Promise.all([
+        import('ioredis'),
+        import('./redis-records.js'),
+      ]);
+      const host = spec.hosts[0] as { host: string; port: number };
+      const client = new Redis({
+        host: host.host,
+        port: host.port,
+        username: spec.username,
+        password: spec.password,
+        db: spec.path === '' ? 0 : Number(spec.path),
+        lazyConnect: true,
+        // Fail fast while disconnected, and never replay a script whose answer was lost: the store's
+        // deadline and the caller decide what happens next.
+        enableOfflineQueue: false,
+        autoResendUnfulfilledCommands: false,
+        maxRetriesPerRequest: 0,
+        connectTimeout: timeout,
+      });
+      records = new RedisRecords(client, { prefix: options.prefix });
+      break;
+    }
+    case 'postgres': {
+      await requirePeer('pg', 'postgres');
+      const [pg, { PostgresRecords }] = await Promise.all([import('pg'), import('./postgres-records.js')]);
+      const Pool = (pg.default ?? pg).Pool;
+      const pool = new Pool({
+        connectionString: url,
+        max: options.maxConnections ?? 10,
+        connectionTimeoutMillis: timeout,
+        query_timeout: timeout,
+        keepAlive: true,
+      });
+      records = new PostgresRecords(pool, options.table);
+      break;
+    }
+    default:
+      throw new InvalidArgumentError(
+        'url',
+        `idempotency stores run on postgres://, redis:// or memory://, not ${spec.backend}`,
+      );
+  }
+  return new IdempotencyStore(records, options);
+}

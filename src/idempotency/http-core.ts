@@ -1,0 +1,222 @@
+import type { FencekitError } from '../errors.js';
+import { FinalError, type IdempotencyInFlightError } from './errors.js';
+import type { IdempotencyStore } from './store.js';
+import { validateIdempotencyKey } from './validate.js';
+
+export interface HttpIdempotencyOptions {
+  /** Answer 400 when a covered request has no key (default true); false lets it through unguarded. */
+  required?: boolean;
+  /** Methods the key applies to (default POST and PATCH, as the draft suggests). */
+  methods?: string[];
+  /** Response headers stored and replayed besides the status and body (default content-type, location). */
+  keepHeaders?: string[];
+  leaseMs?: number;
+  retentionMs?: number;
+  /** Wait this long for an in-flight first request instead of answering 409 (default 0). */
+  waitMs?: number;
+}
+
+/** A response as it is stored: status, the kept headers, the body bytes (base64). */
+export interface StoredResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export type HttpStart =
+  | { kind: 'pass' }
+  | { kind: 'answer'; answer: Answer }
+  | {
+      kind: 'run';
+      /** What the handler may use: pass fencingToken to storage that checks it; stop when signal aborts. */
+      context: IdempotencyContext;
+      /** Hands the handler's response over; resolves with a replacement to send, or null to send it. */
+      finish(response: StoredResponse): Promise<Answer | null>;
+      /** The handler gave no response we can store (aborted, streamed): the key is freed. */
+      fail(): void;
+    };
+
+const NOT_STORED = Symbol('not stored');
+
+export interface IdempotencyContext {
+  key: string;
+  fencingToken: bigint;
+  signal: AbortSignal;
+}
+
+const contexts = new WeakMap<object, IdempotencyContext>();
+
+/**
+ * The run behind a request the middleware let through (Express `req`, Fastify `request`): its key,
+ * fencing token and lease signal; undefined for requests the middleware did not cover.
+ */
+export function idempotencyContext(request: object): IdempotencyContext | undefined {
+  return contexts.get(request);
+}
+
+export function attachContext(request: object, context: IdempotencyContext): void {
+  contexts.set(request, context);
+}
+
+function problem(status: number, title: string, detail: string, extra: Record<string, string> = {}): Answer {
+  return {
+    status,
+    headers: { 'content-type': 'application/problem+json', ...extra },
+    body: Buffer.from(JSON.stringify({ type: 'about:blank', title, status, detail })),
+  };
+}
+
+function answerFromError(error: unknown): Answer {
+  const code = (error as FencekitError | undefined)?.code as string | undefined;
+  const detail = (error as Error)?.message ?? String(error);
+  switch (code) {
+    case 'INVALID_ARGUMENT':
+      return problem(400, 'Bad Idempotency-Key', detail);
+    case 'IDEMPOTENCY_MISMATCH':
+      return problem(422, 'Idempotency-Key reused with a different request', detail);
+    case 'IDEMPOTENCY_IN_FLIGHT':
+      return problem(409, 'A request with this Idempotency-Key is being processed', detail, {
+        'retry-after': String(
+          Math.max(1, Math.ceil((error as IdempotencyInFlightError).retryAfterMs / 1000)),
+        ),
+      });
+    case 'STALE_FENCING_TOKEN':
+      return problem(409, 'This request was taken over by a retry', detail);
+    case 'BACKEND_UNAVAILABLE':
+      return problem(503, 'The idempotency store is unavailable', detail);
+    default:
+      return problem(500, 'Internal Server Error', 'the idempotency check failed');
+  }
+}
+
+function fromStored(stored: StoredResponse, replayed: boolean): Answer {
+  return {
+    status: stored.status,
+    headers: replayed ? { ...stored.headers, 'idempotency-replayed': 'true' } : stored.headers,
+    body: Buffer.from(stored.body, 'base64'),
+  };
+}
+
+/** What both frameworks share: read the key, start or replay, and map outcomes to the draft's answers. */
+export async function startIdempotentRequest(
+  store: IdempotencyStore,
+  options: HttpIdempotencyOptions,
+  request: { method: string; url: string; key: string | undefined; body: unknown; unparsedBody?: boolean },
+): Promise<HttpStart> {
+  const methods = (options.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase());
+  if (!methods.includes(request.method.toUpperCase())) return { kind: 'pass' };
+  if (request.key === undefined) {
+    if (options.required === false) return { kind: 'pass' };
+    return {
+      kind: 'answer',
+      answer: problem(400, 'Idempotency-Key is missing', 'this operation requires an Idempotency-Key header'),
+    };
+  }
+  if (request.unparsedBody)
+    return {
+      kind: 'answer',
+      answer: problem(
+        415,
+        'Unsupported Media Type',
+        'the request body was not parsed, so it cannot be compared with the first request of this Idempotency-Key',
+      ),
+    };
+  let payload: unknown;
+  let key: string;
+  try {
+    key = validateIdempotencyKey(headerKey(request.key));
+    const body = Buffer.isBuffer(request.body) ? { base64: request.body.toString('base64') } : request.body;
+    payload = { method: request.method.toUpperCase(), url: request.url, body: body ?? null };
+    store.hash(payload);
+  } catch (error) {
+    return { kind: 'answer', answer: answerFromError(error) };
+  }
+
+  let started!: (context: IdempotencyContext) => void;
+  const whenStarted = new Promise<IdempotencyContext>((resolve) => {
+    started = resolve;
+  });
+  let hand!: (response: StoredResponse | typeof NOT_STORED) => void;
+  const handed = new Promise<StoredResponse | typeof NOT_STORED>((resolve) => {
+    hand = resolve;
+  });
+  const execution = store
+    .execute(
+      key,
+      payload,
+      async ({ fencingToken, signal }) => {
+        started({ key, fencingToken, signal });
+        const response = await handed;
+        // A 5xx or a response we could not capture is not the answer: throwing frees the key for a retry.
+        if (response === NOT_STORED) throw new Error('response not stored');
+        if (response.status >= 500) throw new UnstoredResponse(response);
+        return response;
+      },
+      { leaseMs: options.leaseMs, retentionMs: options.retentionMs, waitMs: options.waitMs },
+    )
+    .then(
+      (result) => ({ ok: true as const, result }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+  const first = await Promise.race([whenStarted, execution]);
+  if (!('fencingToken' in first)) {
+    if (first.ok) return { kind: 'answer', answer: fromStored(first.result.value, first.result.replayed) };
+    const error = first.error;
+    if (error instanceof FinalError)
+      return { kind: 'answer', answer: problem(error.status ?? 400, 'Error', error.message) };
+    return { kind: 'answer', answer: answerFromError(error) };
+  }
+  let settled = false;
+  return {
+    kind: 'run',
+    context: first,
+    async finish(response) {
+      settled = true;
+      hand(response);
+      const outcome = await execution;
+      if (outcome.ok) return null;
+      if (outcome.error instanceof UnstoredResponse) return null;
+      return answerFromError(outcome.error);
+    },
+    fail() {
+      if (settled) return;
+      settled = true;
+      hand(NOT_STORED);
+    },
+  };
+}
+
+/**
+ * The draft makes the header a Structured Field string (`Idempotency-Key: "8e03…"`): the quotes and
+ * escapes are taken off, so a quoted and a bare key are the same key.
+ */
+function headerKey(value: string): string {
+  const quoted = /^"((?:[^"\\]|\\["\\])*)"$/.exec(value.trim());
+  return quoted ? (quoted[1] as string).replace(/\\(["\\])/g, '$1') : value;
+}
+
+/** Carries a 5xx response out of fn without storing it. */
+class UnstoredResponse extends Error {
+  constructor(readonly response: StoredResponse) {
+    super(`status ${response.status} is not stored`);
+  }
+}
+
+export function keptHeaders(
+  all: Record<string, number | string | string[] | undefined>,
+  keep: string[] | undefined,
+): Record<string, string> {
+  const names = (keep ?? ['content-type', 'location']).map((h) => h.toLowerCase());
+  const kept: Record<string, string> = {};
+  for (const name of names) {
+    const value = all[name];
+    if (value !== undefined) kept[name] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return kept;
+}

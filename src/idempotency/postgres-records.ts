@@ -1,0 +1,206 @@
+import type { Pool } from 'pg';
+import { InvalidArgumentError } from '../errors.js';
+import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
+
+const SWEEP_EVERY_MS = 60_000;
+
+interface BeginRow {
+  started: boolean;
+  token: string;
+  payload_hash: string;
+  state: string;
+  outcome: string | null;
+  body: string | null;
+  left_ms: number;
+  expired: boolean;
+  attempt: string;
+}
+
+/**
+ * Records in one table, created on first use on the store's own connections (never inside a
+ * caller's transaction). Times are the server's `now()`; tokens come from one sequence, so they are
+ * never reused, even when a key expires and is used again.
+ */
+export class PostgresRecords implements RecordBackend {
+  readonly name = 'postgres';
+  private ready: Promise<void> | undefined;
+  private lastSweep = 0;
+  private readonly sql: ReturnType<typeof statements>;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly table = 'fencekit_idempotency',
+  ) {
+    if (!/^[a-z_][a-z0-9_]{0,50}$/.test(table))
+      throw new InvalidArgumentError('table', `"${table}" is not a plain lower-case SQL name (a-z, 0-9, _)`);
+    this.sql = statements(table);
+    // An idle client's error (server gone) must not crash the process; the next query reports it.
+    pool.on('error', () => undefined);
+  }
+
+  private setup(): Promise<void> {
+    this.ready ??= (async () => {
+      const client = await this.pool.connect();
+      try {
+        // Serialized: two processes running CREATE … IF NOT EXISTS at once can still collide.
+        await client.query('BEGIN');
+        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`fencekit:${this.table}`]);
+        await client.query(this.sql.create);
+        await client.query('COMMIT');
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      } finally {
+        client.release();
+      }
+    })().catch((error) => {
+      this.ready = undefined; // retried by the next call
+      throw error;
+    });
+    return this.ready;
+  }
+
+  async begin(
+    key: string,
+    hash: string,
+    leaseMs: number,
+    retentionMs: number,
+    attempt: string,
+  ): Promise<BeginResult> {
+    await this.setup();
+    this.sweepNowAndThen();
+    // An INSERT that lost a race to a concurrent insert of the same key sees neither its own row nor
+    // the other's in this statement's snapshot, and a takeover can lose to another: then ask again.
+    for (let i = 0; i < 10; i++) {
+      const { rows } = await this.pool.query(this.named('begin', [key, hash, leaseMs, retentionMs, attempt]));
+      const row = rows[0] as BeginRow | undefined;
+      if (!row) continue;
+      if (row.started) return { state: 'started', token: BigInt(row.token) };
+      if (row.attempt === attempt && row.state === 'running') {
+        // Our own start, whose reply was lost: adopt it, restarting its lease from now.
+        if (await this.renew(key, BigInt(row.token), leaseMs))
+          return { state: 'started', token: BigInt(row.token) };
+        continue;
+      }
+      const leaseOver = row.state === 'running' && Number(row.left_ms) <= 0;
+      if (!row.expired && row.payload_hash !== hash) return { state: 'mismatch' };
+      if (row.expired || leaseOver) {
+        // Compare-and-set on the token we saw: of several repeats, one takes the record over.
+        const took = await this.pool.query(
+          this.named('takeover', [key, row.token, hash, leaseMs, retentionMs, attempt]),
+        );
+        const token = (took.rows[0] as { token: string } | undefined)?.token;
+        if (token !== undefined) return { state: 'started', token: BigInt(token) };
+        continue;
+      }
+      if (row.state === 'done')
+        return {
+          state: 'completed',
+          outcome: { kind: row.outcome === 'e' ? 'final-error' : 'value', body: row.body ?? '' },
+        };
+      return { state: 'in-flight', retryAfterMs: Math.max(1, Math.ceil(Number(row.left_ms))) };
+    }
+    throw new Error('the record kept changing under ten attempts to begin');
+  }
+
+  async renew(key: string, token: bigint, leaseMs: number): Promise<boolean> {
+    const { rowCount } = await this.pool.query(this.named('renew', [key, String(token), leaseMs]));
+    return rowCount === 1;
+  }
+
+  async complete(
+    key: string,
+    token: bigint,
+    outcome: StoredOutcome,
+    retentionMs: number,
+  ): Promise<CompleteResult> {
+    const kind = outcome.kind === 'final-error' ? 'e' : 'v';
+    let current: bigint | null = null;
+    // Still our token but not stored: our own earlier attempt committed while this statement waited
+    // for its row lock, after this statement's snapshot. Asked again, a new snapshot sees it done.
+    for (let i = 0; i < 2; i++) {
+      const { rows } = await this.pool.query(
+        this.named('complete', [key, String(token), kind, outcome.body, retentionMs]),
+      );
+      const row = rows[0] as { stored: boolean; current: string | null } | undefined;
+      if (row?.stored) return { stored: true };
+      current = row?.current ? BigInt(row.current) : null;
+      if (current !== token) break;
+    }
+    return { stored: false, current };
+  }
+
+  async abandon(key: string, token: bigint): Promise<void> {
+    await this.pool.query(this.named('abandon', [key, String(token)]));
+  }
+
+  // Named: each connection plans a statement once. Unnamed, planning the begin statement took
+  // ~0.7 ms of its ~0.8 ms here.
+  private named(statement: 'begin' | 'takeover' | 'renew' | 'complete' | 'abandon', values: unknown[]) {
+    return { name: `${this.table}-${statement}`, text: this.sql[statement], values };
+  }
+
+  /** Expired rows are deleted in small batches about once a minute, by whichever store is busy. */
+  private sweepNowAndThen(): void {
+    const now = Date.now();
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
+    this.pool.query(this.sql.sweep).catch(() => undefined); // the next sweep retries
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+function statements(t: string) {
+  return {
+    create: `CREATE TABLE IF NOT EXISTS ${t} (
+        key text PRIMARY KEY,
+        payload_hash text NOT NULL,
+        attempt text NOT NULL,
+        state text NOT NULL,
+        token bigint NOT NULL,
+        lease_until timestamptz NOT NULL,
+        outcome text,
+        body text,
+        created_at timestamptz NOT NULL,
+        completed_at timestamptz,
+        expires_at timestamptz NOT NULL);
+      CREATE INDEX IF NOT EXISTS ${t}_expires ON ${t} (expires_at);
+      CREATE SEQUENCE IF NOT EXISTS ${t}_tokens;`,
+    // No row lock and no write when the key exists: a replay only reads.
+    begin: `WITH started AS (
+        INSERT INTO ${t} (key, payload_hash, attempt, state, token, lease_until, created_at, expires_at)
+        VALUES ($1, $2, $5, 'running', nextval('${t}_tokens'), now() + $3 * interval '1 ms', now(),
+                now() + $4 * interval '1 ms')
+        ON CONFLICT (key) DO NOTHING
+        RETURNING true AS started, token::text, payload_hash, state, outcome, body, 0::float8 AS left_ms,
+                  false AS expired, attempt)
+      SELECT * FROM started
+      UNION ALL
+      SELECT false, token::text, payload_hash, state, outcome, body,
+             extract(epoch FROM lease_until - now()) * 1000, expires_at <= now(), attempt
+      FROM ${t} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM started)`,
+    takeover: `UPDATE ${t} SET payload_hash = $3, attempt = $6, state = 'running', token = nextval('${t}_tokens'),
+        lease_until = now() + $4 * interval '1 ms', outcome = NULL, body = NULL, completed_at = NULL,
+        created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
+        expires_at = now() + $5 * interval '1 ms'
+      WHERE key = $1 AND token = $2
+        AND (expires_at <= now() OR (state = 'running' AND lease_until <= now() AND payload_hash = $3))
+      RETURNING token::text`,
+    renew: `UPDATE ${t} SET lease_until = now() + $3 * interval '1 ms',
+        expires_at = greatest(expires_at, now() + $3 * interval '1 ms')
+      WHERE key = $1 AND token = $2 AND state = 'running'`,
+    complete: `WITH done AS (
+        UPDATE ${t} SET state = 'done', outcome = $3, body = $4, completed_at = now(),
+          expires_at = now() + $5 * interval '1 ms'
+        WHERE key = $1 AND token = $2 AND state = 'running' RETURNING 1)
+      -- A done record with our token is our own earlier attempt, whose reply was lost.
+      SELECT EXISTS (SELECT 1 FROM done)
+             OR EXISTS (SELECT 1 FROM ${t} WHERE key = $1 AND token = $2 AND state = 'done') AS stored,
+             (SELECT token::text FROM ${t} WHERE key = $1) AS current`,
+    abandon: `UPDATE ${t} SET lease_until = now() WHERE key = $1 AND token = $2 AND state = 'running'`,
+    sweep: `DELETE FROM ${t} WHERE ctid IN (SELECT ctid FROM ${t} WHERE expires_at < now() LIMIT 1000)`,
+  };
+}

@@ -1,0 +1,45 @@
+/** What a finished run left: a value (codec text) or a FinalError (JSON of message, status, details). */
+export interface StoredOutcome {
+  kind: 'value' | 'final-error';
+  body: string;
+}
+
+export type BeginResult =
+  /** The caller now holds the record's lease under this token and must run fn. */
+  | { state: 'started'; token: bigint }
+  | { state: 'completed'; outcome: StoredOutcome }
+  | { state: 'mismatch' }
+  | { state: 'in-flight'; retryAfterMs: number };
+
+export type CompleteResult = { stored: true } | { stored: false; current: bigint | null };
+
+/**
+ * One backend's records, keyed by idempotency key. Every method is one atomic step on the server,
+ * timed by the server's clock. Tokens come from one counter per store, so they rise per key and are
+ * never handed out twice, even after a record expired and its key was used again.
+ */
+export interface RecordBackend {
+  readonly name: 'memory' | 'redis' | 'postgres';
+  /**
+   * New or expired key → start (new token, lease); running with an expired lease and the same
+   * payload hash → take over (new token); running under the same `attempt` (this run's own start,
+   * whose reply was lost) → adopt it with its lease restarted; otherwise report what is there.
+   */
+  begin(
+    key: string,
+    hash: string,
+    leaseMs: number,
+    retentionMs: number,
+    attempt: string,
+  ): Promise<BeginResult>;
+  /** Extends the lease while `token` still owns a running record. */
+  renew(key: string, token: bigint, leaseMs: number): Promise<boolean>;
+  /**
+   * Stores the outcome only while `token` still owns a running record (the fenced completion). A
+   * record already done under `token` counts as stored: it was this run's own attempt, retried.
+   */
+  complete(key: string, token: bigint, outcome: StoredOutcome, retentionMs: number): Promise<CompleteResult>;
+  /** Ends the lease now (fn failed with a retryable error) so a repeat may run at once. */
+  abandon(key: string, token: bigint): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,167 @@
+import type { Redis, RedisOptions } from 'ioredis';
+import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
+
+// One hash per key, expiring by the server's clock (PEXPIRE); times inside are the server's TIME in
+// ms. Fields: h payload hash, s state (r running / d done), t token, l lease end, c created,
+// d completed, o outcome kind, b body, a the attempt that started the run.
+const NOW = `local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)`;
+
+const BEGIN = `${NOW}
+local r = redis.call('HMGET', KEYS[1], 'h', 's', 't', 'l', 'o', 'b', 'a')
+if r[1] then
+  if r[1] ~= ARGV[1] then return {'mismatch'} end
+  if r[2] == 'd' then return {'completed', r[5], r[6]} end
+  if r[7] == ARGV[4] then
+    redis.call('HSET', KEYS[1], 'l', now + tonumber(ARGV[2]))
+    return {'started', r[3]}
+  end
+  local left = tonumber(r[4]) - now
+  if left > 0 then return {'in-flight', tostring(left)} end
+else
+  redis.call('HSET', KEYS[1], 'c', now)
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', now + tonumber(ARGV[2]), 'a', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {'started', tostring(token)}`;
+
+const RENEW = `${NOW}
+local r = redis.call('HMGET', KEYS[1], 't', 's')
+if r[1] ~= ARGV[1] or r[2] ~= 'r' then return 0 end
+redis.call('HSET', KEYS[1], 'l', now + tonumber(ARGV[2]))
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1`;
+
+const COMPLETE = `${NOW}
+local r = redis.call('HMGET', KEYS[1], 't', 's')
+if r[1] ~= ARGV[1] then return {0, r[1]} end
+if r[2] == 'd' then return {1} end -- our own earlier attempt landed (its reply was lost)
+redis.call('HSET', KEYS[1], 's', 'd', 'o', ARGV[2], 'b', ARGV[3], 'd', now)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {1}`;
+
+const ABANDON = `local r = redis.call('HMGET', KEYS[1], 't', 's')
+if r[1] == ARGV[1] and r[2] == 'r' then redis.call('HSET', KEYS[1], 'l', 0) end
+return 1`;
+
+type Script = (...args: (string | number)[]) => Promise<unknown>;
+
+export interface RedisRecordsOptions {
+  /** Key prefix; the record of key k is `<prefix>{k}`, the token counter `<prefix>tokens`. */
+  prefix?: string;
+  redis?: RedisOptions;
+}
+
+export class RedisRecords implements RecordBackend {
+  readonly name = 'redis';
+  private readonly prefix: string;
+  private connecting: Promise<void> | undefined;
+  private reconnected: Promise<void> | undefined;
+
+  constructor(
+    private readonly client: Redis,
+    options: RedisRecordsOptions = {},
+  ) {
+    this.prefix = options.prefix ?? 'fencekit:idem:';
+    for (const [name, lua, keys] of [
+      ['idemBegin', BEGIN, 2],
+      ['idemRenew', RENEW, 1],
+      ['idemComplete', COMPLETE, 1],
+      ['idemAbandon', ABANDON, 1],
+    ] as const)
+      client.defineCommand(name, { lua, numberOfKeys: keys });
+    // Errors reach the caller through each command; an 'error' event without a listener would crash.
+    client.on('error', () => undefined);
+  }
+
+  private async script(name: string, ...args: (string | number)[]): Promise<unknown> {
+    await this.ready();
+    return ((this.client as unknown as Record<string, Script>)[name] as Script).call(this.client, ...args);
+  }
+
+  /**
+   * lazyConnect: the first call connects (and fails fast if refused). After a drop, calls wait for
+   * the reconnection instead of failing at once; the store's call deadline bounds the wait.
+   */
+  private async ready(): Promise<void> {
+    const status = this.client.status;
+    if (status === 'ready') return;
+    if (status === 'wait') {
+      this.connecting ??= this.client.connect().finally(() => {
+        this.connecting = undefined;
+      });
+    }
+    if (this.connecting) return this.connecting;
+    if (status === 'end' || status === 'close') throw new Error('the Redis connection is closed');
+    this.reconnected ??= new Promise<void>((resolve) => {
+      this.client.once('ready', () => {
+        this.reconnected = undefined;
+        resolve();
+      });
+    });
+    return this.reconnected;
+  }
+
+  private record(key: string): string {
+    return `${this.prefix}{${key}}`;
+  }
+
+  async begin(
+    key: string,
+    hash: string,
+    leaseMs: number,
+    retentionMs: number,
+    attempt: string,
+  ): Promise<BeginResult> {
+    const keys = [this.record(key), `${this.prefix}tokens`];
+    const reply = (await this.script('idemBegin', ...keys, hash, leaseMs, retentionMs, attempt)) as (
+      | string
+      | null
+    )[];
+    switch (reply[0]) {
+      case 'started':
+        return { state: 'started', token: BigInt(reply[1] as string) };
+      case 'completed':
+        return {
+          state: 'completed',
+          outcome: { kind: reply[1] === 'e' ? 'final-error' : 'value', body: reply[2] ?? '' },
+        };
+      case 'mismatch':
+        return { state: 'mismatch' };
+      default:
+        return { state: 'in-flight', retryAfterMs: Number(reply[1]) };
+    }
+  }
+
+  async renew(key: string, token: bigint, leaseMs: number): Promise<boolean> {
+    return (await this.script('idemRenew', this.record(key), String(token), leaseMs)) === 1;
+  }
+
+  async complete(
+    key: string,
+    token: bigint,
+    outcome: StoredOutcome,
+    retentionMs: number,
+  ): Promise<CompleteResult> {
+    const kind = outcome.kind === 'final-error' ? 'e' : 'v';
+    const reply = (await this.script(
+      'idemComplete',
+      this.record(key),
+      String(token),
+      kind,
+      outcome.body,
+      retentionMs,
+    )) as (number | string | null)[];
+    if (reply[0] === 1) return { stored: true };
+    return { stored: false, current: typeof reply[1] === 'string' ? BigInt(reply[1]) : null };
+  }
+
+  async abandon(key: string, token: bigint): Promise<void> {
+    await this.script('idemAbandon', this.record(key), String(token));
+  }
+
+  async close(): Promise<void> {
+    this.client.disconnect();
+  }
+}

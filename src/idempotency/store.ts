@@ -1,0 +1,246 @@
+import { randomUUID } from 'node:crypto';
+import { jitteredDelays, sleepUnlessWoken } from '../backoff.js';
+import { DEFAULT_DRIFT_RATE } from '../clock.js';
+import {
+  AbortError,
+  BackendUnavailableError,
+  ProviderClosedError,
+  StaleFencingTokenError,
+} from '../errors.js';
+import { linkSignals } from '../signals.js';
+import { jsonCodec, type ResultCodec } from './codec.js';
+import { within } from './deadline.js';
+import { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from './errors.js';
+import { type Canonicalize, canonicalJson, payloadHash } from './hash.js';
+import { LeaseKeeper } from './lease-keeper.js';
+import type { BeginResult, RecordBackend, StoredOutcome } from './records.js';
+import { type RunOptions, validateIdempotencyKey, validateRunOptions } from './validate.js';
+
+/** Starts answered after their lease ran out, in a row, before a run gives up as unavailable. */
+const MAX_LATE_STARTS = 3;
+
+export interface IdempotencyStoreOptions {
+  /** Deadline of every store call (default 5000 ms). */
+  callTimeoutMs?: number;
+  /** The payload's canonical form, hashed with SHA-256 (default: JSON with sorted keys). */
+  canonicalize?: Canonicalize;
+  /** How results are stored (default JSON). */
+  codec?: ResultCodec;
+  /** Defaults for every run: leaseMs (30 s), retentionMs (24 h), waitMs (0). */
+  defaults?: Omit<RunOptions, 'signal'>;
+}
+
+export interface RunContext {
+  /** Aborts when the lease is lost or cannot be confirmed, or the caller's signal aborts. */
+  signal: AbortSignal;
+  /** Rises with each run of this key that took the record over; pass it to storage that checks tokens. */
+  fencingToken: bigint;
+}
+
+export interface Execution<T> {
+  value: T;
+  /** True when the value is the stored result of an earlier run. */
+  replayed: boolean;
+}
+
+/**
+ * Idempotency keys over one record store: the first run of a key runs fn and stores its result;
+ * repeats get that result. The in-flight record is a lease with a fencing token, so a crashed or
+ * paused first run is taken over, and its late completion is refused.
+ */
+export class IdempotencyStore {
+  private readonly callTimeoutMs: number;
+  private readonly canonicalize: Canonicalize;
+  private readonly codec: ResultCodec;
+  private readonly defaults: Omit<RunOptions, 'signal'>;
+  private readonly closing = new AbortController();
+
+  constructor(
+    private readonly records: RecordBackend,
+    options: IdempotencyStoreOptions = {},
+  ) {
+    this.callTimeoutMs = options.callTimeoutMs ?? 5_000;
+    this.canonicalize = options.canonicalize ?? canonicalJson;
+    this.codec = options.codec ?? jsonCodec;
+    this.defaults = options.defaults ?? {};
+  }
+
+  get backend(): RecordBackend['name'] {
+    return this.records.name;
+  }
+
+  /** The SHA-256 (hex) a payload is recorded under. */
+  hash(payload: unknown): string {
+    return payloadHash(payload, this.canonicalize);
+  }
+
+  async run<T>(
+    key: string,
+    payload: unknown,
+    fn: (ctx: RunContext) => T | Promise<T>,
+    options?: RunOptions,
+  ): Promise<T> {
+    return (await this.execute(key, payload, fn, options)).value;
+  }
+
+  /** As run(), and says whether the value was replayed. */
+  async execute<T>(
+    key: string,
+    payload: unknown,
+    fn: (ctx: RunContext) => T | Promise<T>,
+    options?: RunOptions,
+  ): Promise<Execution<T>> {
+    validateIdempotencyKey(key);
+    const opts = validateRunOptions(options, this.defaults);
+    const hash = this.hash(payload);
+    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    if (this.closing.signal.aborted) throw new ProviderClosedError(`idempotency (${this.records.name})`);
+    // Without a caller's signal the store's own is enough (no derived signal to make and undo).
+    const linked = opts.signal
+      ? linkSignals([opts.signal, this.closing.signal])
+      : { signal: this.closing.signal, dispose: () => undefined };
+    try {
+      const waitUntil = performance.now() + opts.waitMs;
+      let delays: Generator<number, never> | undefined; // made only when a run must be waited for
+      // Names this call's start, so that a begin retried after a lost reply adopts its own record.
+      const attempt = randomUUID();
+      let lateStarts = 0;
+      for (;;) {
+        const beganAt = performance.now();
+        let begun: BeginResult;
+        try {
+          begun = await this.call('begin', linked.signal, () =>
+            this.records.begin(key, hash, opts.leaseMs, opts.retentionMs, attempt),
+          );
+        } catch (error) {
+          // Within waitMs an outage is ridden through: fn has not run, so asking again is safe.
+          const left = waitUntil - performance.now();
+          if (!(error instanceof BackendUnavailableError) || left <= 0) throw error;
+          delays ??= jitteredDelays({ initialMs: 10, maxMs: 250 });
+          const pause = Math.min(delays.next().value, left);
+          await sleepUnlessWoken(pause, linked.signal).done.catch((reason) => {
+            throw new AbortError('waiting for the idempotency store', reason);
+          });
+          continue;
+        }
+        switch (begun.state) {
+          case 'completed':
+            return { value: this.replay(begun.outcome) as T, replayed: true };
+          case 'mismatch':
+            throw new IdempotencyMismatchError(key);
+          case 'started':
+            if (performance.now() >= beganAt + opts.leaseMs * (1 - DEFAULT_DRIFT_RATE)) {
+              // The answer came after the lease may have run out: another request may be taking
+              // the record over. Never run fn on it; ask again (adopting our own start afresh).
+              if (++lateStarts < MAX_LATE_STARTS) continue;
+              await this.call('abandon', undefined, () => this.records.abandon(key, begun.token)).catch(
+                () => undefined, // the lease ends by itself
+              );
+              throw new BackendUnavailableError(
+                `idempotency begin: the store answered later than the lease (${opts.leaseMs} ms) ${MAX_LATE_STARTS} times`,
+              );
+            }
+            return {
+              value: await this.runFirst(key, begun.token, beganAt, fn, opts, linked.signal),
+              replayed: false,
+            };
+          case 'in-flight': {
+            const left = waitUntil - performance.now();
+            if (left <= 0) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
+            delays ??= jitteredDelays({ initialMs: 10, maxMs: 250 });
+            const pause = Math.min(delays.next().value, left, begun.retryAfterMs);
+            await sleepUnlessWoken(pause, linked.signal).done.catch((reason) => {
+              throw new AbortError('waiting for an in-flight idempotent request', reason);
+            });
+          }
+        }
+      }
+    } finally {
+      linked.dispose();
+    }
+  }
+
+  private async runFirst<T>(
+    key: string,
+    token: bigint,
+    beganAt: number,
+    fn: (ctx: RunContext) => T | Promise<T>,
+    opts: ReturnType<typeof validateRunOptions>,
+    signal: AbortSignal,
+  ): Promise<T> {
+    const lease = new LeaseKeeper(key, token, opts.leaseMs, beganAt, signal, () =>
+      this.call('renew', signal, () => this.records.renew(key, token, opts.leaseMs)),
+    );
+    let outcome: StoredOutcome;
+    let value: T | undefined;
+    let final: FinalError | undefined;
+    try {
+      value = await fn({ signal: lease.signal, fencingToken: token });
+      outcome = { kind: 'value', body: this.codec.encode(value) };
+    } catch (error) {
+      lease.stop();
+      if (!(error instanceof FinalError)) {
+        // Retryable: free the key now. If this fails the lease still ends by itself after leaseMs.
+        await this.call('abandon', undefined, () => this.records.abandon(key, token)).catch(() => undefined);
+        throw error;
+      }
+      final = error;
+      outcome = {
+        kind: 'final-error',
+        body: JSON.stringify({ message: error.message, status: error.status, details: error.details }),
+      };
+    }
+    try {
+      await this.completeWithinLease(key, token, outcome, opts.retentionMs, lease);
+    } finally {
+      lease.stop();
+    }
+    if (final) throw final;
+    return value as T;
+  }
+
+  /** The fenced completion, retried while the lease may still be ours; a takeover refuses it. */
+  private async completeWithinLease(
+    key: string,
+    token: bigint,
+    outcome: StoredOutcome,
+    retentionMs: number,
+    lease: LeaseKeeper,
+  ): Promise<void> {
+    let delays: Generator<number, never> | undefined;
+    for (;;) {
+      try {
+        const done = await this.call('complete', undefined, () =>
+          this.records.complete(key, token, outcome, retentionMs),
+        );
+        if (done.stored) return;
+        throw new StaleFencingTokenError(`idempotency key "${key}"`, token, done.current ?? token);
+      } catch (error) {
+        const left = lease.trustedUntil - performance.now();
+        if (!(error instanceof BackendUnavailableError) || left <= 0) throw error;
+        delays ??= jitteredDelays({ initialMs: 20, maxMs: 500 });
+        const pause = Math.min(delays.next().value, left);
+        await new Promise((r) => setTimeout(r, pause));
+      }
+    }
+  }
+
+  private replay(outcome: StoredOutcome): unknown {
+    if (outcome.kind === 'value') return this.codec.decode(outcome.body);
+    const stored = JSON.parse(outcome.body) as { message: string; status?: number; details?: unknown };
+    throw new FinalError(stored.message, { status: stored.status, details: stored.details, replayed: true });
+  }
+
+  private call<R>(what: string, signal: AbortSignal | undefined, fn: () => Promise<R>): Promise<R> {
+    return within(`idempotency ${what}`, this.callTimeoutMs, signal ?? this.closing.signal, fn);
+  }
+
+  /** Stops new runs, fails waiting ones, and closes the store's connections (bounded by callTimeoutMs). */
+  async close(): Promise<void> {
+    if (this.closing.signal.aborted) return;
+    this.closing.abort(new ProviderClosedError(`idempotency (${this.records.name})`));
+    await within('idempotency close', this.callTimeoutMs, undefined, () => this.records.close()).catch(
+      () => undefined,
+    );
+  }
+}

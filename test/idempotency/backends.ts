@@ -1,0 +1,40 @@
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { MemoryRecords } from '../../src/idempotency/memory-records.js';
+import { PostgresRecords } from '../../src/idempotency/postgres-records.js';
+import type { RecordBackend } from '../../src/idempotency/records.js';
+import { RedisRecords } from '../../src/idempotency/redis-records.js';
+import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+
+export type StoreBackend = 'memory' | 'redis' | 'postgres';
+
+/** Throwaway Redis and PostgreSQL servers for one test file, and the store URL of each backend. */
+export async function startStoreServers(): Promise<{
+  urls: Record<StoreBackend, string>;
+  stop(): Promise<void>;
+}> {
+  const [redis, postgres] = await Promise.all([startServers('redis'), startServers('postgres')]);
+  const groups: ServerGroup[] = [redis, postgres];
+  return {
+    urls: {
+      memory: `memory://idem-${crypto.randomUUID()}`,
+      redis: endpoint(redis, 'REDIS_URL'),
+      postgres: endpoint(postgres, 'PG_URL'),
+    },
+    stop: async () => {
+      await Promise.all(groups.map((g) => g.stop()));
+    },
+  };
+}
+
+/** The store's record backend opened directly, to play a process that began a run and then stalled. */
+export function rawRecords(backend: StoreBackend, url: string): RecordBackend {
+  switch (backend) {
+    case 'memory':
+      return new MemoryRecords(url.replace('memory://', ''));
+    case 'redis':
+      return new RedisRecords(new Redis(url, { lazyConnect: true }));
+    case 'postgres':
+      return new PostgresRecords(new pg.Pool({ connectionString: url, max: 2 }));
+  }
+}

@@ -1,0 +1,273 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import Fastify from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createIdempotencyStore,
+  type IdempotencyStore,
+  idempotencyContext,
+  idempotencyMiddleware,
+  idempotencyPlugin,
+} from '../../src/idempotency/index.js';
+import { eventually } from '../../src/testing/index.js';
+
+// The IETF Idempotency-Key draft over real HTTP (fetch), on Express 5 and Fastify 5.
+interface App {
+  base: string;
+  charges: () => number;
+  /** Holds the next /payments handler until released. */
+  hold(): () => void;
+  close(): Promise<void>;
+}
+
+interface Behaviour {
+  charges: number;
+  gate: Promise<void> | undefined;
+  failures: number;
+}
+
+async function charge(state: Behaviour, body: { amount?: number }) {
+  state.charges++;
+  if (state.gate) await state.gate;
+  return { id: `ch_${state.charges}`, amount: body.amount };
+}
+
+function controls(state: Behaviour) {
+  return {
+    charges: () => state.charges,
+    hold: () => {
+      let release!: () => void;
+      state.gate = new Promise<void>((r) => {
+        release = r;
+      });
+      return () => {
+        state.gate = undefined;
+        release();
+      };
+    },
+  };
+}
+
+async function expressApp(store: IdempotencyStore): Promise<App> {
+  const state: Behaviour = { charges: 0, gate: undefined, failures: 0 };
+  const app = express();
+  app.use(express.json());
+  app.use(idempotencyMiddleware(store, { leaseMs: 5_000 }));
+  app.post('/payments', async (req, res) => {
+    const result = await charge(state, req.body);
+    res.status(201).set('location', `/payments/${result.id}`).set('x-trace', 'first').json(result);
+  });
+  app.post('/flaky', (_req, res) => {
+    state.failures++;
+    if (state.failures === 1) res.status(503).json({ error: 'try again' });
+    else res.status(201).json({ attempt: state.failures });
+  });
+  app.get('/payments', (_req, res) => {
+    res.json({ list: [] });
+  });
+  app.post('/token', (req, res) => {
+    const context = idempotencyContext(req);
+    res.status(201).json({ token: String(context?.fencingToken), live: context?.signal.aborted === false });
+  });
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    ...controls(state),
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+}
+
+async function fastifyApp(store: IdempotencyStore): Promise<App> {
+  const state: Behaviour = { charges: 0, gate: undefined, failures: 0 };
+  const app = Fastify();
+  await app.register(idempotencyPlugin, { store, leaseMs: 5_000 });
+  app.post('/payments', async (request, reply) => {
+    const result = await charge(state, request.body as { amount?: number });
+    reply.code(201).header('location', `/payments/${result.id}`).header('x-trace', 'first');
+    return result;
+  });
+  app.post('/flaky', async (_request, reply) => {
+    state.failures++;
+    if (state.failures === 1) return reply.code(503).send({ error: 'try again' });
+    return reply.code(201).send({ attempt: state.failures });
+  });
+  app.get('/payments', async () => ({ list: [] }));
+  app.post('/token', async (request, reply) => {
+    const context = idempotencyContext(request);
+    reply.code(201);
+    return { token: String(context?.fencingToken), live: context?.signal.aborted === false };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return {
+    base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
+    ...controls(state),
+    close: () => app.close(),
+  };
+}
+
+const post = (base: string, path: string, body: unknown, key?: string, signal?: AbortSignal) =>
+  fetch(`${base}${path}`, {
+    method: 'POST',
+    signal,
+    headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { 'idempotency-key': key }) },
+    body: JSON.stringify(body),
+  });
+
+describe.each([
+  ['Express', expressApp],
+  ['Fastify', fastifyApp],
+] as const)('%s over real HTTP', (_name, start) => {
+  let store: IdempotencyStore;
+  let app: App;
+  beforeAll(async () => {
+    store = await createIdempotencyStore(`memory://http-${crypto.randomUUID()}`);
+    app = await start(store);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await store?.close();
+  });
+
+  it('a repeat replays status, kept headers and body with Idempotency-Replayed; the charge runs once', async () => {
+    const key = crypto.randomUUID();
+    const first = await post(app.base, '/payments', { amount: 4200 }, key);
+    const firstBody = await first.json();
+    const again = await post(app.base, '/payments', { amount: 4200 }, key);
+    expect(first.status).toBe(201);
+    expect(first.headers.get('idempotency-replayed')).toBeNull();
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    expect(again.headers.get('location')).toBe(first.headers.get('location'));
+    expect(again.headers.get('content-type')).toMatch(/application\/json/);
+    expect(again.headers.get('x-trace')).toBeNull(); // not in keepHeaders
+    expect(await again.json()).toEqual(firstBody);
+    expect(app.charges()).toBe(1);
+  });
+
+  it('400 without a key, or with a bad one; requests the draft does not cover pass through', async () => {
+    const before = app.charges();
+    const missing = await post(app.base, '/payments', { amount: 1 });
+    expect(missing.status).toBe(400);
+    expect(missing.headers.get('content-type')).toBe('application/problem+json');
+    expect(await missing.json()).toMatchObject({ status: 400, title: 'Idempotency-Key is missing' });
+    const tooLong = await post(app.base, '/payments', { amount: 1 }, 'k'.repeat(256));
+    expect(tooLong.status).toBe(400);
+    expect(((await tooLong.json()) as { detail: string }).detail).toMatch(/255/);
+    expect(app.charges()).toBe(before);
+    const list = await fetch(`${app.base}/payments`);
+    expect(list.status).toBe(200);
+  });
+
+  it('the key may come as a Structured Field string, as the draft writes it: "k" and k are one key', async () => {
+    const key = crypto.randomUUID();
+    const before = app.charges();
+    const quoted = await post(app.base, '/payments', { amount: 3 }, `"${key}"`);
+    const bare = await post(app.base, '/payments', { amount: 3 }, key);
+    expect(quoted.status).toBe(201);
+    expect(bare.headers.get('idempotency-replayed')).toBe('true');
+    expect(app.charges() - before).toBe(1);
+  });
+
+  it('the handler gets the run’s fencing token and lease signal through idempotencyContext(req)', async () => {
+    const key = crypto.randomUUID();
+    const first = await post(app.base, '/token', {}, key);
+    const body = (await first.json()) as { token: string; live: boolean };
+    expect(body.live).toBe(true);
+    expect(BigInt(body.token)).toBeGreaterThan(0n);
+    expect(await (await post(app.base, '/token', {}, key)).json()).toEqual(body);
+  });
+
+  it('415 for a body no parser read: it could not be compared, so the handler is not run', async () => {
+    const before = app.charges();
+    const res = await fetch(`${app.base}/payments`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-unknown', 'idempotency-key': crypto.randomUUID() },
+      body: 'amount=1',
+    });
+    expect(res.status).toBe(415);
+    expect(app.charges()).toBe(before);
+  });
+
+  it('422 when the key is reused with another body', async () => {
+    const key = crypto.randomUUID();
+    expect((await post(app.base, '/payments', { amount: 1 }, key)).status).toBe(201);
+    const other = await post(app.base, '/payments', { amount: 2 }, key);
+    expect(other.status).toBe(422);
+    expect(other.headers.get('content-type')).toBe('application/problem+json');
+    expect(await other.json()).toMatchObject({ status: 422 });
+  });
+
+  it('409 with Retry-After while the first request is in flight; afterwards the repeat is replayed', async () => {
+    const key = crypto.randomUUID();
+    const release = app.hold();
+    const before = app.charges();
+    const first = post(app.base, '/payments', { amount: 7 }, key);
+    await eventually('the first request reached the handler', async () => app.charges() > before);
+    const busy = await post(app.base, '/payments', { amount: 7 }, key);
+    expect(busy.status).toBe(409);
+    expect(busy.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(await busy.json()).toMatchObject({ status: 409 });
+    release();
+    const done = await first;
+    expect(done.status).toBe(201);
+    const replay = await post(app.base, '/payments', { amount: 7 }, key);
+    expect(replay.headers.get('idempotency-replayed')).toBe('true');
+    expect(await replay.json()).toEqual(await done.json());
+  });
+
+  it('a client that gives up mid-request does not free the key: its retry is answered, one charge', async () => {
+    const key = crypto.randomUUID();
+    const before = app.charges();
+    const release = app.hold();
+    const gaveUp = await post(app.base, '/payments', { amount: 9 }, key, AbortSignal.timeout(100)).catch(
+      (e: unknown) => e,
+    );
+    expect((gaveUp as Error).name).toBe('TimeoutError');
+    await new Promise((r) => setTimeout(r, 100)); // the server has seen the disconnect
+    setTimeout(release, 100);
+    // A client's retry loop: 409 means "still in flight", so ask again a little later (at most 30 times).
+    let retry = await post(app.base, '/payments', { amount: 9 }, key);
+    for (let i = 0; i < 30 && retry.status === 409; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      retry = await post(app.base, '/payments', { amount: 9 }, key);
+    }
+    expect(retry.status).toBe(201);
+    expect(app.charges() - before).toBe(1);
+    expect(retry.headers.get('idempotency-replayed')).toBe('true');
+  });
+
+  it('a 5xx answer is sent but not stored: the retry runs the handler again', async () => {
+    const key = crypto.randomUUID();
+    const failed = await post(app.base, '/flaky', {}, key);
+    expect(failed.status).toBe(503);
+    const retried = await post(app.base, '/flaky', {}, key);
+    expect(retried.status).toBe(201);
+    expect(await retried.json()).toEqual({ attempt: 2 });
+    const replay = await post(app.base, '/flaky', {}, key);
+    expect(replay.headers.get('idempotency-replayed')).toBe('true');
+    expect(await replay.json()).toEqual({ attempt: 2 });
+  });
+});
+
+describe.each([
+  ['Express', expressApp],
+  ['Fastify', fastifyApp],
+] as const)('%s with its store down', (_name, start) => {
+  it('answers 503 problem+json within the call deadline and never runs the handler', async () => {
+    const store = await createIdempotencyStore('redis://127.0.0.1:1', { callTimeoutMs: 500 });
+    const app = await start(store);
+    try {
+      const res = await post(app.base, '/payments', { amount: 1 }, crypto.randomUUID());
+      expect(res.status).toBe(503);
+      expect(res.headers.get('content-type')).toBe('application/problem+json');
+      expect(await res.json()).toMatchObject({ status: 503 });
+      expect(app.charges()).toBe(0);
+    } finally {
+      await app.close();
+      await store.close();
+    }
+  });
+});

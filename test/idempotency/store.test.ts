@@ -1,0 +1,286 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidArgumentError, StaleFencingTokenError } from '../../src/errors.js';
+import {
+  createIdempotencyStore,
+  FinalError,
+  IdempotencyInFlightError,
+  IdempotencyMismatchError,
+  type IdempotencyStore,
+} from '../../src/idempotency/index.js';
+import { eventually } from '../../src/testing/index.js';
+import { rawRecords, type StoreBackend, startStoreServers } from './backends.js';
+
+let servers: Awaited<ReturnType<typeof startStoreServers>>;
+beforeAll(async () => {
+  servers = await startStoreServers();
+});
+afterAll(async () => {
+  await servers?.stop();
+});
+
+const key = (label: string) => `${label}-${crypto.randomUUID()}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store on %s', (backend) => {
+  let store: IdempotencyStore;
+  beforeAll(async () => {
+    store = await createIdempotencyStore(servers.urls[backend], { callTimeoutMs: 2_000 });
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  it('runs fn once for a new key; a repeat gets the stored result without running it', async () => {
+    const k = key('once');
+    let runs = 0;
+    const fn = async ({ fencingToken }: { fencingToken: bigint }) => {
+      runs++;
+      return { charged: 4200, token: String(fencingToken) };
+    };
+    const first = await store.execute(k, { order: 42, cents: 4200 }, fn);
+    const again = await store.execute(k, { cents: 4200, order: 42 }, fn); // same payload, keys reordered
+    expect(runs).toBe(1);
+    expect(first.replayed).toBe(false);
+    expect(again).toEqual({ value: first.value, replayed: true });
+    expect(await store.run(key('undefined'), 1, async () => undefined)).toBeUndefined();
+  });
+
+  it('the same key with another payload is refused with IdempotencyMismatchError', async () => {
+    const k = key('mismatch');
+    await store.run(k, { cents: 100 }, async () => 'ok');
+    const error = await store.run(k, { cents: 999 }, async () => 'other').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IdempotencyMismatchError);
+    expect((error as IdempotencyMismatchError).code).toBe('IDEMPOTENCY_MISMATCH');
+  });
+
+  it('a concurrent repeat gets IdempotencyInFlightError, or with waitMs the first run’s result', async () => {
+    const k = key('inflight');
+    let runs = 0;
+    let finish!: (v: string) => void;
+    const first = store.run(k, 'p', () => {
+      runs++;
+      return new Promise<string>((r) => {
+        finish = r;
+      });
+    });
+    await eventually('first run started', async () => runs === 1);
+    const busy = await store.run(k, 'p', async () => 'second').catch((e: unknown) => e);
+    expect(busy).toBeInstanceOf(IdempotencyInFlightError);
+    expect((busy as IdempotencyInFlightError).retryAfterMs).toBeGreaterThan(0);
+    const waiting = store.run(k, 'p', async () => 'third', { waitMs: 5_000 });
+    setTimeout(() => finish('first'), 100);
+    expect(await first).toBe('first');
+    expect(await waiting).toBe('first');
+    expect(runs).toBe(1);
+  });
+
+  it('a FinalError is stored and replayed; any other error leaves the key free for a retry', async () => {
+    const k = key('final');
+    let runs = 0;
+    const declined = () => {
+      runs++;
+      throw new FinalError('card declined', { status: 402, details: { reason: 'insufficient_funds' } });
+    };
+    const a = await store.run(k, 'p', declined).catch((e: unknown) => e);
+    const b = await store.run(k, 'p', declined).catch((e: unknown) => e);
+    expect(runs).toBe(1);
+    expect(a).toBeInstanceOf(FinalError);
+    expect(b).toBeInstanceOf(FinalError);
+    expect(b).toMatchObject({ message: 'card declined', status: 402, replayed: true });
+    expect((b as FinalError).details).toEqual({ reason: 'insufficient_funds' });
+
+    const k2 = key('retryable');
+    const flaky = await store
+      .run(k2, 'p', async () => {
+        throw new Error('gateway timeout');
+      })
+      .catch((e: unknown) => e);
+    expect((flaky as Error).message).toBe('gateway timeout');
+    expect(await store.run(k2, 'p', async () => 'second try')).toBe('second try');
+  });
+
+  it('a run longer than its lease keeps it by renewal: no repeat takes over', async () => {
+    const k = key('renewed');
+    let runs = 0;
+    const slow = store.run(
+      k,
+      'p',
+      async ({ signal }) => {
+        runs++;
+        await sleep(700);
+        return signal.aborted ? 'lost' : 'kept';
+      },
+      { leaseMs: 300 },
+    );
+    await sleep(450); // past the first lease
+    const repeat = await store.run(k, 'p', async () => 'stolen', { leaseMs: 300 }).catch((e: unknown) => e);
+    expect(repeat).toBeInstanceOf(IdempotencyInFlightError);
+    expect(await slow).toBe('kept');
+    expect(runs).toBe(1);
+  });
+
+  it('a stalled run past its lease is taken over with a higher token; its late completion is refused', async () => {
+    const k = key('takeover');
+    const zombie = rawRecords(backend, servers.urls[backend]);
+    try {
+      const began = await zombie.begin(k, store.hash('p'), 200, 60_000, 'zombie-attempt');
+      expect(began.state).toBe('started');
+      const zombieToken = (began as { token: bigint }).token;
+      await sleep(300); // the zombie neither renews nor completes: its lease runs out
+      let retryToken = 0n;
+      const value = await store.run(k, 'p', async ({ fencingToken }) => {
+        retryToken = fencingToken;
+        return 'retry';
+      });
+      expect(value).toBe('retry');
+      expect(retryToken).toBeGreaterThan(zombieToken);
+      const late = await zombie.complete(k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
+      expect(late).toEqual({ stored: false, current: retryToken });
+      expect(await store.execute(k, 'p', async () => 'third')).toEqual({ value: 'retry', replayed: true });
+    } finally {
+      await zombie.close();
+    }
+  });
+
+  it('a run whose record was taken over while it ran fails with StaleFencingTokenError', async () => {
+    const k = key('superseded');
+    const other = rawRecords(backend, servers.urls[backend]);
+    try {
+      const error = await store
+        .run(
+          k,
+          'p',
+          async () => {
+            // Another process takes the record over (as after a pause): end our lease, then begin.
+            await other.abandon(k, (await currentToken()) ?? 0n);
+            const took = await other.begin(k, store.hash('p'), 60_000, 60_000, 'other-attempt');
+            expect(took.state).toBe('started');
+            return 'late';
+          },
+          { leaseMs: 5_000 },
+        )
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StaleFencingTokenError);
+    } finally {
+      await other.close();
+    }
+    // Our own token is not visible from outside fn: read it back through a takeover-free probe.
+    async function currentToken(): Promise<bigint | undefined> {
+      const probe = await other.complete(k, -1n, { kind: 'value', body: '' }, 1_000);
+      return probe.stored ? undefined : (probe.current ?? undefined);
+    }
+  });
+
+  it('a record is kept for retentionMs: then the key is new again, with a higher token', async () => {
+    const k = key('retention');
+    const tokens: bigint[] = [];
+    const fn = async ({ fencingToken }: { fencingToken: bigint }) => {
+      tokens.push(fencingToken);
+      return tokens.length;
+    };
+    expect(await store.run(k, 'first', fn, { leaseMs: 100, retentionMs: 300 })).toBe(1);
+    expect(await store.run(k, 'first', fn, { leaseMs: 100, retentionMs: 300 })).toBe(1); // kept
+    await sleep(400);
+    expect(await store.run(k, 'another payload', fn, { leaseMs: 100, retentionMs: 300 })).toBe(2);
+    expect(tokens[1]).toBeGreaterThan(tokens[0] as bigint);
+  });
+
+  it.runIf(backend === 'postgres')('expired rows are swept from the table by a busy store', async () => {
+    const k = key('sweep');
+    await store.run(k, 'p', () => 'old', { leaseMs: 100, retentionMs: 200 });
+    await sleep(300);
+    const client = new pg.Client({ connectionString: servers.urls.postgres });
+    await client.connect();
+    const fresh = await createIdempotencyStore(servers.urls.postgres); // sweeps on its first begin
+    try {
+      const count = async () =>
+        Number(
+          (await client.query('SELECT count(*) FROM fencekit_idempotency WHERE key = $1', [k])).rows[0].count,
+        );
+      expect(await count()).toBe(1);
+      await fresh.run(key('other'), 'p', () => 'x');
+      await eventually('expired row swept', async () => (await count()) === 0);
+    } finally {
+      await fresh.close();
+      await client.end();
+    }
+  });
+
+  it('an option passed as undefined keeps the store default (as the HTTP middleware passes them)', async () => {
+    const patient = await createIdempotencyStore(servers.urls[backend], { defaults: { waitMs: 3_000 } });
+    try {
+      const k = key('defaults');
+      let finish!: (v: string) => void;
+      const first = patient.run(k, 'p', () => new Promise<string>((r) => (finish = r)));
+      await eventually('first run started', async () => finish !== undefined);
+      setTimeout(() => finish('first'), 100);
+      const repeat = await patient
+        .run(k, 'p', () => 'second', { waitMs: undefined })
+        .catch((e: unknown) => e);
+      expect(repeat).toBe('first');
+      await first;
+    } finally {
+      await patient.close();
+    }
+  });
+
+  it('results go through a pluggable codec (here one that keeps bigints)', async () => {
+    const codec = {
+      encode: (v: unknown) => JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? `${x}n` : x)),
+      decode: (t: string) =>
+        JSON.parse(t, (_k, x) => (typeof x === 'string' && /^\d+n$/.test(x) ? BigInt(x.slice(0, -1)) : x)),
+    };
+    const custom = await createIdempotencyStore(servers.urls[backend], { codec });
+    try {
+      const k = key('codec');
+      expect(await custom.run(k, 'p', () => ({ cents: 12n }))).toEqual({ cents: 12n });
+      expect(await custom.execute(k, 'p', () => ({ cents: 99n }))).toEqual({
+        value: { cents: 12n },
+        replayed: true,
+      });
+    } finally {
+      await custom.close();
+    }
+  });
+
+  it('bad input is refused with typed errors before anything is stored', async () => {
+    const ok = async () => 'never';
+    const cases: [string, Promise<unknown>, string][] = [
+      ['empty key', store.run('', 'p', ok), 'key'],
+      ['key over 255 bytes', store.run('k'.repeat(256), 'p', ok), 'key'],
+      ['non-printable key', store.run('a\u0007b', 'p', ok), 'key'],
+      ['non-ASCII key', store.run('clé', 'p', ok), 'key'],
+      ['bigint payload', store.run(key('p'), { amount: 1n }, ok), 'payload'],
+      ['cyclic payload', store.run(key('p'), cyclic(), ok), 'payload'],
+      ['NaN payload', store.run(key('p'), { amount: Number.NaN }, ok), 'payload'],
+      [
+        'retention below lease',
+        store.run(key('p'), 'p', ok, { leaseMs: 10_000, retentionMs: 5_000 }),
+        'retentionMs',
+      ],
+      ['unknown option', store.run(key('p'), 'p', ok, { ttlMs: 1 } as never), 'options'],
+    ];
+    for (const [what, attempt, argument] of cases) {
+      const error = await attempt.catch((e: unknown) => e);
+      expect(error, what).toBeInstanceOf(InvalidArgumentError);
+      expect((error as InvalidArgumentError).argument, what).toBe(argument);
+    }
+    if (backend === 'postgres') {
+      const badTable = await createIdempotencyStore(servers.urls.postgres, {
+        table: 'x; DROP TABLE y',
+      }).catch((e: unknown) => e);
+      expect(badTable).toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'table' });
+    }
+    const unstorable = key('unstorable');
+    const error = await store.run(unstorable, 'p', async () => 10n).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(await store.run(unstorable, 'p', async () => 'stored now')).toBe('stored now'); // key was freed
+  });
+});
+
+function cyclic(): unknown {
+  const a: Record<string, unknown> = { x: 1 };
+  a.self = a;
+  return a;
+}

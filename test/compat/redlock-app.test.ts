@@ -313,4 +313,24 @@ describe.each(v4Subjects)('redlock v4 names: $name', (subject) => {
     await redlock.unlock(next);
     await expect(redlock.unlock(next)).rejects.toBeInstanceOf(subject.Redlock.LockError);
   });
+
+  it('lock and unlock take node-style callbacks', async () => {
+    type Callback<T> = (error: Error | null, value?: T) => void;
+    const withCallbacks = redlock as unknown as {
+      lock(resource: string, ttl: number, callback: Callback<V4Lock>): unknown;
+    };
+    const resource = uniqueKey('redlock-v4-cb').replace(/\//g, ':');
+    const lock = await new Promise<V4Lock>((resolve, reject) =>
+      withCallbacks.lock(resource, 2_000, (error, value) =>
+        error ? reject(error) : resolve(value as V4Lock),
+      ),
+    );
+    await new Promise<void>((resolve, reject) =>
+      (lock as unknown as { unlock(callback: Callback<void>): unknown }).unlock((error) =>
+        error ? reject(error) : resolve(),
+      ),
+    );
+    const again = await once.lock(resource, 2_000); // free again
+    await again.unlock();
+  });
 });

@@ -5,6 +5,7 @@ import Redlock5, {
   ResourceLockedError as ResourceLockedError5,
 } from 'redlock5';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lockKeys } from '../../adapters/redis/scripts.js';
 import * as facade from '../../src/compat/redlock/index.js';
 import { connect, type LockProvider } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
@@ -53,12 +54,15 @@ interface Subject {
   make(settings: object): Promise<V5>;
   ExecutionError: new (...args: never[]) => Error;
   ResourceLockedError: new (...args: never[]) => Error;
+  /** Deletes a resource's grant behind its holder's back (where the test knows the key). */
+  steal?: (resource: string) => Promise<void>;
 }
 
 let redisServer: ServerGroup;
 let etcdServer: ServerGroup;
 let zkServer: ServerGroup;
 let redisUrl: string;
+let raw: Redis;
 const closers: Array<() => Promise<unknown>> = [];
 
 async function overProvider(url: string, settings: object): Promise<V5> {
@@ -72,6 +76,7 @@ const subjects: Subject[] = [
   {
     name: 'redlock 5.0.0-beta.2 (the original)',
     original: true,
+    steal: async (resource) => void (await raw.del(resource)),
     make: async (settings) => {
       const redlock = new Redlock5([new Redis(redisUrl)], settings);
       closers.push(() => redlock.quit());
@@ -83,6 +88,7 @@ const subjects: Subject[] = [
   {
     name: 'facade over an ioredis client (Redis)',
     original: false,
+    steal: async (resource) => void (await raw.del(lockKeys('fencekit:', resource).lock)),
     make: async (settings) => {
       const redlock = new facade.Redlock([new Redis(redisUrl)], settings);
       closers.push(() => redlock.quit());
@@ -117,9 +123,11 @@ beforeAll(async () => {
     startServers('zookeeper'),
   ]);
   redisUrl = endpoint(redisServer, 'REDIS_URL');
+  raw = new Redis(redisUrl);
 }, 90_000);
 afterAll(async () => {
   await Promise.allSettled(closers.map((close) => close()));
+  raw?.disconnect();
   await Promise.allSettled([redisServer?.stop(), etcdServer?.stop(), zkServer?.stop()]);
 });
 
@@ -233,6 +241,27 @@ describe.each(subjects)('redlock v5 API: $name', (subject) => {
     const next = await once.acquire([resource], 1_000);
     await next.release();
   });
+
+  it.skipIf(!subject.steal)(
+    'using: a lock lost while the routine runs aborts its signal, with signal.error',
+    async () => {
+      const resource = key();
+      let seen: unknown;
+      const outcome = await redlock
+        .using([resource], 1_000, { retryCount: 0 }, async (signal) => {
+          await subject.steal?.(resource);
+          const started = Date.now();
+          while (!signal.aborted && Date.now() - started < 4_000) await sleep(20);
+          seen = { aborted: signal.aborted, error: signal.error instanceof Error };
+          return 'done';
+        })
+        .catch((error: unknown) => (error as Error).constructor.name);
+      expect(seen).toEqual({ aborted: true, error: true });
+      // Deliberate difference: the original's using() then rejects, as its final release finds the key
+      // gone (after retrying); the facade's release of a lost lock is quiet, and the routine's value stands.
+      expect(outcome).toBe(subject.original ? 'ExecutionError' : 'done');
+    },
+  );
 
   it('using rejects a duration not 100 ms above automaticExtensionThreshold', async () => {
     await expect(redlock.using([key()], 500, {}, async () => 1)).rejects.toThrow(

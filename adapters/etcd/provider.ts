@@ -121,7 +121,9 @@ export class EtcdLockProvider extends BaseLockProvider {
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     // One etcd key per session and name: acquires of one name in this provider take turns here. A
     // turn ends only once etcd confirmed our key's deletion, or the session (its lease) ended.
-    const leave = await this.#local.enter(req.key, cancel);
+    // A request that must not wait (tryAcquire, waitMs 0) does not queue behind a local holder.
+    const leave = req.wait ? await this.#local.enter(req.key, cancel) : this.#local.tryEnter(req.key);
+    if (!leave) return null;
     let session: EtcdSession;
     try {
       session = await bounded(this.#currentSession(), cancel, this.callTimeoutMs, 'session lease grant');

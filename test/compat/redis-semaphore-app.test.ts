@@ -159,27 +159,19 @@ describe.each(subjects)('redis-semaphore API: $name', (subject) => {
     await first.release();
   });
 
-  // etcd adapter bug (reported, not in this slice): a try-once acquire (tryAcquire, waitMs 0) of a
-  // name the same provider already holds waits for that holder instead of answering at once. Marked
-  // as failing there, with a short timeout, until the etcd adapter is fixed.
-  const etcdTryOnceBug = subject.name === 'facade over etcd';
-  (etcdTryOnceBug ? it.fails : it)(
-    'Mutex: acquireAttemptsLimit 1 tries once',
-    async () => {
-      const k = key();
-      const first = new Mutex(client, k);
-      await first.acquire();
-      try {
-        const error = await new Mutex(client, k, { acquireAttemptsLimit: 1 })
-          .acquire()
-          .catch((e: unknown) => e);
-        expect(error).toBeInstanceOf(TimeoutError);
-      } finally {
-        await first.release();
-      }
-    },
-    etcdTryOnceBug ? 2_000 : undefined,
-  );
+  it('Mutex: acquireAttemptsLimit 1 tries once', async () => {
+    const k = key();
+    const first = new Mutex(client, k);
+    await first.acquire();
+    try {
+      const error = await new Mutex(client, k, { acquireAttemptsLimit: 1 })
+        .acquire()
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(TimeoutError);
+    } finally {
+      await first.release();
+    }
+  });
 
   it('Semaphore: at most limit holders; a released permit goes to the next', async () => {
     const k = key();

@@ -271,20 +271,14 @@ export class EtcdLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
-    return etcdSemaphore(
-      name,
-      options,
-      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
-      {
-        ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
-        session: () => this.#currentSession(),
-        woken: (kind) => {
-          if (kind === 'release') this.semaphoreWakeups += 1;
-          else this.semaphoreHandoffs += 1;
-        },
+    return etcdSemaphore(name, options, this.semaphoreContext(), {
+      ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
+      session: () => this.#currentSession(),
+      woken: (kind) => {
+        if (kind === 'release') this.semaphoreWakeups += 1;
+        else this.semaphoreHandoffs += 1;
       },
-    );
+    });
   }
 
   /** Semaphore waiters woken by a released permit (at most one per permit), and by a queue handoff. */

@@ -133,21 +133,16 @@ export class RedisLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal, driftRate, redis, prefix } = this;
-    return redisSemaphore(
-      name,
-      options,
-      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
-      {
-        ...{ redis, prefix, driftRate, notices: this.#notices, leftovers: this.#leftovers },
-        ...{ maxPollMs: this.#maxPollMs, waiterTtlMs: this.#waiterTtlMs },
-        call: (what, run, cancel) => this.#call(what, run, cancel),
-        reachable: () => this.backendReachable(),
-        woken: () => {
-          this.wakeups += 1;
-        },
+    const { driftRate, redis, prefix } = this;
+    return redisSemaphore(name, options, this.semaphoreContext(), {
+      ...{ redis, prefix, driftRate, notices: this.#notices, leftovers: this.#leftovers },
+      ...{ maxPollMs: this.#maxPollMs, waiterTtlMs: this.#waiterTtlMs },
+      call: (what, run, cancel) => this.#call(what, run, cancel),
+      reachable: () => this.backendReachable(),
+      woken: () => {
+        this.wakeups += 1;
       },
-    );
+    });
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

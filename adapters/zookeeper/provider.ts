@@ -213,22 +213,16 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`, as Curator's InterProcessSemaphoreV2 (see semaphore.ts). */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
-    return zkSemaphore(
-      name,
-      options,
-      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
-      {
-        session: (cancel) => this.#currentSession(cancel),
-        folder: (key) => this.folder(key),
-        acl: this.#acl,
-        reachable: () => this.backendReachable(),
-        woken: (kind) => {
-          if (kind === 'release') this.semaphoreWakeups += 1;
-          else this.semaphoreHandoffs += 1;
-        },
+    return zkSemaphore(name, options, this.semaphoreContext(), {
+      session: (cancel) => this.#currentSession(cancel),
+      folder: (key) => this.folder(key),
+      acl: this.#acl,
+      reachable: () => this.backendReachable(),
+      woken: (kind) => {
+        if (kind === 'release') this.semaphoreWakeups += 1;
+        else this.semaphoreHandoffs += 1;
       },
-    );
+    });
   }
 
   /** Semaphore waiters woken by a lease change (at most one per permit), and by the mutex handed on. */

@@ -26,8 +26,15 @@ import { DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
-import { enqueue, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
+import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import { EtcdSession } from './session.js';
+
+/**
+ * How long a cancelled acquire still waits for its queue entry's deletion before answering: enough
+ * for a healthy etcd (a few ms), so "cancellation leaves nothing" holds when the caller hears back;
+ * short, so a frozen etcd cannot stretch waitMs or an abort.
+ */
+const CANCEL_GRACE_MS = 250;
 
 export interface EtcdProviderOptions extends ProviderDefaults {
   /** Endpoints, e.g. ['http://10.0.0.1:2379', 'http://10.0.0.2:2379']. */
@@ -155,24 +162,25 @@ export class EtcdLockProvider extends BaseLockProvider {
       },
     };
     let queued: Queued;
+    const attempt = sendEnqueue(call);
     try {
-      queued = await enqueue(call, signal);
+      queued = await enqueue(call, attempt, signal);
     } catch (error) {
-      await this.#remove(session, call.key, undefined, leave); // the put may have happened
+      // The Txn may still put our key: the session waits for its outcome and deletes what it made.
+      await this.#handOff(session.removeEnqueued(call.key, attempt), session, leave, signal);
       throw error;
     }
     if (!queued.owner) {
       if (!req.wait) {
-        await this.#remove(session, queued.key, queued.revision, leave);
+        await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
         return null;
       }
       try {
         await waitForTurn(call, queued, signal);
       } catch (error) {
-        // Timed out, aborted or cut off: take our queue entry back before answering (closing: the
-        // lease's revoke deletes it with the rest, no need to wait).
-        const removing = this.#remove(session, queued.key, queued.revision, leave);
-        if (!(signal.reason instanceof ProviderClosedError)) await removing;
+        // Timed out, aborted or cut off: take our queue entry back (closing: the lease's revoke
+        // deletes it with the rest, no need to wait).
+        await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
         throw error;
       }
     }
@@ -180,22 +188,25 @@ export class EtcdLockProvider extends BaseLockProvider {
   }
 
   /**
-   * Hands a key to its session for deletion (guarded by revision, retried until confirmed); the
-   * name's local turn ends when that is confirmed. Waits for it at most callTimeoutMs: on time, the
-   * entry is gone before the caller hears back; late, the session keeps trying without us.
+   * Waits for a removal the session owns (it retries until confirmed or the session ends); the
+   * name's local turn ends when it settles. A request still running waits up to callTimeoutMs, so
+   * on time the entry is gone before the caller hears back; a cancelled one only CANCEL_GRACE_MS,
+   * since its caller must be answered at once. Late, the session goes on without us.
    */
-  async #remove(
+  async #handOff(
+    removal: Promise<boolean>,
     session: EtcdSession,
-    key: Buffer,
-    revision: bigint | undefined,
     leave: () => void,
+    signal?: AbortSignal,
   ): Promise<boolean> {
     let settled = false;
-    const removed = session.remove(key, revision).then(() => {
+    const removed = removal.then(() => {
       settled = true;
       leave();
     });
-    await bounded(removed, undefined, this.callTimeoutMs, 'clean-up').catch(() => undefined);
+    const closing = signal?.reason instanceof ProviderClosedError;
+    const waitMs = closing ? 0 : signal?.aborted ? CANCEL_GRACE_MS : this.callTimeoutMs;
+    await bounded(removed, undefined, waitMs, 'clean-up').catch(() => undefined);
     // Not confirmed while the session lives: the key is still there (its session keeps trying).
     // A session that ended took the key with its lease.
     return settled || !session.alive;
@@ -210,7 +221,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       ownerToken: req.ownerToken,
       // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
       releaseOnBackend: async () => {
-        if (!(await this.#remove(session, key, revision, leave))) {
+        if (!(await this.#handOff(session.remove(key, revision), session, leave))) {
           throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
         }
       },

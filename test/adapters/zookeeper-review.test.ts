@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { uniqueKey } from '../../src/testing/index.js';
+import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Findings of the adversarial review on ZooKeeper, each on a real (private, pausable) server. */
+describe('ZooKeeper review findings', () => {
+  let zk: ServerGroup;
+  let connectString: string;
+  const providers: ZooKeeperLockProvider[] = [];
+  const open = () => {
+    const provider = new ZooKeeperLockProvider({ connectString, sessionTimeoutMs: 4_000, serverTickMs: 200 });
+    providers.push(provider);
+    return provider;
+  };
+  beforeAll(async () => {
+    zk = await startServers('zookeeper', { faults: true });
+    connectString = endpoint(zk, 'ZK_CONNECT');
+  });
+  afterAll(async () => {
+    await zk?.members[0]?.resume();
+    await Promise.allSettled(providers.map((p) => p.close()));
+    await zk?.stop();
+  });
+
+  /** With the server frozen (SIGSTOP) just after a warm-up, how long `attempt` takes to reject. */
+  const whileFrozen = async (attempt: (p: ZooKeeperLockProvider) => Promise<unknown>) => {
+    const p = open();
+    await (await p.acquire(uniqueKey('warm-up'))).release(); // connected, session open
+    const member = zk.members[0];
+    if (!member) throw new Error('needs a private ZooKeeper');
+    await member.pause();
+    try {
+      const started = performance.now();
+      const outcome = await attempt(p).then(
+        () => 'granted',
+        (error: Error & { code?: string }) => error.code ?? error.name,
+      );
+      return { outcome, ms: Math.round(performance.now() - started) };
+    } finally {
+      await member.resume();
+      await sleep(500);
+    }
+  };
+
+  it('item 3: with ZooKeeper frozen, waitMs and an abort are honoured during create and clean-up', async () => {
+    const names = [uniqueKey('k'), uniqueKey('k2')] as const;
+    const timedOut = await whileFrozen((p) => p.acquire(names[0], { waitMs: 300 }));
+    const controller = new AbortController();
+    const aborted = await whileFrozen((p) => {
+      setTimeout(() => controller.abort(new Error('stop')), 100);
+      return p.acquire(names[1], { signal: controller.signal });
+    });
+    // The creates given up on were applied once the server woke: their nodes must not stay.
+    const other = open();
+    const free: string[] = [];
+    for (let waited = 0; waited < 10_000 && free.length < names.length; waited += 250) {
+      for (const name of names) {
+        if (free.includes(name)) continue;
+        const lock = await other.tryAcquire(name);
+        if (lock) {
+          free.push(name);
+          await lock.release();
+        }
+      }
+      if (free.length < names.length) await sleep(250);
+    }
+    expect(free.sort()).toEqual([...names].sort());
+    console.log(
+      `item 3: waitMs 300 -> ${timedOut.outcome} after ${timedOut.ms} ms; ` +
+        `abort at 100 -> ${aborted.outcome} after ${aborted.ms} ms`,
+    );
+    expect(timedOut.outcome).not.toBe('granted');
+    expect(aborted.outcome).toBe('ABORTED');
+    // Correctness bounds, not speed: the answer may not wait for a session timeout (4 s) or a call's.
+    expect(timedOut.ms).toBeLessThan(300 + 1_000);
+    expect(aborted.ms).toBeLessThan(100 + 1_000);
+  }, 40_000);
+});

@@ -25,6 +25,13 @@ describe('ZooKeeper review findings', () => {
     await zk?.stop();
   });
 
+  /** A provider whose session is open. */
+  const whileUp = async () => {
+    const p = open();
+    await (await p.acquire(uniqueKey('warm-up'))).release();
+    return p;
+  };
+
   /** With the server frozen (SIGSTOP) just after a warm-up, how long `attempt` takes to reject. */
   const whileFrozen = async (attempt: (p: ZooKeeperLockProvider) => Promise<unknown>) => {
     const p = open();
@@ -77,5 +84,32 @@ describe('ZooKeeper review findings', () => {
     // Correctness bounds, not speed: the answer may not wait for a session timeout (4 s) or a call's.
     expect(timedOut.ms).toBeLessThan(300 + 1_000);
     expect(aborted.ms).toBeLessThan(100 + 1_000);
+  }, 40_000);
+
+  it('item 3: a waiter that times out while the server is frozen answers without awaiting its clean-up', async () => {
+    const name = uniqueKey('waiting');
+    const holder = await (await whileUp()).acquire(name);
+    const waiter = await whileUp();
+    const member = zk.members[0];
+    if (!member) throw new Error('needs a private ZooKeeper');
+    const started = performance.now();
+    const waiting = waiter.acquire(name, { waitMs: 800 }).then(
+      () => 'granted',
+      (error: Error & { code?: string }) => error.code ?? error.name,
+    );
+    await sleep(400); // queued and watching its predecessor
+    await member.pause();
+    let outcome: string;
+    let ms: number;
+    try {
+      outcome = await waiting;
+      ms = Math.round(performance.now() - started);
+    } finally {
+      await member.resume();
+    }
+    console.log(`item 3: waiter (waitMs 800) frozen at 400 ms -> ${outcome} after ${ms} ms`);
+    expect(outcome).not.toBe('granted');
+    expect(ms).toBeLessThan(800 + 1_000);
+    await holder.release();
   }, 40_000);
 });

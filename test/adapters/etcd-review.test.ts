@@ -105,4 +105,32 @@ describe('etcd review findings', () => {
       await member.resume();
     }
   }, 30_000);
+
+  it('item 2: a waiter that times out while etcd is frozen answers without awaiting its clean-up', async () => {
+    const namespace = `${uniqueKey('frozen-wait')}/`;
+    const [a, b] = [open(namespace), open(namespace)];
+    const holder = await a.acquire('k');
+    await (await b.acquire('warm-up')).release();
+    const member = etcd.members[0];
+    if (!member) throw new Error('needs a private etcd');
+    const started = performance.now();
+    const waiting = b.acquire('k', { waitMs: 800 }).then(
+      () => 'granted',
+      (error: Error & { code?: string }) => error.code ?? error.name,
+    );
+    await sleep(400); // queued and watching the holder's key
+    await member.pause();
+    let outcome: string;
+    let ms: number;
+    try {
+      outcome = await waiting;
+      ms = Math.round(performance.now() - started);
+    } finally {
+      await member.resume();
+    }
+    console.log(`item 2: waiter (waitMs 800) frozen at 400 ms -> ${outcome} after ${ms} ms`);
+    expect(outcome).not.toBe('granted');
+    expect(ms).toBeLessThan(800 + 1_000);
+    await holder.release();
+  }, 30_000);
 });

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { ZkClient } from '../../adapters/zookeeper/wire/client.js';
 import { uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -112,4 +113,29 @@ describe('ZooKeeper review findings', () => {
     expect(ms).toBeLessThan(800 + 1_000);
     await holder.release();
   }, 40_000);
+
+  it('item 5: a client reconnecting through a long outage does not pile abort listeners on its stop signal', async () => {
+    const [host, port] = connectString.split(',')[0]?.split(':') ?? [];
+    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
+    const client = await ZkClient.connect(
+      { connectString: proxy.address, sessionTimeoutMs: 4_000, callTimeoutMs: 1_000 },
+      { timeoutMs: 5_000 },
+    );
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => {
+      if (warning.name === 'MaxListenersExceededWarning') warnings.push(warning.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      await proxy.close(); // refused from now on: a reconnect round, then a pause, again and again
+      const rounds = () => client.reconnectRoundsForTests;
+      for (let waited = 0; rounds() < 16 && waited < 15_000; waited += 100) await sleep(100);
+      console.log(`item 5: ${rounds()} reconnect rounds, ${warnings.length} MaxListenersExceeded warnings`);
+      expect(rounds()).toBeGreaterThanOrEqual(16);
+      expect(warnings).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+      await client.close();
+    }
+  }, 30_000);
 });

@@ -5,6 +5,7 @@ import { benchIdempotency } from './idempotency.mjs';
 import { benchMemory } from './memory.mjs';
 import { benchPostgres } from './postgres.mjs';
 import { benchRedis } from './redis.mjs';
+import { benchSemaphore } from './semaphore.mjs';
 import { benchZooKeeper } from './zookeeper.mjs';
 
 const all = {
@@ -14,6 +15,7 @@ const all = {
   redis: benchRedis,
   zookeeper: benchZooKeeper,
   failover: benchFailover,
+  semaphore: benchSemaphore,
   idempotency: benchIdempotency,
 };
 const chosen = process.argv.slice(2);

@@ -38,6 +38,24 @@ export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './
 export { MemoryLockServer } from './memory/server.js';
 export { OwnedLock, type OwnedLockInit } from './ownership.js';
 export { BaseLockProvider, type LockRequest, type ProviderDefaults } from './provider-base.js';
+export {
+  createTenantLimiter,
+  GenericSemaphore,
+  MAX_SEMAPHORE_LIMIT,
+  type Permit,
+  type PermitOptions,
+  type PermitRequest,
+  type Semaphore,
+  type SemaphoreAdapter,
+  type SemaphoreContext,
+  type SemaphoreHolder,
+  type SemaphoreInfo,
+  SemaphoreLimitMismatchError,
+  type SemaphoreOptions,
+  type TenantLimiter,
+  type TenantLimiterOptions,
+  withDeadline,
+} from './semaphore/index.js';
 export type { AcquireOptions, BackendName, HolderInfo, Lock, LockInfo, LockProvider } from './types.js';
 export {
   MAX_KEY_BYTES,

@@ -8,6 +8,12 @@ export interface OwnedLockInit {
   ownerToken: string;
   /** Deletes the grant on the backend, guarded by ownerToken/fencingToken. Called at most once. */
   releaseOnBackend: () => Promise<void>;
+  /**
+   * For grants that live as long as a session (etcd, ZooKeeper): false once the session cannot be
+   * trusted. Checked whenever `held` or `signal` is read, so a stalled event loop cannot make a
+   * lost grant look held before the session's timer fires.
+   */
+  trustedWhile?: () => boolean;
 }
 
 /**
@@ -26,6 +32,9 @@ export class OwnedLock implements Lock {
   readonly #endListeners: Array<() => void> = [];
   #releaseListener: (() => void) | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
+  /** The last confirmed deadline (monotonic): checked on read as well as by its timer. */
+  #deadline = Number.POSITIVE_INFINITY;
+  readonly #trustedWhile: (() => boolean) | undefined;
   #released: Promise<void> | undefined;
 
   constructor(init: OwnedLockInit) {
@@ -33,9 +42,11 @@ export class OwnedLock implements Lock {
     this.fencingToken = init.fencingToken;
     this.ownerToken = init.ownerToken;
     this.#releaseOnBackend = init.releaseOnBackend;
+    this.#trustedWhile = init.trustedWhile;
   }
 
   get signal(): AbortSignal {
+    this.#checkTrust();
     if (!this.#controller) {
       this.#controller = new AbortController();
       if (this.#loss) this.#controller.abort(this.#lossError(this.#loss));
@@ -44,7 +55,15 @@ export class OwnedLock implements Lock {
   }
 
   get held(): boolean {
+    this.#checkTrust();
     return this.#loss === undefined;
+  }
+
+  /** A deadline passed or the session went while timers could not run: lost now, not later. */
+  #checkTrust(): void {
+    if (this.#loss !== undefined) return;
+    if (monotonicNow() >= this.#deadline) this.lose('unconfirmed');
+    else if (this.#trustedWhile && !this.#trustedWhile()) this.lose('session-lost');
   }
 
   /**
@@ -52,7 +71,8 @@ export class OwnedLock implements Lock {
    * confirmation arrives by then, the signal aborts with reason "unconfirmed".
    */
   confirmUntil(deadline: number): void {
-    if (!this.held) return;
+    if (this.#loss !== undefined) return;
+    this.#deadline = deadline;
     clearTimeout(this.#deadlineTimer);
     const remaining = deadline - monotonicNow();
     if (remaining <= 0) {
@@ -66,7 +86,7 @@ export class OwnedLock implements Lock {
 
   /** Ownership is gone (or can no longer be trusted): abort the signal once. */
   lose(reason: LossReason, cause?: unknown): void {
-    if (!this.held) return;
+    if (this.#loss !== undefined) return;
     this.#loss = { reason, cause };
     clearTimeout(this.#deadlineTimer);
     this.#controller?.abort(this.#lossError(this.#loss));
@@ -79,7 +99,7 @@ export class OwnedLock implements Lock {
 
   /** Runs once when the handle stops being held (lost or released). */
   onEnd(listener: () => void): void {
-    if (this.held) this.#endListeners.push(listener);
+    if (this.#loss === undefined) this.#endListeners.push(listener);
     else listener();
   }
 

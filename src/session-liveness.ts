@@ -13,6 +13,9 @@ export class SessionLiveness {
   readonly #driftRate: number;
   readonly #onLost: () => void;
   #deadlineTimer: NodeJS.Timeout | undefined;
+  /** Until when (monotonic) the last confirmation vouches for the session. */
+  #deadline = Number.POSITIVE_INFINITY;
+  #losing = false;
 
   /** onLost: the session's own clean-up (stop its heartbeat), run before holders are told. */
   constructor(driftRate: number, onLost: () => void) {
@@ -20,7 +23,13 @@ export class SessionLiveness {
     this.#onLost = onLost;
   }
 
+  /**
+   * Also checks the deadline itself: after a stalled event loop, an answer can be handled before the
+   * deadline's timer has had a chance to fire, and a session past its deadline is not alive.
+   */
   get alive(): boolean {
+    if (this.#losing) return false;
+    if (!this.#lost.signal.aborted && monotonicNow() >= this.#deadline) this.lose('unconfirmed');
     return !this.#lost.signal.aborted;
   }
 
@@ -34,6 +43,11 @@ export class SessionLiveness {
     if (!this.alive) return;
     const now = monotonicNow();
     const deadline = safeDeadline(sentAt, ttlMs, now - sentAt, this.#driftRate);
+    if (deadline <= now) {
+      this.lose('unconfirmed'); // the answer itself came too late to vouch for anything
+      return;
+    }
+    this.#deadline = deadline;
     clearTimeout(this.#deadlineTimer);
     this.#deadlineTimer = setTimeout(() => this.lose('unconfirmed'), Math.max(0, deadline - now));
     this.#deadlineTimer.unref();
@@ -50,7 +64,8 @@ export class SessionLiveness {
   }
 
   lose(reason: LossReason): void {
-    if (!this.alive) return;
+    if (this.#lost.signal.aborted || this.#losing) return;
+    this.#losing = true; // onLost and holders may read `alive` again meanwhile
     clearTimeout(this.#deadlineTimer);
     this.#onLost();
     this.#lost.abort(reason);

@@ -1,5 +1,7 @@
 /** The public contract every backend implements (DESIGN §3). */
 
+import type { Semaphore, SemaphoreOptions } from './semaphore/types.js';
+
 export type BackendName = 'memory' | 'etcd' | 'zookeeper' | 'redis' | 'redlock' | 'postgres';
 
 export interface AcquireOptions {
@@ -55,4 +57,6 @@ export interface LockProvider {
   inspect(key: string): Promise<LockInfo | null>;
   /** Releases everything it holds and fails its waiters with ProviderClosedError. */
   close(): Promise<void>;
+  /** "At most `limit` at once" under `name` (DESIGN §6); optional for custom providers. */
+  semaphore?(name: string, options: SemaphoreOptions): Semaphore;
 }

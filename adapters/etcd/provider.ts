@@ -19,6 +19,7 @@ import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
@@ -27,6 +28,7 @@ import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
+import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
 
 /**
@@ -219,6 +221,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       key: req.key,
       fencingToken: revision,
       ownerToken: req.ownerToken,
+      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
       releaseOnBackend: async () => {
         if (!(await this.#handOff(session.remove(key, revision), session, leave))) {
@@ -274,6 +277,28 @@ export class EtcdLockProvider extends BaseLockProvider {
     };
     return new EtcdElection(host, name);
   }
+
+  /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
+    return etcdSemaphore(
+      name,
+      options,
+      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
+      {
+        ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
+        session: () => this.#currentSession(),
+        woken: (kind) => {
+          if (kind === 'release') this.semaphoreWakeups += 1;
+          else this.semaphoreHandoffs += 1;
+        },
+      },
+    );
+  }
+
+  /** Semaphore waiters woken by a released permit (at most one per permit), and by a queue handoff. */
+  semaphoreWakeups = 0;
+  semaphoreHandoffs = 0;
 
   /**
    * The live session, or a new one when the last was lost. Concurrent callers share one grant: only

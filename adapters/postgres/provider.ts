@@ -4,12 +4,15 @@ import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey, lockRowIds } from './keyspace.js';
+import { postgresSemaphore } from './semaphore.js';
+import { semaphoreTableBeside } from './semaphore-table.js';
 import { Slots } from './slots.js';
 
 export interface PostgresProviderOptions extends ProviderDefaults {
@@ -128,6 +131,23 @@ export class PostgresLockProvider extends BaseLockProvider {
       ? { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since as Date }
       : null;
     return { key, holder, waiters };
+  }
+
+  /** "At most `limit` at once" under `name` (DESIGN §6): slots as advisory locks, see semaphore.ts. */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
+    return postgresSemaphore(
+      name,
+      options,
+      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
+      {
+        ...{ fence: this.#fence, grants: semaphoreTableBeside(this.#fence), pool: this.pool },
+        ...{ slots: this.#slots, control: this.#control, holding: this.#holding, pollMs: 500 },
+        ...{ healthIntervalMs: this.#healthIntervalMs, healthTimeoutMs: this.#healthTimeoutMs },
+        answered: () => this.#serverAnswered(),
+        reachable: () => this.backendReachable(),
+      },
+    );
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

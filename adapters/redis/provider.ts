@@ -6,6 +6,7 @@ import { InvalidArgumentError } from '../../src/errors.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
@@ -13,6 +14,7 @@ import { type HandedGrant, WaiterInbox } from './hand-over.js';
 import { Leftovers } from './leftovers.js';
 import { WaiterNotices } from './notices.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
+import { redisSemaphore } from './semaphore.js';
 
 export interface RedisProviderOptions extends ProviderDefaults {
   /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
@@ -123,6 +125,25 @@ export class RedisLockProvider extends BaseLockProvider {
         }
       : null;
     return { key, holder, waiters };
+  }
+
+  /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal, driftRate, redis, prefix } = this;
+    return redisSemaphore(
+      name,
+      options,
+      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
+      {
+        ...{ redis, prefix, driftRate, notices: this.#notices, leftovers: this.#leftovers },
+        ...{ maxPollMs: this.#maxPollMs, waiterTtlMs: this.#waiterTtlMs },
+        call: (what, run, cancel) => this.#call(what, run, cancel),
+        reachable: () => this.backendReachable(),
+        woken: () => {
+          this.wakeups += 1;
+        },
+      },
+    );
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

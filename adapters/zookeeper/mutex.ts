@@ -6,9 +6,12 @@ import type { OwnNodeWatch } from './node-watch.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
 
-/** Curator's protected names: `_c_<uuid>-lock-<seq>` for locks, `_c_<uuid>-latch-<seq>` for latches. */
-export type NodeKind = 'lock-' | 'latch-';
-const NODE_NAME = /^_c_([0-9a-f-]{36})-(lock-|latch-)(-?\d+)$/;
+/**
+ * Curator's protected names: `_c_<uuid>-lock-<seq>` for locks, `_c_<uuid>-latch-<seq>` for latches,
+ * `_c_<uuid>-lease-<seq>` for semaphore leases (InterProcessSemaphoreV2).
+ */
+export type NodeKind = 'lock-' | 'latch-' | 'lease-';
+const NODE_NAME = /^_c_([0-9a-f-]{36})-(lock-|latch-|lease-)(-?\d+)$/;
 
 export interface ZkQueueCall {
   session: ZkSession;

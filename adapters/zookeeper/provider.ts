@@ -3,6 +3,7 @@ import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { ZkSession, zkCode } from './client.js';
@@ -18,6 +19,7 @@ import {
   type ZkQueued,
 } from './mutex.js';
 import { OwnNodeWatch } from './node-watch.js';
+import { zkSemaphore } from './semaphore.js';
 import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
 import { Transaction } from './wire/transaction.js';
 
@@ -194,6 +196,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       key: req.key,
       fencingToken: token,
       ownerToken: req.ownerToken,
+      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       releaseOnBackend: async () => {
         if (!session.alive) return; // the session's end removed the node
         await removeOwned(session, path); // if it fails, the session retries until confirmed
@@ -224,6 +227,30 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       throw unavailable('guarded multi failed', error);
     }
   }
+
+  /** "At most `limit` at once" under `name`, as Curator's InterProcessSemaphoreV2 (see semaphore.ts). */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
+    return zkSemaphore(
+      name,
+      options,
+      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
+      {
+        session: (cancel) => this.#currentSession(cancel),
+        folder: (key) => this.folder(key),
+        acl: this.#acl,
+        reachable: () => this.backendReachable(),
+        woken: (kind) => {
+          if (kind === 'release') this.semaphoreWakeups += 1;
+          else this.semaphoreHandoffs += 1;
+        },
+      },
+    );
+  }
+
+  /** Semaphore waiters woken by a lease change (at most one per permit), and by the mutex handed on. */
+  semaphoreWakeups = 0;
+  semaphoreHandoffs = 0;
 
   election(name: string): ZkElection {
     const host: ElectionHost = {

@@ -4,9 +4,9 @@
 # The tests start their own throwaway servers; this script never starts or enables a service.
 set -euo pipefail
 
-packages=(etcd-server etcd-client zookeeper redis-server)
-# What each package must provide for the harness (see docker/native/*.sh).
-probes=(/usr/bin/etcd /usr/bin/etcdctl /usr/share/java/zookeeper.jar /usr/bin/redis-server)
+packages=(etcd-server etcd-client zookeeper redis-server libcurator-recipes-java)
+# What each package must provide for the harness (see docker/native/*.sh; Curator for the interop tests).
+probes=(/usr/bin/etcd /usr/bin/etcdctl /usr/share/java/zookeeper.jar /usr/bin/redis-server /usr/share/java/curator-recipes.jar)
 
 missing=()
 for i in "${!packages[@]}"; do
@@ -19,7 +19,7 @@ fi
 if ! command -v java >/dev/null; then missing+=(default-jre-headless); fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-servers: etcd, ZooKeeper, Redis and PostgreSQL are installed"
+  echo "install-servers: etcd, ZooKeeper, Redis, PostgreSQL and Curator are installed"
   exit 0
 fi
 

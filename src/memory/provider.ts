@@ -2,8 +2,10 @@ import { monotonicNow } from '../clock.js';
 import { leasedLock } from '../lease-renewal.js';
 import type { OwnedLock } from '../ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../provider-base.js';
+import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
 import type { LockInfo } from '../types.js';
 import { validateKey } from '../validate.js';
+import { memorySemaphore } from './semaphore.js';
 import { type MemoryLease, MemoryLockServer } from './server.js';
 
 const sharedServers = new Map<string, MemoryLockServer>();
@@ -87,6 +89,17 @@ export class MemoryLockProvider extends BaseLockProvider {
     });
     // A waiter's lease began when the server granted it; the wait itself does not shorten it.
     return this.#adopt(lease, lease.grantedAt);
+  }
+
+  /** "At most `limit` at once" under `name` (DESIGN §6). */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
+    const ctx = { backend, ttlMs, waitMs, callTimeoutMs, closeSignal };
+    return memorySemaphore(name, options, ctx, {
+      server: this.server,
+      clientId: this.#clientId,
+      driftRate: this.driftRate,
+    });
   }
 
   protected async shutdown(): Promise<void> {}

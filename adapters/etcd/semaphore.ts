@@ -1,0 +1,330 @@
+import { CompareResult, CompareTarget, type Etcd3, type IKeyValue, SortOrder, SortTarget } from 'etcd3';
+import { BackendUnavailableError } from '../../src/errors.js';
+import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
+import { OwnedLock } from '../../src/ownership.js';
+import {
+  GenericSemaphore,
+  type PermitRequest,
+  type SemaphoreAdapter,
+  type SemaphoreContext,
+} from '../../src/semaphore/core.js';
+import { withDeadline } from '../../src/semaphore/deadline.js';
+import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
+import type {
+  Semaphore,
+  SemaphoreHolder,
+  SemaphoreInfo,
+  SemaphoreOptions,
+} from '../../src/semaphore/types.js';
+import { namePrefix, prefixEnd } from './keys.js';
+import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
+import type { EtcdSession } from './session.js';
+
+/** What an etcd semaphore borrows from its provider. */
+export interface EtcdSemaphoreClient {
+  client: Etcd3;
+  namespace: string;
+  callTimeoutMs: number;
+  /** The provider's live session (a new one after a loss). */
+  session(): Promise<EtcdSession>;
+  /** Counts a waiter woken: by a released permit, or by the queue handed on after a grant. */
+  woken(kind: 'release' | 'handoff'): void;
+}
+
+/**
+ * A semaphore on etcd, Curator's InterProcessSemaphoreV2 design with etcd's tools. Under
+ * `<namespace>/semaphore/<name>/` (a leading '/' no lock name has, so no lock's prefix covers it):
+ * `locks/<lease hex>-<request id>` is a FIFO mutex (the lock's queue: each waiter watches only its
+ * predecessor), `leases/<lease hex>-<request id>` one key per grant, on the provider's session
+ * lease, value = holder record with permits and limit. Only the head of the mutex looks at the
+ * leases: it counts their permits and, if ours fit, creates our lease key and deletes its mutex key
+ * in one Txn guarded by that mutex key (so a head whose session expired cannot grant); otherwise it
+ * alone watches the leases for a deletion. A released permit so wakes one waiter, and each grant
+ * hands the queue to the next one. The lease key's create revision is the token.
+ */
+export function etcdSemaphore(
+  name: string,
+  options: SemaphoreOptions,
+  ctx: SemaphoreContext,
+  client: EtcdSemaphoreClient,
+): Semaphore {
+  return new GenericSemaphore(name, options, ctx, new EtcdSemaphoreAdapter(name, client));
+}
+
+interface LeaseRecord {
+  permits: number;
+  limit: number;
+}
+
+const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
+
+class EtcdSemaphoreAdapter implements SemaphoreAdapter {
+  readonly #c: EtcdSemaphoreClient;
+  readonly #locks: string;
+  readonly #leases: Buffer;
+
+  constructor(name: string, client: EtcdSemaphoreClient) {
+    this.#c = client;
+    const base = namePrefix(`${client.namespace}/semaphore/`, name);
+    this.#locks = `${base}locks/`;
+    this.#leases = Buffer.from(`${base}leases/`);
+  }
+
+  async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+    const locks = Buffer.from(this.#locks);
+    const res = await withDeadline(
+      () =>
+        this.#c.client.kv.txn(
+          {
+            compare: [],
+            success: [
+              { request_range: this.#leaseRange() },
+              { request_range: { key: locks, range_end: prefixEnd(locks), count_only: true } },
+            ],
+            failure: [],
+          },
+          callOptions(this.#c.callTimeoutMs),
+        ),
+      this.#c.callTimeoutMs,
+      signal,
+      'etcd: semaphore inspect',
+    ).catch((error: unknown) => {
+      throw error instanceof BackendUnavailableError ? error : unavailable('semaphore inspect failed', error);
+    });
+    const kvs = res.responses[0]?.response_range.kvs ?? [];
+    const holders: SemaphoreHolder[] = kvs.map((kv) => {
+      const stored = decodeHolder(kv.value);
+      return {
+        owner: stored.owner,
+        since: stored.since,
+        fencingToken: BigInt(kv.create_revision),
+        permits: readRecord(kv).permits,
+      };
+    });
+    return { holders, waiters: Number(res.responses[1]?.response_range.count ?? 0) };
+  }
+
+  async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const session = await withDeadline(
+      () => this.#c.session(),
+      this.#c.callTimeoutMs,
+      cancel,
+      'etcd: session',
+    );
+    // One key per request (`<lease hex>-<request id>`): one session may queue several times.
+    const key = Buffer.from(`${this.#locks}${session.leaseHex}-${req.ownerToken}`);
+    const call: MutexCall = {
+      client: this.#c.client,
+      session,
+      prefix: this.#locks,
+      key,
+      value: encodeHolder(req.owner),
+      callTimeoutMs: this.#c.callTimeoutMs,
+      onWake: () => this.#c.woken('handoff'),
+    };
+    let queued: Queued;
+    const attempt = sendEnqueue(call);
+    try {
+      queued = await enqueue(call, attempt, cancel);
+    } catch (error) {
+      // The Txn may still put our key: the session waits for its outcome and deletes what it made.
+      void session.removeEnqueued(key, attempt);
+      throw error;
+    }
+    let inQueue = true;
+    try {
+      if (!queued.owner) {
+        if (!req.wait) return null;
+        await waitForTurn(call, queued, cancel);
+      }
+      const grant = await this.#takePermits(req, session, queued, cancel);
+      if (!grant) return null;
+      inQueue = false; // the granting Txn deleted our mutex key
+      return this.#hold(req, session, grant);
+    } finally {
+      // Not granted (busy, cancelled, failed): the session deletes our queue key, retrying until
+      // etcd confirms. The caller waits for that at most callTimeoutMs (a cut-off client would
+      // otherwise wait a whole TTL), so that a refused try leaves no waiter behind when it answers.
+      if (inQueue) {
+        const removing = session.remove(queued.key, queued.revision);
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([removing, new Promise((r) => (timer = setTimeout(r, this.#c.callTimeoutMs)))]);
+        clearTimeout(timer);
+      }
+    }
+  }
+
+  /** As the head of the queue: our lease key once our permits fit, or null when not waiting. */
+  async #takePermits(
+    req: PermitRequest,
+    session: EtcdSession,
+    queued: Queued,
+    cancel: AbortSignal,
+  ): Promise<{ key: Buffer; revision: bigint } | null> {
+    const { client, callTimeoutMs } = this.#c;
+    const key = Buffer.from(`${this.#leases.toString()}${session.leaseHex}-${req.ownerToken}`);
+    for (;;) {
+      cancel.throwIfAborted();
+      let range: Awaited<ReturnType<Etcd3['kv']['range']>>;
+      try {
+        range = await withDeadline(
+          () => client.kv.range(this.#leaseRange(), callOptions(callTimeoutMs)),
+          callTimeoutMs,
+          cancel,
+          'etcd: reading the semaphore',
+        );
+      } catch (error) {
+        if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
+        throw unavailable('reading the semaphore failed', error);
+      }
+      let used = 0;
+      for (const kv of range.kvs) {
+        const record = readRecord(kv);
+        if (!Number.isNaN(record.limit) && record.limit !== req.limit)
+          throw new SemaphoreLimitMismatchError(req.name, req.limit, record.limit);
+        // Our own key, from a try whose answer was lost: adopt it below rather than count it.
+        if (!kv.key.equals(key)) used += record.permits;
+      }
+      if (used + req.permits <= req.limit) return await this.#grant(req, session, queued, key, cancel);
+      if (!req.wait) return null;
+      await this.#nextRelease(BigInt(range.header.revision) + 1n, session, cancel);
+    }
+  }
+
+  /** One Txn: while our mutex key is still ours (we head the queue), create the lease, leave the queue. */
+  async #grant(
+    req: PermitRequest,
+    session: EtcdSession,
+    queued: Queued,
+    key: Buffer,
+    cancel: AbortSignal,
+  ): Promise<{ key: Buffer; revision: bigint }> {
+    const value = JSON.stringify({
+      ...JSON.parse(encodeHolder(req.owner)),
+      permits: req.permits,
+      limit: req.limit,
+    });
+    let res: Awaited<ReturnType<Etcd3['kv']['txn']>>;
+    try {
+      const txn = {
+        compare: [
+          {
+            key: queued.key,
+            target: CompareTarget.Create,
+            result: CompareResult.Equal,
+            create_revision: queued.revision.toString(),
+          },
+          { key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 },
+        ],
+        success: [
+          { request_put: { key, value: Buffer.from(value), lease: session.leaseId } },
+          { request_delete_range: { key: queued.key } },
+        ],
+        failure: [{ request_range: { key } }],
+      };
+      res = await withDeadline(
+        () => this.#c.client.kv.txn(txn, callOptions(this.#c.callTimeoutMs)),
+        this.#c.callTimeoutMs,
+        cancel,
+        'etcd: semaphore grant',
+      );
+    } catch (error) {
+      // The lease key may exist with its answer lost: a retry of this request adopts it; else the
+      // session's end removes it. Best effort now, so that it does not hold a permit that long.
+      void session.remove(key, undefined);
+      if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
+      throw unavailable('semaphore grant txn failed', error);
+    }
+    if (res.succeeded) return { key, revision: BigInt(res.header.revision) };
+    const existing = res.responses[0]?.response_range.kvs[0];
+    if (existing && existing.lease === session.leaseId) {
+      return { key, revision: BigInt(existing.create_revision) }; // granted by an earlier try
+    }
+    throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
+  }
+
+  /** Waits for any lease under the name to be deleted at or after fromRevision (or the watch to end). */
+  async #nextRelease(fromRevision: bigint, session: EtcdSession, cancel: AbortSignal): Promise<void> {
+    const creating = this.#c.client
+      .watch()
+      .prefix(this.#leases.toString())
+      .only('delete')
+      .startRevision(fromRevision.toString())
+      .create();
+    const watcher = await withDeadline(() => creating, this.#c.callTimeoutMs, cancel, 'etcd: watch').catch(
+      (error: unknown) => {
+        // A watch that comes after we stopped waiting for it is cancelled then.
+        void creating.then((late) => late.cancel()).catch(() => undefined);
+        if (/compacted/i.test((error as Error).message)) return undefined; // read again
+        if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
+        throw unavailable('watch failed', error);
+      },
+    );
+    if (!watcher) return;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const done = () => {
+          cancel.removeEventListener('abort', onCancel);
+          session.signal.removeEventListener('abort', onSessionLost);
+        };
+        const onCancel = () => {
+          done();
+          reject(cancel.reason);
+        };
+        const onSessionLost = () => {
+          done();
+          reject(new BackendUnavailableError('etcd: the session was lost while waiting for a permit'));
+        };
+        if (cancel.aborted) return onCancel();
+        if (session.signal.aborted) return onSessionLost();
+        cancel.addEventListener('abort', onCancel, { once: true });
+        session.signal.addEventListener('abort', onSessionLost, { once: true });
+        watcher.on('delete', () => {
+          done();
+          this.#c.woken('release');
+          resolve();
+        });
+        watcher.on('error', () => {
+          done();
+          resolve();
+        });
+      });
+    } finally {
+      void watcher.cancel().catch(() => undefined);
+    }
+  }
+
+  #hold(req: PermitRequest, session: EtcdSession, grant: { key: Buffer; revision: bigint }): OwnedLock {
+    const lock = new OwnedLock({
+      key: req.name,
+      fencingToken: grant.revision,
+      ownerToken: req.ownerToken,
+      releaseOnBackend: async () => {
+        if (!(await session.remove(grant.key, grant.revision))) {
+          throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
+        }
+      },
+    });
+    lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+    return lock;
+  }
+
+  #leaseRange() {
+    return {
+      key: this.#leases,
+      range_end: prefixEnd(this.#leases),
+      sort_order: SortOrder.Ascend,
+      sort_target: SortTarget.Create,
+    };
+  }
+}
+
+/** permits and limit from a lease key's value (a key another tool wrote counts as 1 permit). */
+function readRecord(kv: IKeyValue): LeaseRecord {
+  try {
+    const parsed = JSON.parse(kv.value.toString('utf8')) as Partial<LeaseRecord>;
+    return { permits: Number(parsed.permits ?? 1), limit: Number(parsed.limit ?? Number.NaN) };
+  } catch {
+    return { permits: 1, limit: Number.NaN };
+  }
+}

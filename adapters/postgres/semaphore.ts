@@ -1,0 +1,341 @@
+import type pg from 'pg';
+import { BackendUnavailableError } from '../../src/errors.js';
+import { OwnedLock } from '../../src/ownership.js';
+import {
+  GenericSemaphore,
+  type PermitRequest,
+  type SemaphoreAdapter,
+  type SemaphoreContext,
+} from '../../src/semaphore/core.js';
+import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
+import type { Semaphore, SemaphoreInfo, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { type Checkout, checkOut } from './checkout.js';
+import { within } from './deadline.js';
+import type { FenceTable } from './fence-table.js';
+import { advisoryKey } from './keyspace.js';
+import { LIVE, type SemaphoreTable } from './semaphore-table.js';
+import type { Slots } from './slots.js';
+
+/** What a PostgreSQL semaphore borrows from its provider. */
+export interface PostgresSemaphoreClient {
+  fence: FenceTable;
+  grants: SemaphoreTable;
+  /** Holders' and waiters' connections, within the provider's connection budget (slots). */
+  pool: pg.Pool;
+  slots: Slots;
+  /** Spare connections: inspect(), table creation, ending waits. */
+  control: pg.Pool;
+  /** Connections holding grants (the provider's abandon() drops them, as a crash would). */
+  holding: Set<Checkout>;
+  healthIntervalMs: number;
+  healthTimeoutMs: number;
+  /** How often the head of the queue looks for slots freed without a NOTIFY (a dead holder). */
+  pollMs: number;
+  /** The server answered (the provider's reachability). */
+  answered(): void;
+  /** Whether the last call to the server was answered. */
+  reachable(): boolean;
+}
+
+/**
+ * A semaphore on PostgreSQL, as slots: permit i of name n is the session advisory lock on
+ * key("/semaphore/n/slot/i"), held by the holder's own connection, so a dead holder's slots come
+ * back the moment PostgreSQL sees its connection close (as its locks do).
+ *
+ * FIFO without a herd: a requester first takes the name's queue lock (key("/semaphore/n/queue"),
+ * blocking): PostgreSQL queues those waiters in order and lets one through per unlock. Only that
+ * head of the queue looks at the slots: it takes `permits` free ones (all or none), or LISTENs on
+ * the name's channel, which each release NOTIFYs, and looks again (and every pollMs, for holders
+ * that died without a word); once granted it leaves the queue lock to the next. The fencing token
+ * comes from the fence table's durable counter (row "/semaphore/n", a name no lock can have); the
+ * limit is kept in the grants rows, and checked against live holders under the queue lock.
+ */
+export function postgresSemaphore(
+  name: string,
+  options: SemaphoreOptions,
+  ctx: SemaphoreContext,
+  client: PostgresSemaphoreClient,
+): Semaphore {
+  return new GenericSemaphore(name, options, ctx, new PostgresSemaphoreAdapter(name, ctx, client));
+}
+
+interface Keys {
+  queue: string;
+  slots: string[];
+  channel: string;
+  fenceName: string;
+}
+
+class PostgresSemaphoreAdapter implements SemaphoreAdapter {
+  readonly #name: string;
+  readonly #ctx: SemaphoreContext;
+  readonly #c: PostgresSemaphoreClient;
+  #keys: Keys | undefined;
+
+  constructor(name: string, ctx: SemaphoreContext, client: PostgresSemaphoreClient) {
+    this.#name = name;
+    this.#ctx = ctx;
+    this.#c = client;
+  }
+
+  reachable(): boolean {
+    return this.#c.reachable();
+  }
+
+  #keysFor(limit: number): Keys {
+    this.#keys ??= {
+      queue: advisoryKey(`/semaphore/${this.#name}/queue`).toString(),
+      slots: Array.from({ length: limit }, (_, i) =>
+        advisoryKey(`/semaphore/${this.#name}/slot/${i}`).toString(),
+      ),
+      channel: `fk_sem_${BigInt.asUintN(64, advisoryKey(`/semaphore/${this.#name}`)).toString(16)}`,
+      fenceName: `/semaphore/${this.#name}`,
+    };
+    return this.#keys;
+  }
+
+  async #ensureTables(cancel: AbortSignal): Promise<void> {
+    const { control } = this.#c;
+    await this.#c.fence.ensure(control, this.#ctx.callTimeoutMs, cancel);
+    await this.#c.grants.ensure(control, this.#ctx.callTimeoutMs, cancel);
+  }
+
+  async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+    await this.#ensureTables(signal);
+    const queue = advisoryKey(`/semaphore/${this.#name}/queue`).toString();
+    const conn = await checkOut(this.#c.control, this.#ctx.callTimeoutMs, signal);
+    const { rows } = await conn.query<{
+      token: string | null;
+      slots: string[];
+      owner: string | null;
+      since: Date;
+      waiting: string | null;
+    }>(
+      `SELECT g.token, g.slots, g.owner, g.since, NULL AS waiting FROM ${this.#c.grants.table} g
+        WHERE g.name = $1 AND ${LIVE}
+       UNION ALL
+       SELECT NULL, NULL, NULL, NULL, count(*) FROM pg_locks l
+        WHERE l.locktype = 'advisory' AND l.objsubid = 1
+          AND ((l.classid::bigint << 32) | l.objid::bigint) = $2::bigint`,
+      [this.#name, queue],
+      this.#ctx.callTimeoutMs,
+      'semaphore inspect',
+      signal,
+    );
+    conn.giveBack();
+    this.#c.answered();
+    const holders = rows
+      .filter((r): r is typeof r & { token: string } => r.token !== null)
+      .map((r) => ({
+        owner: r.owner ?? undefined,
+        fencingToken: BigInt(r.token),
+        since: r.since,
+        permits: r.slots.length,
+      }))
+      .sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1));
+    // Everyone at the queue lock, granted (the head, looking at slots) or not, is waiting.
+    const waiting = Number(rows.find((r) => r.token === null)?.waiting ?? 0);
+    return { holders, waiters: waiting };
+  }
+
+  async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    await this.#ensureTables(cancel);
+    const keys = this.#keysFor(req.limit);
+    const { callTimeoutMs } = this.#ctx;
+    // Waiting for a free connection is part of a waiting acquire; a try gets callTimeoutMs.
+    const free = await this.#c.slots.take(req.wait ? Number.POSITIVE_INFINITY : callTimeoutMs, cancel);
+    const conn = await checkOut(this.#c.pool, callTimeoutMs, cancel, free);
+    this.#c.answered();
+    let kept = false;
+    try {
+      if (req.wait) {
+        await this.#enterQueue(conn, keys, cancel);
+      } else {
+        const entered = await conn.query<{ ok: boolean }>(
+          'SELECT pg_try_advisory_lock($1) AS ok',
+          [keys.queue],
+          callTimeoutMs,
+          'semaphore queue',
+          cancel,
+        );
+        if (!entered.rows[0]?.ok) return null;
+      }
+      const grant = await this.#takeSlots(conn, req, keys, cancel);
+      if (grant === null) return null;
+      kept = true;
+      return this.#hold(conn, req, keys, grant.token, grant.slots);
+    } catch (error) {
+      if (cancel.aborted) throw cancel.reason;
+      if (error instanceof SemaphoreLimitMismatchError || error instanceof BackendUnavailableError)
+        throw error;
+      throw new BackendUnavailableError(`postgres: semaphore acquire failed: ${(error as Error).message}`, {
+        cause: error,
+      });
+    } finally {
+      // Closing the connection ends the queue lock and any slot taken before a failure: nothing
+      // is left behind however the request ended. A granted request keeps it (it holds the slots).
+      if (!kept) conn.discard();
+    }
+  }
+
+  /**
+   * The blocking queue-lock statement; on cancel its backend is terminated (the server would also
+   * drop it once it sees the closed connection, within client_connection_check_interval).
+   */
+  async #enterQueue(conn: Checkout, keys: Keys, cancel: AbortSignal): Promise<void> {
+    const entering = conn.client.query('SELECT pg_advisory_lock($1)', [keys.queue]);
+    try {
+      await within(entering, Number.POSITIVE_INFINITY, 'semaphore queue', cancel);
+    } catch (error) {
+      if (cancel.aborted) void this.#terminate(conn.pid);
+      throw error;
+    }
+  }
+
+  async #terminate(pid: number): Promise<void> {
+    try {
+      const control = await checkOut(this.#c.control, this.#ctx.callTimeoutMs);
+      await control.query('SELECT pg_terminate_backend($1)', [pid], this.#ctx.callTimeoutMs, 'ending a wait');
+      control.giveBack();
+    } catch {
+      // The closed connection ends the wait on the server too.
+    }
+  }
+
+  /** As the head of the queue: the token once all permits are ours, or null (not waiting). */
+  async #takeSlots(
+    conn: Checkout,
+    req: PermitRequest,
+    keys: Keys,
+    cancel: AbortSignal,
+  ): Promise<{ token: bigint; slots: string[] } | null> {
+    const table = this.#c.grants.table;
+    const run = <R extends pg.QueryResultRow>(what: string, sql: string, values: unknown[]) =>
+      conn.query<R>(sql, values, this.#ctx.callTimeoutMs, `semaphore ${what}`, cancel);
+    let notified: () => void = () => undefined;
+    let listening = false;
+    const onNotification = () => notified();
+    conn.client.on('notification', onNotification);
+    try {
+      for (;;) {
+        // Stale rows of dead holders go; a live holder with another limit is a mismatch.
+        const other = await run<{ limit: number }>(
+          'limit check',
+          `WITH stale AS (DELETE FROM ${table} g WHERE g.name = $1 AND NOT ${LIVE})
+           SELECT g."limit" FROM ${table} g WHERE g.name = $1 AND g."limit" <> $2 AND ${LIVE} LIMIT 1`,
+          [req.name, req.limit],
+        );
+        const stored = other.rows[0]?.limit;
+        if (stored !== undefined) throw new SemaphoreLimitMismatchError(req.name, req.limit, stored);
+        // The filter calls pg_try_advisory_lock row by row and LIMIT stops it at `permits` locks.
+        const got = await run<{ k: string }>(
+          'slots',
+          'SELECT k::text FROM unnest($1::bigint[]) k WHERE pg_try_advisory_lock(k) LIMIT $2',
+          [keys.slots, req.permits],
+        );
+        const slots = got.rows.map((r) => r.k);
+        if (slots.length === req.permits) {
+          const granted = await run<{ token: string }>(
+            'grant',
+            `WITH f AS (
+               INSERT INTO ${this.#c.fence.table} AS t (name, token, owner, since)
+               VALUES ($1, 1, $3, now())
+               ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, since = now()
+               RETURNING token)
+             INSERT INTO ${table} (name, token, slots, "limit", owner, pid)
+             SELECT $2, f.token, $4::bigint[], $5, $3, pg_backend_pid() FROM f
+             RETURNING token::text`,
+            [keys.fenceName, req.name, req.owner ?? null, slots, req.limit],
+          );
+          await run('leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
+          if (listening) await run('unlisten', `UNLISTEN ${keys.channel}`, []);
+          return { token: BigInt(granted.rows[0]?.token ?? '0'), slots };
+        }
+        // All or none: give back what we took.
+        if (slots.length > 0) {
+          await run('give back', 'SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) k', [slots]);
+        }
+        if (!req.wait) {
+          await run('leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
+          return null;
+        }
+        if (!listening) {
+          await run('listen', `LISTEN ${keys.channel}`, []);
+          listening = true;
+          continue; // a release between our look and LISTEN sent no notice we could hear: look again
+        }
+        await new Promise<void>((resolve, reject) => {
+          const done = () => {
+            clearTimeout(timer);
+            cancel.removeEventListener('abort', onAbort);
+            notified = () => undefined;
+          };
+          const onAbort = () => {
+            done();
+            reject(cancel.reason);
+          };
+          const timer = setTimeout(() => {
+            done();
+            resolve();
+          }, this.#c.pollMs);
+          notified = () => {
+            done();
+            resolve();
+          };
+          if (cancel.aborted) onAbort();
+          else cancel.addEventListener('abort', onAbort, { once: true });
+        });
+      }
+    } finally {
+      conn.client.off('notification', onNotification);
+    }
+  }
+
+  #hold(conn: Checkout, req: PermitRequest, keys: Keys, token: bigint, slots: string[]): OwnedLock {
+    const { holding, healthIntervalMs, healthTimeoutMs } = this.#c;
+    let healthTimer: NodeJS.Timeout | undefined;
+    const lock = new OwnedLock({
+      key: req.name,
+      fencingToken: token,
+      ownerToken: req.ownerToken,
+      releaseOnBackend: async () => {
+        if (conn.done) return; // the connection is gone, and the slots with it
+        try {
+          await conn.query(
+            // One statement: row gone, slots free, then the head of the queue told (at commit).
+            `WITH d AS (DELETE FROM ${this.#c.grants.table} WHERE name = $1 AND token = $2),
+                  u AS (SELECT pg_advisory_unlock(k) FROM unnest($3::bigint[]) k)
+             SELECT pg_notify($4, '') FROM (SELECT count(*) FROM u) x`,
+            [req.name, token.toString(), slots, keys.channel],
+            this.#ctx.callTimeoutMs,
+            'semaphore release',
+          );
+          conn.giveBack();
+        } catch {
+          conn.discard(); // unconfirmed: closing the connection frees the slots on the server
+        }
+      },
+    });
+    const lost = () => {
+      if (!lock.held) return;
+      lock.lose('connection-lost');
+      conn.discard();
+    };
+    conn.onLost(lost);
+    holding.add(conn);
+    const check = async () => {
+      try {
+        await conn.query('SELECT 1', [], healthTimeoutMs, 'health check');
+        if (lock.held) healthTimer = setTimeout(check, healthIntervalMs);
+      } catch {
+        lost();
+      }
+    };
+    healthTimer = setTimeout(check, healthIntervalMs);
+    lock.onEnd(() => {
+      clearTimeout(healthTimer);
+      holding.delete(conn);
+    });
+    return lock;
+  }
+}

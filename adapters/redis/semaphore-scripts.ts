@@ -1,0 +1,234 @@
+import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * The semaphore's Lua scripts (DESIGN §6). Keys of one name share the hash tag {name} (one Redis
+ * Cluster slot) and sit beside the lock keys under ':sem:'. Times come from the server's TIME only.
+ *
+ * KEYS[1] holders  ZSET "ownerToken#i" (one member per permit, so ZCARD counts permits) → lease
+ *                  expiry in server ms
+ * KEYS[2] grants   HASH ownerToken → "permits token since owner-text"
+ * KEYS[3] limit    the limit the name is used with while anyone holds or waits
+ * KEYS[4] fence    the fencing counter (INCR), never expires
+ * KEYS[5] queue    LIST of waiting ownerTokens, FIFO
+ * KEYS[6] waiters  ZSET ownerToken → expiry of its place (live waiters refresh it when they poll)
+ * KEYS[7] pending  HASH ownerToken → "permits woken(0/1) channel": what a release needs to wake
+ *                  that waiter, and whether it was told already
+ */
+const PRELUDE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function unqueue(id)
+  redis.call('LREM', KEYS[5], 0, id)
+  redis.call('ZREM', KEYS[6], id)
+  redis.call('HDEL', KEYS[7], id)
+end
+
+local function dropGrant(id)
+  local spec = redis.call('HGET', KEYS[2], id)
+  if not spec then return false end
+  local permits = tonumber(string.match(spec, '^(%d+)'))
+  for i = 1, permits do redis.call('ZREM', KEYS[1], id .. '#' .. i) end
+  redis.call('HDEL', KEYS[2], id)
+  return true
+end
+
+-- Leases that ran out and waiters that stopped refreshing their place are gone.
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
+  dropGrant(string.match(member, '^(.*)#%d+$'))
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)) do unqueue(id) end
+
+-- Keeps the name's keys at least ms longer; they vanish by themselves once nobody uses the name.
+local function keep(ms, first, last)
+  for i = first, last do
+    local pttl = redis.call('PTTL', KEYS[i])
+    if pttl >= 0 and pttl < ms then redis.call('PEXPIRE', KEYS[i], ms) end
+  end
+end
+
+local function wantOf(id)
+  return tonumber(string.match(redis.call('HGET', KEYS[7], id) or '1', '^(%d+)'))
+end
+
+-- Whether permits for me fit beside those of every waiter queued before me (FIFO, no overtaking;
+-- a newcomer, not queued, comes after all of them). Looks at most free + 1 entries.
+local function fits(me, permits, limit)
+  local free = limit - redis.call('ZCARD', KEYS[1]) - permits
+  if free < 0 then return false end
+  for _, id in ipairs(redis.call('LRANGE', KEYS[5], 0, free)) do
+    if id == me then return true end
+    free = free - wantOf(id)
+    if free < 0 then return false end
+  end
+  return true
+end
+
+-- Wakes, in queue order, the waiters whose permits fit now, each once (the flag stays until it
+-- leaves the queue): one notice per freed permit at most, no herd. A lost notice costs a poll.
+local function wakeFitting(limit)
+  local free = limit - redis.call('ZCARD', KEYS[1])
+  if free <= 0 then return end
+  for _, id in ipairs(redis.call('LRANGE', KEYS[5], 0, free - 1)) do
+    local spec = redis.call('HGET', KEYS[7], id)
+    if not spec then return end
+    local permits, woken, channel = string.match(spec, '^(%d+) (%d) (.*)$')
+    free = free - tonumber(permits)
+    if free < 0 then return end
+    if woken == '0' then
+      redis.call('HSET', KEYS[7], id, permits .. ' 1 ' .. channel)
+      if channel ~= '' then redis.call('PUBLISH', channel, id) end
+    end
+  end
+end
+`;
+
+/**
+ * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 limit  6 permits  7 waiter TTL ms
+ * 8 the pub/sub channel that reaches this waiter ('' if none).
+ * Returns the token (string) when granted; { 'limit', stored } when the name has another limit;
+ * else { −(ms until the next lease expires, at least 1) } and, when waiting, our place is kept.
+ * A grant that already exists for ownerToken (a lost reply) is returned with its lease renewed.
+ * Granted only at the head of the queue (or with nobody queued): FIFO, all permits or none.
+ */
+export const SEM_ACQUIRE = `${PRELUDE}
+local me, ttl, limit, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local stored = redis.call('GET', KEYS[3])
+if stored and tonumber(stored) ~= limit then return { 'limit', stored } end
+local mine = redis.call('HGET', KEYS[2], me)
+if mine then
+  local count, token = string.match(mine, '^(%d+) (%d+)')
+  for i = 1, tonumber(count) do redis.call('ZADD', KEYS[1], 'XX', now + ttl, me .. '#' .. i) end
+  keep(ttl * 2, 1, 3)
+  return token
+end
+if fits(me, permits, limit) then
+  unqueue(me)
+  local token = redis.call('INCR', KEYS[4])
+  if token == 1 then
+    -- A counter Redis lost (restart without AOF, eviction) restarts past every token it gave.
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', KEYS[4], string.format('%.0f', token))
+  end
+  token = string.format('%.0f', token)
+  for i = 1, permits do redis.call('ZADD', KEYS[1], now + ttl, me .. '#' .. i) end
+  redis.call('HSET', KEYS[2], me, permits .. ' ' .. token .. ' ' .. now .. ' ' .. ARGV[3])
+  if not stored then redis.call('SET', KEYS[3], limit, 'PX', ttl * 2) end
+  keep(ttl * 2, 1, 3)
+  return token
+end
+if ARGV[4] == '1' then
+  local waiterTtl = tonumber(ARGV[7])
+  if redis.call('ZADD', KEYS[6], now + waiterTtl, me) == 1 then
+    redis.call('RPUSH', KEYS[5], me)
+    redis.call('HSET', KEYS[7], me, permits .. ' 0 ' .. ARGV[8])
+  end
+  if not stored then redis.call('SET', KEYS[3], limit, 'PX', waiterTtl * 2) end
+  keep(waiterTtl * 2, 3, 3)
+  for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
+  -- Permits freed by an expiry (found by this look) go to whoever is first; each is told once.
+  wakeFitting(limit)
+end
+local soonest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1) }
+`;
+
+/** ARGV: 1 ownerToken  2 limit. Drops our grant (guarded by ownerToken) and wakes the next waiter. */
+export const SEM_RELEASE = `${PRELUDE}
+unqueue(ARGV[1])
+local dropped = dropGrant(ARGV[1])
+wakeFitting(tonumber(ARGV[2]))
+if dropped then return 1 end
+return 0
+`;
+
+/** ARGV: 1 ownerToken  2 ttlMs. ZADD XX every member of our grant while it has not run out. */
+export const SEM_RENEW = `${PRELUDE}
+local mine = redis.call('HGET', KEYS[2], ARGV[1])
+if not mine then return 0 end
+local ttl = tonumber(ARGV[2])
+for i = 1, tonumber(string.match(mine, '^(%d+)')) do
+  redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1] .. '#' .. i)
+end
+keep(ttl * 2, 1, 3)
+return 1
+`;
+
+/** { live waiters, { { permits, token, since, owner, expiry }, ... } }: no ownerTokens leave Redis. */
+export const SEM_INSPECT = `${PRELUDE}
+local holders = {}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local id, spec = all[i], all[i + 1]
+  local permits, token, since, owner = string.match(spec, '^(%d+) (%d+) (%d+) (.*)$')
+  local expiry = redis.call('ZSCORE', KEYS[1], id .. '#1')
+  table.insert(holders, { permits, token, since, owner, expiry or '0' })
+end
+return { redis.call('ZCARD', KEYS[6]), holders }
+`;
+
+/** The keys of a semaphore name, all on the name's hash tag. */
+export function semaphoreKeys(prefix: string, name: string): string[] {
+  const tag = `${prefix}{${name.startsWith('}') ? ' ' : ''}${name}}:sem`;
+  return ['holders', 'grants', 'limit', 'fence', 'queue', 'waiters', 'pending'].map((k) => `${tag}:${k}`);
+}
+
+/** Refused: [−(ms until the next lease may expire)], or ['limit', the stored limit]. */
+export type SemAcquireAnswer = string | [number] | ['limit', string];
+/** [live waiters, holders as [permits, token, since ms, owner, expiry ms]]. */
+export type SemInspectAnswer = [number, Array<[string, string, string, string, string]>];
+
+type Call = (...args: Array<string | number>) => Promise<unknown>;
+
+/** The scripts as commands of one client (EVALSHA, loaded on first use). */
+export class SemaphoreScripts {
+  readonly #redis: Redis | Cluster;
+  readonly #commands: Record<string, Call>;
+
+  constructor(redis: Redis | Cluster) {
+    this.#redis = redis;
+    // defineCommand is idempotent per name: every semaphore of a provider shares the definitions.
+    const commands = redis as unknown as Record<string, Call | undefined>;
+    if (!commands.fencekitSemAcquire) {
+      redis.defineCommand('fencekitSemAcquire', { numberOfKeys: 7, lua: SEM_ACQUIRE });
+      redis.defineCommand('fencekitSemRelease', { numberOfKeys: 7, lua: SEM_RELEASE });
+      redis.defineCommand('fencekitSemRenew', { numberOfKeys: 7, lua: SEM_RENEW });
+      redis.defineCommand('fencekitSemInspect', { numberOfKeys: 7, lua: SEM_INSPECT });
+    }
+    this.#commands = commands as Record<string, Call>;
+  }
+
+  acquire(
+    keys: string[],
+    a: { ownerToken: string; ttlMs: number; owner: string; wait: boolean; limit: number; permits: number },
+    waiterTtlMs: number,
+    channel: string,
+  ): Promise<SemAcquireAnswer> {
+    return this.#run('fencekitSemAcquire', keys, [
+      a.ownerToken,
+      a.ttlMs,
+      a.owner,
+      a.wait ? '1' : '0',
+      a.limit,
+      a.permits,
+      waiterTtlMs,
+      channel,
+    ]) as Promise<SemAcquireAnswer>;
+  }
+
+  async release(keys: string[], ownerToken: string, limit: number): Promise<boolean> {
+    return (await this.#run('fencekitSemRelease', keys, [ownerToken, limit])) === 1;
+  }
+
+  async renew(keys: string[], ownerToken: string, ttlMs: number): Promise<boolean> {
+    return (await this.#run('fencekitSemRenew', keys, [ownerToken, ttlMs])) === 1;
+  }
+
+  inspect(keys: string[]): Promise<SemInspectAnswer> {
+    return this.#run('fencekitSemInspect', keys, []) as Promise<SemInspectAnswer>;
+  }
+
+  #run(name: string, keys: string[], args: Array<string | number>): Promise<unknown> {
+    return (this.#commands[name] as Call).apply(this.#redis, [...keys, ...args]);
+  }
+}

@@ -1,0 +1,337 @@
+import { BackendUnavailableError } from '../../src/errors.js';
+import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
+import { OwnedLock } from '../../src/ownership.js';
+import {
+  GenericSemaphore,
+  type PermitRequest,
+  type SemaphoreAdapter,
+  type SemaphoreContext,
+} from '../../src/semaphore/core.js';
+import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
+import type {
+  Semaphore,
+  SemaphoreHolder,
+  SemaphoreInfo,
+  SemaphoreOptions,
+} from '../../src/semaphore/types.js';
+import { type ZkSession, zkCode } from './client.js';
+import { removeOwned } from './entries.js';
+import {
+  protectedCreate,
+  queueOrder,
+  removeFolderIfEmpty,
+  unavailable,
+  waitForTurn,
+  type ZkQueueCall,
+  type ZkQueued,
+} from './mutex.js';
+import { OwnNodeWatch } from './node-watch.js';
+import { type ACL, CreateMode } from './wire/ops.js';
+import type { WatchEvent } from './wire/watches.js';
+
+/** What a ZooKeeper semaphore borrows from its provider. */
+export interface ZkSemaphoreClient {
+  session(cancel?: AbortSignal): Promise<ZkSession>;
+  folder(name: string): string;
+  acl: readonly ACL[];
+  reachable(): boolean;
+  /** Counts a waiter woken: by a lease change (released permit) or by the mutex handed on. */
+  woken(kind: 'release' | 'handoff'): void;
+}
+
+/**
+ * A semaphore on ZooKeeper with Apache Curator's InterProcessSemaphoreV2 layout and protocol, so
+ * that fencekit and Curator share one semaphore on one path: `<path>/locks` is an
+ * InterProcessMutex (`_c_<uuid>-lock-<seq>` nodes, FIFO, predecessor watch); its holder creates
+ * its lease node(s) `<path>/leases/_c_<uuid>-lease-<seq>` (EPHEMERAL_SEQUENTIAL) and counts the
+ * leases' children: at most `limit` → granted, else it alone watches the children until one goes;
+ * then it leaves the mutex. `permits` > 1 creates that many lease nodes under one turn of the mutex
+ * (all or none). The first lease node's czxid is the token. fencekit keeps the limit in the leases
+ * folder's data (Curator leaves it empty) to tell a different limit apart.
+ */
+export function zkSemaphore(
+  name: string,
+  options: SemaphoreOptions,
+  ctx: SemaphoreContext,
+  client: ZkSemaphoreClient,
+): Semaphore {
+  return new GenericSemaphore(name, options, ctx, new ZkSemaphoreAdapter(name, client));
+}
+
+interface LeaseData {
+  grant?: string;
+  permits?: number;
+}
+
+class ZkSemaphoreAdapter implements SemaphoreAdapter {
+  readonly #c: ZkSemaphoreClient;
+  readonly #locks: string;
+  readonly #leases: string;
+
+  constructor(name: string, client: ZkSemaphoreClient) {
+    this.#c = client;
+    const folder = client.folder(name);
+    this.#locks = `${folder}/locks`;
+    this.#leases = `${folder}/leases`;
+  }
+
+  reachable(): boolean {
+    return this.#c.reachable();
+  }
+
+  async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+    const session = await this.#c.session(signal);
+    const { client } = session;
+    const children = async (path: string) =>
+      client.getChildren(path, { signal }).catch((error: unknown) => {
+        if (zkCode(error) === 'NO_NODE') return [] as string[];
+        throw unavailable('semaphore inspect failed', error);
+      });
+    const [locks, leases, limit] = await Promise.all([
+      children(this.#locks),
+      children(this.#leases),
+      this.#storedLimit(session, signal),
+    ]);
+    const nodes: Array<{ id: string; data: Buffer; czxid: bigint; permits: number }> = [];
+    for (const node of queueOrder(leases, 'lease-')) {
+      const got = await client.getData(`${this.#leases}/${node.name}`, { signal }).catch(() => undefined);
+      if (!got) continue; // released meanwhile
+      const data = parse(got.data);
+      // Curator's nodes carry no grant id: one permit each.
+      nodes.push({
+        id: data.grant ?? node.name,
+        data: got.data,
+        czxid: got.stat.czxid,
+        permits: data.permits ?? 1,
+      });
+    }
+    // More leases than the limit: the newest grant's nodes are the mutex holder's, still waiting
+    // (only the mutex holder creates lease nodes), not a holder's.
+    const newest = nodes.at(-1);
+    const waiting = limit !== undefined && nodes.length > limit && newest ? newest.id : undefined;
+    const grants = new Map<string, SemaphoreHolder>();
+    for (const node of nodes) {
+      if (node.id === waiting || grants.has(node.id)) continue; // in creation order: first node first
+      const stored = decodeHolder(node.data);
+      grants.set(node.id, {
+        owner: stored.owner,
+        since: stored.since,
+        fencingToken: node.czxid,
+        permits: node.permits,
+      });
+    }
+    return {
+      holders: [...grants.values()].sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1)),
+      waiters: queueOrder(locks, 'lock-').length,
+    };
+  }
+
+  async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const session = await this.#c.session(cancel);
+    const mutex: ZkQueueCall = {
+      session,
+      parent: this.#locks,
+      kind: 'lock-',
+      data: Buffer.from(encodeHolder(req.owner)),
+      acl: this.#c.acl,
+      onWake: () => this.#c.woken('handoff'),
+    };
+    const queued = await protectedCreate(mutex, cancel);
+    try {
+      const turn = await waitForTurn(mutex, queued, req.wait, cancel);
+      if (!turn) return null;
+      return await this.#lease(session, req, cancel);
+    } finally {
+      // Granted or not, the mutex is left (as Curator does); the session retries a failed delete.
+      await removeOwned(session, queued.path).catch(() => undefined);
+    }
+  }
+
+  /** Holding the mutex: our lease node(s), kept once the leases number at most the limit. */
+  async #lease(session: ZkSession, req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const { client } = session;
+    await this.#checkLimit(session, req, cancel);
+    const data = Buffer.from(
+      JSON.stringify({ ...JSON.parse(encodeHolder(req.owner)), grant: req.ownerToken, permits: req.permits }),
+    );
+    const call: ZkQueueCall = {
+      session,
+      parent: this.#leases,
+      kind: 'lease-',
+      data,
+      acl: this.#c.acl,
+      onWake: () => undefined,
+    };
+    const nodes: ZkQueued[] = [];
+    let granted = false;
+    try {
+      if (req.permits === 1) nodes.push(await protectedCreate(call, cancel));
+      else nodes.push(...(await this.#createAtOnce(session, call, req.permits, req.limit)));
+      for (;;) {
+        cancel.throwIfAborted();
+        const changed = this.#nextChange(session, cancel);
+        const children = await client.getChildren(this.#leases, { watch: changed.listener, signal: cancel });
+        if (children.length <= req.limit) {
+          changed.stop();
+          const first = nodes[0] as ZkQueued;
+          const watch = new OwnNodeWatch(session, first.path);
+          const stat = await client.exists(first.path, { watch: watch.watcher, signal: cancel });
+          if (stat?.ephemeralOwner !== session.sessionId) {
+            throw new BackendUnavailableError('zookeeper: our lease node is gone (session expired)');
+          }
+          granted = true;
+          return this.#hold(session, req, nodes, stat.czxid, watch);
+        }
+        if (!req.wait) {
+          changed.stop();
+          return null;
+        }
+        await changed.done;
+      }
+    } catch (error) {
+      if (cancel.aborted) throw cancel.reason;
+      throw unavailable('taking a lease failed', error);
+    } finally {
+      if (!granted) {
+        await Promise.all(nodes.map((node) => removeOwned(session, node.path).catch(() => undefined)));
+      }
+    }
+  }
+
+  /**
+   * Several lease nodes in one multi: all exist or none, so nobody (inspect, a Curator client) ever
+   * sees part of a grant that may not fit. One uuid marks them all: after a lost answer, the ones
+   * the multi made (all or none) are found by it and removed, and the request is retried.
+   */
+  async #createAtOnce(
+    session: ZkSession,
+    call: ZkQueueCall,
+    permits: number,
+    limit: number,
+  ): Promise<ZkQueued[]> {
+    const base = `_c_${crypto.randomUUID()}-lease-`;
+    const ops = Array.from({ length: permits }, () => ({
+      op: 'create' as const,
+      path: `${this.#leases}/${base}`,
+      data: call.data,
+      acl: call.acl,
+      mode: CreateMode.EPHEMERAL_SEQUENTIAL,
+    }));
+    try {
+      const results = await session.client.multi(ops).catch(async (error: unknown) => {
+        if (zkCode(error) !== 'NO_NODE') throw error;
+        // The leases folder went (a releaser removed it as empty just now): make it again, once.
+        await this.#makeFolder(session, limit);
+        return session.client.multi(ops);
+      });
+      return results.flatMap((r) =>
+        r.op === 'create' ? [{ path: r.path, name: r.path.slice(this.#leases.length + 1) }] : [],
+      );
+    } catch (error) {
+      void (async () => {
+        const children = await session.client.getChildren(this.#leases).catch(() => [] as string[]);
+        for (const name of children.filter((c) => c.startsWith(base))) {
+          await removeOwned(session, `${this.#leases}/${name}`).catch(() => undefined);
+        }
+      })();
+      throw unavailable('creating the lease nodes failed', error);
+    }
+  }
+
+  /** The limit fencekit stored on the leases folder (creating it with ours if absent). */
+  async #checkLimit(session: ZkSession, req: PermitRequest, cancel: AbortSignal): Promise<void> {
+    await this.#makeFolder(session, req.limit, cancel);
+    const stored = await this.#storedLimit(session, cancel);
+    if (stored !== undefined && stored !== req.limit) {
+      throw new SemaphoreLimitMismatchError(req.name, req.limit, stored);
+    }
+  }
+
+  /** The leases folder, with our limit as its data (an existing one is left as it is). */
+  async #makeFolder(session: ZkSession, limit: number, signal?: AbortSignal): Promise<void> {
+    const data = Buffer.from(JSON.stringify({ fencekitLimit: limit }));
+    await session.client
+      .create(this.#leases, data, this.#c.acl, CreateMode.PERSISTENT, signal ? { signal } : {})
+      .catch((error: unknown) => {
+        if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
+      });
+  }
+
+  async #storedLimit(session: ZkSession, signal: AbortSignal): Promise<number | undefined> {
+    const got = await session.client.getData(this.#leases, { signal }).catch((error: unknown) => {
+      if (zkCode(error) === 'NO_NODE') return undefined;
+      throw unavailable('reading the semaphore failed', error);
+    });
+    if (!got) return undefined;
+    try {
+      const limit = (JSON.parse(got.data.toString('utf8')) as { fencekitLimit?: unknown }).fencekitLimit;
+      return typeof limit === 'number' ? limit : undefined;
+    } catch {
+      return undefined; // Curator's empty folder data
+    }
+  }
+
+  /** A child watch on the leases folder: `done` resolves on its event, rejects on cancel or session loss. */
+  #nextChange(
+    session: ZkSession,
+    cancel: AbortSignal,
+  ): { listener: (event: WatchEvent) => void; done: Promise<void>; stop: () => void } {
+    let finish: (error?: unknown) => void = () => undefined;
+    const listener = (event: WatchEvent) => {
+      if (event.type !== 'sessionEnded') this.#c.woken('release');
+      finish();
+    };
+    const done = new Promise<void>((resolve, reject) => {
+      let settled = false;
+      finish = (error?: unknown) => {
+        if (settled) return;
+        settled = true;
+        cancel.removeEventListener('abort', onCancel);
+        unsubscribe();
+        session.client.unwatch(this.#leases, listener);
+        if (error === undefined) resolve();
+        else reject(error);
+      };
+      const onCancel = () => finish(cancel.reason);
+      let unsubscribe = (): void => undefined;
+      unsubscribe = session.whenLost(() =>
+        finish(new BackendUnavailableError('zookeeper: the session was lost while waiting for a permit')),
+      );
+      cancel.addEventListener('abort', onCancel, { once: true });
+    });
+    done.catch(() => undefined);
+    return { listener, done, stop: () => finish() };
+  }
+
+  #hold(
+    session: ZkSession,
+    req: PermitRequest,
+    nodes: ZkQueued[],
+    token: bigint,
+    watch: OwnNodeWatch,
+  ): OwnedLock {
+    const lock = new OwnedLock({
+      key: req.name,
+      fencingToken: token,
+      ownerToken: req.ownerToken,
+      releaseOnBackend: async () => {
+        if (!session.alive) return; // the session's end removed the nodes
+        // If a delete fails, the session retries it until confirmed (or ends).
+        await Promise.all(nodes.map((node) => removeOwned(session, node.path)));
+        void removeFolderIfEmpty(session, this.#leases);
+      },
+    });
+    lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+    lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
+    return lock;
+  }
+}
+
+function parse(data: Buffer): LeaseData {
+  try {
+    const parsed = JSON.parse(data.toString('utf8')) as LeaseData;
+    return typeof parsed === 'object' && parsed !== null ? parsed : {};
+  } catch {
+    return {};
+  }
+}

@@ -1,0 +1,181 @@
+// Semaphores: fencekit's on memory, Redis, etcd, PostgreSQL and ZooKeeper, beside redis-semaphore's
+// Semaphore (which polls) on the same Redis and Curator's InterProcessSemaphoreV2 on the same
+// ZooKeeper (bench/curator-semaphore, Debian's libcurator-recipes-java, when it is installed):
+// uncontended acquire + release, then 20 contenders on one semaphore of limit 5 for 3 s each,
+// releasing at once or after a 5 ms hold: permits handed over per second (grants to a client other
+// than the one that released last: a client re-grabbing its own permit is no handover),
+// acquisitions per second, the acquire wait p50 and the per-client spread.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { MemoryLockProvider } from 'fencekit';
+import { EtcdLockProvider } from 'fencekit/etcd';
+import { PostgresLockProvider } from 'fencekit/postgres';
+import { RedisLockProvider } from 'fencekit/redis';
+import { ZooKeeperLockProvider } from 'fencekit/zookeeper';
+import { Redis } from 'ioredis';
+import { Semaphore } from 'redis-semaphore';
+import { startServer } from './servers.mjs';
+import { measureSideBySide, printTable } from './table.mjs';
+
+const LIMIT = 5;
+const CONTENDERS = 20;
+const SECONDS = 3;
+
+function fencekit(provider, name) {
+  const s = provider.semaphore(name, { limit: LIMIT });
+  return {
+    acquire: async () => {
+      const permit = await s.acquire({ ttlMs: 10_000 });
+      return () => permit.release();
+    },
+    close: () => provider.close(),
+  };
+}
+
+function redisSemaphore(url, name) {
+  const client = new Redis(url);
+  return {
+    acquire: async () => {
+      const s = new Semaphore(client, name, LIMIT, { lockTimeout: 10_000, acquireTimeout: 60_000 });
+      await s.acquire();
+      return () => s.release();
+    },
+    close: async () => client.disconnect(),
+  };
+}
+
+export async function benchSemaphore() {
+  const redis = await startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL');
+  const etcd = await startServer('etcd.sh', ['1'], 'FENCEKIT_ETCD_ENDPOINTS');
+  const pg = await startServer('postgres.sh', [], 'FENCEKIT_PG_URL');
+  const zk = await startServer('zookeeper.sh', ['1', '200'], 'FENCEKIT_ZK_CONNECT');
+  const zkConnect = zk.vars.get('ZK_CONNECT') ?? zk.vars.get('URL');
+  const redisUrl = redis.vars.get('REDIS_URL') ?? redis.vars.get('URL');
+  const etcdEndpoints = (etcd.vars.get('ETCD_ENDPOINTS') ?? etcd.vars.get('URL')).split(',');
+  const pgUrl = pg.vars.get('PG_URL') ?? pg.vars.get('URL');
+  const run = `${Date.now()}`;
+  const makers = {
+    'fencekit memory': (name) => fencekit(new MemoryLockProvider(), name),
+    'fencekit Redis': (name) => fencekit(new RedisLockProvider({ url: redisUrl }), name),
+    'redis-semaphore Semaphore (retryInterval 10 ms)': (name) => redisSemaphore(redisUrl, name),
+    'fencekit etcd': (name) => fencekit(new EtcdLockProvider({ endpoints: etcdEndpoints }), name),
+    'fencekit PostgreSQL': (name) =>
+      fencekit(new PostgresLockProvider({ connectionString: pgUrl, maxConnections: 4 }), name),
+    'fencekit ZooKeeper': (name) =>
+      fencekit(new ZooKeeperLockProvider({ connectString: zkConnect, root: '' }), name),
+  };
+  try {
+    const opened = [];
+    const cases = {};
+    for (const [label, make] of Object.entries(makers)) {
+      const c = make(`bench/semaphore/${run}/uncontended/${label}`);
+      opened.push(c);
+      cases[label] = async () => (await c.acquire())();
+    }
+    printTable(
+      'Semaphores, uncontended acquire + release (1 client, loopback)',
+      await measureSideBySide(cases, { rounds: 3, iterations: 200, warmup: 50 }),
+    );
+    await Promise.all(opened.map((c) => c.close()));
+
+    for (const holdMs of [0, 5]) await contended(makers, run, holdMs, zkConnect);
+  } finally {
+    await Promise.all([redis.stop(), etcd.stop(), pg.stop(), zk.stop()]);
+  }
+}
+
+const CURATOR_JARS = [
+  'curator-recipes',
+  'curator-framework',
+  'curator-client',
+  'zookeeper',
+  'zookeeper-jute',
+  'guava',
+  'slf4j-api',
+  'slf4j-nop',
+].map((jar) => `/usr/share/java/${jar}.jar`);
+
+/** Curator's row (same contenders, limit, time and hold), or undefined without Java and Curator. */
+async function curatorRow(connect, path, holdMs) {
+  if (!CURATOR_JARS.every((jar) => existsSync(jar))) return undefined;
+  const run = promisify(execFile);
+  const dir = await mkdtemp(join(tmpdir(), 'fencekit-curator-bench-'));
+  try {
+    const classpath = CURATOR_JARS.join(':');
+    const source = resolve(import.meta.dirname, 'curator-semaphore/CuratorSemaphoreBench.java');
+    await run('javac', ['-nowarn', '-d', dir, '-cp', classpath, source], { timeout: 120_000 });
+    const args = [connect, path, LIMIT, CONTENDERS, SECONDS, holdMs].map(String);
+    const { stdout } = await run('java', ['-cp', `${dir}:${classpath}`, 'CuratorSemaphoreBench', ...args], {
+      timeout: 120_000,
+    });
+    return JSON.parse(stdout.trim().split('\n').at(-1));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function contended(makers, run, holdMs, zkConnect) {
+  console.log(
+    `\nSemaphores, ${CONTENDERS} contenders on one semaphore of limit ${LIMIT} for ${SECONDS} s each, each holding ${holdMs} ms`,
+  );
+  console.log(
+    `${'client'.padEnd(50)} ${'handovers/s'.padStart(12)} ${'acq/s'.padStart(7)} ${'wait p50 ms'.padStart(12)} ${'min..max per client'.padStart(20)}`,
+  );
+  const results = new Map();
+  for (const [label, make] of Object.entries(makers)) {
+    const name = `bench/semaphore/${run}/contended-${holdMs}/${label}`;
+    // One client per contender, as separate processes would have.
+    const clients = Array.from({ length: CONTENDERS }, () => make(name));
+    const waits = [];
+    const counts = new Array(CONTENDERS).fill(0);
+    let granted = 0;
+    let handovers = 0;
+    let lastReleaser = -1;
+    const deadline = performance.now() + SECONDS * 1_000;
+    await Promise.all(
+      clients.map(async (client, index) => {
+        while (performance.now() < deadline) {
+          const asked = performance.now();
+          const release = await client.acquire();
+          waits.push(performance.now() - asked);
+          granted += 1;
+          counts[index] += 1;
+          // As in the lock bench: a grant right after this client's own release is a re-grab.
+          if (lastReleaser !== index) handovers += 1;
+          if (holdMs > 0) await new Promise((r) => setTimeout(r, holdMs));
+          lastReleaser = index;
+          await release();
+        }
+      }),
+    );
+    waits.sort((a, b) => a - b);
+    const perSecond = handovers / SECONDS;
+    results.set(label, perSecond);
+    console.log(
+      `${label.padEnd(50)} ${perSecond.toFixed(0).padStart(12)} ${(granted / SECONDS).toFixed(0).padStart(7)} ${(waits[waits.length >> 1] ?? Number.NaN).toFixed(2).padStart(12)} ${`${Math.min(...counts)}..${Math.max(...counts)}`.padStart(20)}`,
+    );
+    await Promise.all(clients.map((c) => c.close()));
+  }
+  const curator = await curatorRow(zkConnect, `/bench/semaphore/${run}/curator-${holdMs}`, holdMs);
+  if (curator) {
+    const label = 'Curator InterProcessSemaphoreV2 (Java)';
+    console.log(
+      `${label.padEnd(50)} ${(curator.handovers / SECONDS).toFixed(0).padStart(12)} ${(curator.acquisitions / SECONDS).toFixed(0).padStart(7)} ${curator.waitP50Ms.toFixed(2).padStart(12)} ${`${curator.min}..${curator.max}`.padStart(20)}`,
+    );
+    const zkRatio = results.get('fencekit ZooKeeper') / (curator.handovers / SECONDS);
+    console.log(
+      `fencekit ZooKeeper: ${zkRatio.toFixed(2)}× Curator's handovers per second (target: within 1.2×)`,
+    );
+  } else {
+    console.log('(Curator not compared: apt-get install libcurator-recipes-java)');
+  }
+  const ratio =
+    results.get('fencekit Redis') / results.get('redis-semaphore Semaphore (retryInterval 10 ms)');
+  console.log(
+    `fencekit Redis: ${ratio.toFixed(1)}× the handovers per second of redis-semaphore (target ≥ 5×)`,
+  );
+}

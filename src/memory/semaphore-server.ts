@@ -1,0 +1,200 @@
+import { monotonicNow } from '../clock.js';
+import { SemaphoreLimitMismatchError } from '../semaphore/errors.js';
+import type { SemaphoreHolder } from '../semaphore/types.js';
+import type { MemoryLockServer } from './server.js';
+
+/** One grant of permits as the in-process server keeps it. */
+export interface MemoryPermitLease {
+  readonly name: string;
+  readonly ownerToken: string;
+  readonly owner: string | undefined;
+  readonly permits: number;
+  readonly fencingToken: bigint;
+  readonly ttlMs: number;
+  readonly since: Date;
+  /** Monotonic time of the grant: the lease runs from here. */
+  readonly grantedAt: number;
+  expiresAt: number; // wall clock, for inspect()
+  timer: NodeJS.Timeout | undefined;
+}
+
+export interface MemoryPermitRequest {
+  clientId: number;
+  name: string;
+  limit: number;
+  permits: number;
+  ownerToken: string;
+  owner: string | undefined;
+  ttlMs: number;
+}
+
+interface Waiter {
+  readonly req: MemoryPermitRequest;
+  readonly granted: (lease: MemoryPermitLease) => void;
+}
+
+interface NameState {
+  /** Stored with the name while anyone holds or waits; another limit is refused meanwhile. */
+  readonly limit: number;
+  readonly holders: Map<string, MemoryPermitLease>;
+  readonly queue: Waiter[];
+  used: number;
+}
+
+/**
+ * The semaphore half of the in-process server: per name a limit, leases that really expire, a
+ * strict FIFO queue (a waiter for 3 permits is not overtaken by later waiters for 1), and one
+ * fencing counter for the server, so tokens rise per name across all its permits.
+ */
+export class MemorySemaphoreServer {
+  readonly #locks: MemoryLockServer;
+  #lastToken = 0n;
+  readonly #names = new Map<string, NameState>();
+  /** Waiters notified of a grant: at most one per permit freed. */
+  wakeups = 0;
+
+  constructor(locks: MemoryLockServer) {
+    this.#locks = locks;
+  }
+
+  tryGrant(req: MemoryPermitRequest): MemoryPermitLease | null {
+    this.#reachable(req.clientId);
+    const state = this.#state(req);
+    if (state.queue.length > 0 || state.used + req.permits > state.limit) {
+      this.#forgetIfIdle(req.name, state);
+      return null;
+    }
+    return this.#grant(state, req);
+  }
+
+  /** Joins the queue (or is granted at once). `cancel` leaves the queue; false if already granted. */
+  enqueue(req: MemoryPermitRequest): { granted: Promise<MemoryPermitLease>; cancel: () => boolean } {
+    const immediate = this.tryGrant(req);
+    if (immediate) return { granted: Promise.resolve(immediate), cancel: () => false };
+    const state = this.#state(req);
+    let waiter!: Waiter;
+    const granted = new Promise<MemoryPermitLease>((resolve) => {
+      waiter = { req, granted: resolve };
+    });
+    state.queue.push(waiter);
+    const cancel = () => {
+      const index = state.queue.indexOf(waiter);
+      if (index < 0) return false;
+      state.queue.splice(index, 1);
+      // The head left: those behind it may fit now.
+      if (index === 0) this.#pump(state);
+      this.#forgetIfIdle(req.name, state);
+      return true;
+    };
+    return { granted, cancel };
+  }
+
+  renew(clientId: number, name: string, ownerToken: string): boolean {
+    this.#reachable(clientId);
+    const lease = this.#names.get(name)?.holders.get(ownerToken);
+    if (!lease) return false;
+    clearTimeout(lease.timer);
+    lease.timer = this.#expiryTimer(lease);
+    lease.expiresAt = Date.now() + lease.ttlMs;
+    return true;
+  }
+
+  /** Removes the grant only if it is still there (a late release after expiry removes nothing). */
+  release(clientId: number, name: string, ownerToken: string): boolean {
+    this.#reachable(clientId);
+    return this.#end(name, ownerToken);
+  }
+
+  inspect(name: string): { holders: SemaphoreHolder[]; waiters: number } {
+    const state = this.#names.get(name);
+    if (!state) return { holders: [], waiters: 0 };
+    const holders = [...state.holders.values()].map((lease) => ({
+      owner: lease.owner,
+      fencingToken: lease.fencingToken,
+      since: lease.since,
+      expiresAt: new Date(lease.expiresAt),
+      permits: lease.permits,
+    }));
+    return { holders, waiters: state.queue.length };
+  }
+
+  // The lock server keeps its partitions private; a renew of a key nobody can hold ('' is never a
+  // valid key) is side-effect free and throws exactly when the client is cut off.
+  #reachable(clientId: number): void {
+    this.#locks.renew(clientId, '', '');
+  }
+
+  #state(req: MemoryPermitRequest): NameState {
+    let state = this.#names.get(req.name);
+    if (!state) {
+      state = { limit: req.limit, holders: new Map(), queue: [], used: 0 };
+      this.#names.set(req.name, state);
+    }
+    if (state.limit !== req.limit) throw new SemaphoreLimitMismatchError(req.name, req.limit, state.limit);
+    return state;
+  }
+
+  #grant(state: NameState, req: MemoryPermitRequest): MemoryPermitLease {
+    this.#lastToken += 1n;
+    const lease: MemoryPermitLease = {
+      name: req.name,
+      ownerToken: req.ownerToken,
+      owner: req.owner,
+      permits: req.permits,
+      fencingToken: this.#lastToken,
+      ttlMs: req.ttlMs,
+      since: new Date(),
+      grantedAt: monotonicNow(),
+      expiresAt: Date.now() + req.ttlMs,
+      timer: undefined,
+    };
+    lease.timer = this.#expiryTimer(lease);
+    state.holders.set(lease.ownerToken, lease);
+    state.used += lease.permits;
+    return lease;
+  }
+
+  #expiryTimer(lease: MemoryPermitLease): NodeJS.Timeout {
+    return setTimeout(() => this.#end(lease.name, lease.ownerToken), lease.ttlMs);
+  }
+
+  #end(name: string, ownerToken: string): boolean {
+    const state = this.#names.get(name);
+    const lease = state?.holders.get(ownerToken);
+    if (!state || !lease) return false;
+    clearTimeout(lease.timer);
+    state.holders.delete(ownerToken);
+    state.used -= lease.permits;
+    this.#pump(state);
+    this.#forgetIfIdle(name, state);
+    return true;
+  }
+
+  /** Grants queue heads while they fit: only as many wake-ups as permits were freed, no herd. */
+  #pump(state: NameState): void {
+    for (;;) {
+      const next = state.queue[0];
+      if (!next || state.used + next.req.permits > state.limit) return;
+      state.queue.shift();
+      const lease = this.#grant(state, next.req);
+      this.wakeups += 1;
+      next.granted(lease);
+    }
+  }
+
+  #forgetIfIdle(name: string, state: NameState): void {
+    if (state.holders.size === 0 && state.queue.length === 0) this.#names.delete(name);
+  }
+}
+
+const servers = new WeakMap<MemoryLockServer, MemorySemaphoreServer>();
+
+/** The semaphore server that lives beside a lock server (one per `memory://` world). */
+export function semaphoreServerOf(locks: MemoryLockServer): MemorySemaphoreServer {
+  let server = servers.get(locks);
+  if (!server) {
+    server = new MemorySemaphoreServer(locks);
+    servers.set(locks, server);
+  }
+  return server;
+}

@@ -1,0 +1,98 @@
+import { monotonicNow } from '../clock.js';
+import { leasedLock } from '../lease-renewal.js';
+import type { OwnedLock } from '../ownership.js';
+import {
+  GenericSemaphore,
+  type PermitRequest,
+  type SemaphoreAdapter,
+  type SemaphoreContext,
+} from '../semaphore/core.js';
+import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
+import { type MemoryPermitLease, type MemorySemaphoreServer, semaphoreServerOf } from './semaphore-server.js';
+import type { MemoryLockServer } from './server.js';
+
+export interface MemorySemaphoreClient {
+  server: MemoryLockServer;
+  clientId: number;
+  driftRate: number;
+}
+
+/** A semaphore of the embedded provider: one client of the in-process semaphore server. */
+export function memorySemaphore(
+  name: string,
+  options: SemaphoreOptions,
+  ctx: SemaphoreContext,
+  client: MemorySemaphoreClient,
+): Semaphore {
+  return new GenericSemaphore(name, options, ctx, new MemorySemaphoreAdapter(name, client));
+}
+
+class MemorySemaphoreAdapter implements SemaphoreAdapter {
+  readonly #name: string;
+  readonly #server: MemorySemaphoreServer;
+  readonly #client: MemorySemaphoreClient;
+
+  constructor(name: string, client: MemorySemaphoreClient) {
+    this.#name = name;
+    this.#client = client;
+    this.#server = semaphoreServerOf(client.server);
+  }
+
+  /** In process: reached from the start (a partition is an outage, ridden through). */
+  reached(): boolean {
+    return true;
+  }
+
+  async inspect(): Promise<ReturnType<MemorySemaphoreServer['inspect']>> {
+    return this.#server.inspect(this.#name);
+  }
+
+  async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const sentAt = monotonicNow();
+    const serverRequest = { clientId: this.#client.clientId, ...req };
+    if (!req.wait) {
+      const lease = this.#server.tryGrant(serverRequest);
+      return lease && this.#adopt(lease, sentAt);
+    }
+    const { granted, cancel: leaveQueue } = this.#server.enqueue(serverRequest);
+    const lease = await new Promise<MemoryPermitLease>((resolve, reject) => {
+      const onCancel = () => {
+        if (!leaveQueue()) {
+          // Granted while cancelling: give it straight back (a refused release leaves it to expire).
+          void granted.then((raced) => {
+            try {
+              this.#server.release(this.#client.clientId, raced.name, raced.ownerToken);
+            } catch {
+              // partitioned: the lease is never renewed and runs out
+            }
+          });
+        }
+        reject(cancel.reason);
+      };
+      if (cancel.aborted) return onCancel();
+      cancel.addEventListener('abort', onCancel, { once: true });
+      void granted.then((lease) => {
+        cancel.removeEventListener('abort', onCancel);
+        resolve(lease);
+      });
+    });
+    // A waiter's lease began when the server granted it; the wait itself does not shorten it.
+    return this.#adopt(lease, lease.grantedAt);
+  }
+
+  #adopt(lease: MemoryPermitLease, sentAt: number): OwnedLock {
+    const { clientId } = this.#client;
+    return leasedLock({
+      key: lease.name,
+      fencingToken: lease.fencingToken,
+      ownerToken: lease.ownerToken,
+      releaseOnBackend: async () => {
+        this.#server.release(clientId, lease.name, lease.ownerToken);
+      },
+      ttlMs: lease.ttlMs,
+      driftRate: this.#client.driftRate,
+      grantedSentAt: sentAt,
+      renew: async () => this.#server.renew(clientId, lease.name, lease.ownerToken),
+    });
+  }
+}

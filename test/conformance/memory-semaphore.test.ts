@@ -1,0 +1,24 @@
+import { afterEach, describe, it } from 'vitest';
+import { MemoryLockProvider, MemoryLockServer } from '../../src/index.js';
+import { semaphoreServerOf } from '../../src/memory/semaphore-server.js';
+import { describeSemaphoreConformance } from '../../src/testing/index.js';
+
+const server = new MemoryLockServer();
+
+describeSemaphoreConformance(
+  {
+    name: 'memory',
+    createProvider: async () => new MemoryLockProvider({ server }),
+    ttlMs: 300,
+    holderDeathBoundMs: 300 + 200,
+    fifo: true,
+    limitMismatch: true,
+    wakeups: () => semaphoreServerOf(server).wakeups,
+    faults: {
+      crash: async (p) => (p as MemoryLockProvider).simulate.crash(),
+      partition: async (p, cut) => (p as MemoryLockProvider).simulate.partition(cut),
+    },
+    callTimeoutMs: 5_000,
+  },
+  { describe, it, afterEach },
+);

@@ -1,0 +1,60 @@
+/**
+ * The events a torture run records. Times are milliseconds of CLOCK_MONOTONIC (process.hrtime),
+ * which on Linux is one clock for every process of the machine, so worker processes and the runner
+ * stamp events on a common time line without any hand-shake.
+ */
+
+export type GrantKind = 'lock' | 'term';
+
+export type TortureEvent =
+  | { type: 'request'; t: number; worker: string; key: string }
+  | {
+      type: 'grant';
+      t: number;
+      worker: string;
+      key: string;
+      /** Unique per grant in the run: `<worker>#<n>`. */
+      grant: string;
+      kind: GrantKind;
+      token: string;
+      /** signal.aborted when the grant (or term) reached the user's code. */
+      abortedAtGrant: boolean;
+    }
+  | { type: 'abort'; t: number; worker: string; grant: string; reason: string }
+  | {
+      type: 'write';
+      /** When the signal was checked, just before the write was sent. */
+      t: number;
+      /** When the storage answered. */
+      tEnd: number;
+      worker: string;
+      key: string;
+      grant: string;
+      token: string;
+      /** !signal.aborted at t. */
+      live: boolean;
+      result: 'accepted' | 'rejected' | 'error';
+    }
+  | { type: 'release'; t: number; worker: string; grant: string }
+  | { type: 'acquire-error'; t: number; worker: string; key: string; code: string }
+  /** The worker process ended without being asked (or was SIGKILLed by the nemesis). */
+  | { type: 'crash'; t: number; worker: string; detail: string }
+  /** A nemesis fault, from start to heal. `workers` are the workers it froze (SIGSTOP), if any. */
+  | {
+      type: 'fault';
+      t: number;
+      tEnd: number;
+      kind: string;
+      target: string;
+      pausedWorkers: string[];
+      /**
+       * Replies to this worker were held back lateMs while the fault lasted. Set only where the
+       * lease starts at the server with the grant and is not renewed before the reply (Redis,
+       * Redlock): a grant whose reply was that late had already run out when it arrived.
+       */
+      late?: { worker: string; ms: number };
+    }
+  /** Something of the run's still held in the backend after every worker closed. */
+  | { type: 'leftover'; t: number; key: string; detail: string };
+
+export const now = (): number => Number(process.hrtime.bigint()) / 1e6;

@@ -1,0 +1,41 @@
+import type { TortureReport } from './run.js';
+
+/** The summary table: one row per backend. */
+export function formatTable(reports: readonly TortureReport[]): string {
+  const head = [
+    'backend',
+    'seed',
+    'grants',
+    'writes ok',
+    'rejected',
+    'stale rejected',
+    'faults',
+    'max progress ms',
+    'violations',
+  ];
+  const rows = reports.map((r) => [
+    r.backend,
+    String(r.seed),
+    String(r.grants),
+    String(r.writesAccepted),
+    String(r.writesRejected),
+    String(r.staleRejected),
+    Object.entries(r.faults)
+      .map(([kind, n]) => `${kind}:${n}`)
+      .join(' ') || '-',
+    String(Math.round(r.maxProgressMs)),
+    summarize(r),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+function summarize(report: TortureReport): string {
+  if (report.violations.length === 0) return '0';
+  const counts: Record<string, number> = {};
+  for (const v of report.violations) counts[v.rule] = (counts[v.rule] ?? 0) + 1;
+  return Object.entries(counts)
+    .map(([rule, n]) => `${rule}:${n}`)
+    .join(' ');
+}

@@ -1,0 +1,17 @@
+import { defineConfig } from 'tsup';
+
+// The torture runner and its worker, built next to the package they test (which they load by
+// name, through its exports map, like any user). Not shipped: .tmp is outside `files`.
+export default defineConfig({
+  entry: { main: 'torture/main.ts', 'worker-main': 'torture/worker-main.ts' },
+  outDir: '.tmp/torture',
+  format: ['esm'],
+  target: 'node20',
+  platform: 'node',
+  clean: true,
+  dts: false,
+  splitting: false,
+  // Every package stays a package (fencekit itself, backend clients, testcontainers …).
+  skipNodeModulesBundle: true,
+  external: ['fencekit', /^fencekit\//],
+});

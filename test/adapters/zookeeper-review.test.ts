@@ -138,4 +138,21 @@ describe('ZooKeeper review findings', () => {
       await client.close();
     }
   }, 30_000);
+
+  it('item 5: observe() leaves no watch registration when the consumer stops at a yield', async () => {
+    const p = await whileUp();
+    const election = p.election(uniqueKey('observed'));
+    const leadership = await election.campaign('me');
+    const baseline = await p.watchCount();
+    for (let i = 0; i < 3; i++) {
+      for await (const leader of election.observe()) {
+        expect(leader?.value).toBe('me');
+        break; // the consumer leaves at the yield, with this round's watches armed
+      }
+    }
+    const left = (await p.watchCount()) - baseline;
+    console.log(`item 5: ${left} watch registrations left after 3 observers stopped at a yield`);
+    expect(left).toBe(0);
+    await leadership.resign();
+  }, 30_000);
 });

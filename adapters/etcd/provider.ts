@@ -23,7 +23,7 @@ import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
-import { DeletionWatch } from './deletion-watch.js';
+import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
@@ -164,29 +164,34 @@ export class EtcdLockProvider extends BaseLockProvider {
       },
     };
     let queued: Queued;
+    // Subscribed before the Txn is sent: a delete of our key before the grant is seen too.
+    const deletion = this.#deletionWatch().subscribe(call.key);
     const attempt = sendEnqueue(call);
     try {
       queued = await enqueue(call, attempt, signal);
     } catch (error) {
+      deletion.stop();
       // The Txn may still put our key: the session waits for its outcome and deletes what it made.
       await this.#handOff(session.removeEnqueued(call.key, attempt), session, leave, signal);
       throw error;
     }
     if (!queued.owner) {
       if (!req.wait) {
+        deletion.stop();
         await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
         return null;
       }
       try {
         await waitForTurn(call, queued, signal);
       } catch (error) {
+        deletion.stop();
         // Timed out, aborted or cut off: take our queue entry back (closing: the lease's revoke
         // deletes it with the rest, no need to wait).
         await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
         throw error;
       }
     }
-    return this.#grant(req, session, queued, leave);
+    return this.#grant(req, session, queued, leave, deletion);
   }
 
   /**
@@ -215,7 +220,13 @@ export class EtcdLockProvider extends BaseLockProvider {
   }
 
   /** The handle of a granted key (a method of its own so its closures keep only what they need). */
-  #grant(req: LockRequest, session: EtcdSession, queued: Queued, leave: () => void): OwnedLock {
+  #grant(
+    req: LockRequest,
+    session: EtcdSession,
+    queued: Queued,
+    leave: () => void,
+    deletion: DeletionSubscription,
+  ): OwnedLock {
     const { key, revision } = queued;
     const lock = new OwnedLock({
       key: req.key,
@@ -235,13 +246,13 @@ export class EtcdLockProvider extends BaseLockProvider {
       leave(); // the next acquire uses a new session, hence another key
     });
     // Our key deleted behind our back (lease revoked, `etcdctl del`): lost at once.
-    const stopWatching = this.#deletionWatch().watch(key, revision, () => {
+    deletion.arm(revision, () => {
       lock.lose('revoked');
       leave(); // our key is gone: the next local acquire creates a new one
     });
     lock.onEnd(() => {
       unsubscribe();
-      stopWatching();
+      deletion.stop();
     });
     return lock;
   }

@@ -133,4 +133,36 @@ describe('etcd review findings', () => {
     expect(ms).toBeLessThan(800 + 1_000);
     await holder.release();
   }, 30_000);
+
+  it('item 6: a held key deleted between the last read and the grant is not handed out as held', async () => {
+    const namespace = `${uniqueKey('deleted-early')}/`;
+    const [a, b] = [open(namespace), open(namespace)];
+    await (await a.acquire('warm-up')).release();
+    // Fault injection on the real server: once the enqueue Txn has answered (we are the holder), an
+    // operator deletes our key, and its delete event reaches A's watch before the grant is made.
+    const kv = a.client.kv;
+    const realTxn = kv.txn.bind(kv);
+    let injected = false;
+    kv.txn = async (req, options) => {
+      const res = await realTxn(req, options);
+      if (!injected && (req.success ?? []).some((op) => op.request_put)) {
+        injected = true;
+        await b.client.delete().prefix(`${namespace}k/`);
+        await sleep(200);
+      }
+      return res;
+    };
+    const lock = await a.acquire('k', { waitMs: 5_000 });
+    await sleep(200);
+    const info = await b.inspect('k');
+    const keyExists = info?.holder?.fencingToken === lock.fencingToken;
+    console.log(
+      `item 6: granted token ${lock.fencingToken}, held=${lock.held}, aborted=${lock.signal.aborted}; ` +
+        `its key ${keyExists ? 'exists' : 'is gone'}`,
+    );
+    expect(injected).toBe(true);
+    // A lock whose key is gone must not be held: either lost, or a new key was made for it.
+    expect(lock.held && !keyExists).toBe(false);
+    await lock.release();
+  }, 30_000);
 });

@@ -11,6 +11,8 @@ export default defineConfig({
     zookeeper: 'adapters/zookeeper/index.ts',
     redis: 'adapters/redis/index.ts',
     postgres: 'adapters/postgres/index.ts',
+    'compat/redlock': 'src/compat/redlock/index.ts',
+    'compat/redis-semaphore': 'src/compat/redis-semaphore/index.ts',
     idempotency: 'src/idempotency/index.ts',
   },
   format: ['esm', 'cjs'],

@@ -2,6 +2,8 @@
 // Redis: uncontended acquire + release, then 10 contenders for 3 s each: handoff latency (release →
 // a *different* client holds), handoffs/s, and how evenly the acquisitions spread over the clients.
 // Contenders release as soon as they hold the key, so the figures measure the locks, not a sleep.
+import { Mutex as FacadeMutex } from 'fencekit/compat/redis-semaphore';
+import { Redlock as FacadeRedlock } from 'fencekit/compat/redlock';
 import { RedisLockProvider } from 'fencekit/redis';
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
@@ -37,6 +39,29 @@ function fencekit(options) {
 const contenders = {
   'fencekit (fair, default)': (url) => fencekit({ url }),
   'fencekit (fair: false)': (url) => fencekit({ url, fair: false }),
+  // The facades over an ioredis client, as a migrating app calls them: they must add no round trip.
+  'fencekit/compat/redlock (v5 acquire)': (url) => {
+    const client = new Redis(url);
+    const redlock = new FacadeRedlock([client], { retryCount: -1 });
+    return {
+      acquire: async (key) => {
+        const l = await redlock.acquire([key], 5_000);
+        return () => l.release();
+      },
+      close: () => redlock.quit(),
+    };
+  },
+  'fencekit/compat/redis-semaphore Mutex': (url) => {
+    const client = new Redis(url);
+    return {
+      acquire: async (key) => {
+        const m = new FacadeMutex(client, key, { lockTimeout: 5_000, acquireTimeout: 60_000 });
+        await m.acquire();
+        return () => m.release();
+      },
+      close: async () => client.disconnect(),
+    };
+  },
   'redlock@4 (retryDelay 10 ms)': (url) => {
     const client = new Redis(url);
     const redlock = new Redlock([client], { retryCount: -1, retryDelay: 10, retryJitter: 5 });

@@ -8,6 +8,15 @@ export class KeyedFifo {
   /** Per key: the current holder's marker first, then the waiters' turn callbacks. */
   readonly #lines = new Map<string, Array<() => void>>();
 
+  /** The turn at once, or null when someone in this process has it or waits for it (never waits). */
+  tryEnter(key: string): (() => void) | null {
+    const line = this.#lines.get(key);
+    if (line && line.length > 0) return null;
+    const fresh = [HOLDER];
+    this.#lines.set(key, fresh);
+    return this.#leaver(key, fresh);
+  }
+
   /** Resolves with a leave() function when it is this caller's turn; rejects if cancel aborts first. */
   enter(key: string, cancel: AbortSignal): Promise<() => void> {
     let line = this.#lines.get(key);

@@ -9,6 +9,7 @@ import {
   ProviderClosedError,
 } from './errors.js';
 import type { OwnedLock } from './ownership.js';
+import type { SemaphoreContext } from './semaphore/core.js';
 import { linkSignals } from './signals.js';
 import { longTimeout } from './timers.js';
 import type { AcquireOptions, BackendName, Lock, LockInfo, LockProvider } from './types.js';
@@ -108,6 +109,31 @@ export abstract class BaseLockProvider implements LockProvider {
   /** The provider's close signal: adapters derive long-lived work (sessions, watches) from it. */
   protected get closeSignal(): AbortSignal {
     return this.#closeController.signal;
+  }
+
+  /**
+   * Work that close() must wait for (bounded like the rest of its clean-up): a semaphore's pending
+   * request, a permit's release. Locks are tracked by the base itself.
+   */
+  protected trackWork(work: Promise<unknown>): void {
+    const settled = work.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#pending.add(settled);
+    void settled.then(() => this.#pending.delete(settled));
+  }
+
+  /** What this provider lends its semaphores: its defaults, its close signal, and close()'s wait. */
+  protected semaphoreContext(): SemaphoreContext {
+    return {
+      backend: this.backend,
+      ttlMs: this.ttlMs,
+      waitMs: this.waitMs,
+      callTimeoutMs: this.callTimeoutMs,
+      closeSignal: this.closeSignal,
+      track: (work) => this.trackWork(work),
+    };
   }
 
   /** Adapters call this once the backend has answered (connected): outages after it are retried. */

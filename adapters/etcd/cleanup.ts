@@ -1,7 +1,9 @@
-import { CompareResult, CompareTarget, type Etcd3 } from 'etcd3';
+import { CompareResult, CompareTarget, type Etcd3, type ITxnResponse } from 'etcd3';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
+import { BackendUnavailableError } from '../../src/errors.js';
 import { bounded } from './bounded.js';
+import { enqueuedRevision } from './mutex.js';
 
 const deadline = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
 
@@ -84,4 +86,41 @@ export async function deleteUntilConfirmed(
     }
   }
   return false;
+}
+
+/**
+ * Once a Txn's promise has settled the etcd3 client sends no more copies of it, but etcd may still
+ * apply one whose raft proposal outlived the call. "Our key is not there" is believed only this long
+ * after the Txn failed (or after its deadline, when it never settles).
+ */
+export const REPLAY_WINDOW_MS = 1_000;
+
+/**
+ * The create revision of the key an enqueue Txn may have put (a caller gave up on it): read from its
+ * answer when it comes; when it fails or never answers, undefined, but only REPLAY_WINDOW_MS after
+ * that, so a read made then sees any late put. 'ended' when the session ended first (its lease took
+ * the key).
+ */
+export async function settledRevision(
+  attempt: { txn: Promise<ITxnResponse>; deadline: Date },
+  sessionSignal: AbortSignal,
+): Promise<bigint | undefined | 'ended'> {
+  const untilDeadline = Math.max(0, attempt.deadline.getTime() - Date.now());
+  let res: ITxnResponse | undefined;
+  try {
+    res = await bounded(attempt.txn, sessionSignal, untilDeadline + REPLAY_WINDOW_MS, 'enqueue txn');
+  } catch (error) {
+    if (sessionSignal.aborted) return 'ended';
+    // Failed before its window ran out: a late apply is still possible for REPLAY_WINDOW_MS.
+    const timedOut = error instanceof BackendUnavailableError;
+    if (!timedOut) {
+      try {
+        await sleepUnlessWoken(REPLAY_WINDOW_MS, sessionSignal).done;
+      } catch {
+        return 'ended';
+      }
+    }
+    return undefined;
+  }
+  return enqueuedRevision(res);
 }

@@ -3,9 +3,20 @@ import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
 const ignore = () => undefined;
 
 interface Subscriber {
-  /** Create revision of the held key: a delete at or before it was of an earlier key of that name. */
-  revision: bigint;
+  /**
+   * Create revision of the held key: a delete at or before it was of an earlier key of that name.
+   * Undefined until armed: deletes seen until then are kept in lastDeleted and judged by arm().
+   */
+  revision: bigint | undefined;
+  lastDeleted: bigint;
   onDeleted: () => void;
+}
+
+/** A subscription made before the key's create revision is known (see DeletionWatch.subscribe). */
+export interface DeletionSubscription {
+  /** From now on onDeleted runs once on a delete after revision; at once if one was seen already. */
+  arm(revision: bigint, onDeleted: () => void): void;
+  stop(): void;
 }
 
 /**
@@ -63,11 +74,32 @@ export class DeletionWatch {
 
   /** Calls onDeleted once when key (created at revision) is deleted; returns the unsubscribe. */
   watch(key: Buffer, revision: bigint, onDeleted: () => void): () => void {
+    const subscription = this.subscribe(key);
+    subscription.arm(revision, onDeleted);
+    return () => subscription.stop();
+  }
+
+  /**
+   * Listens for key's deletion from now on, before its create revision is known: made before the
+   * enqueue Txn is sent, so a delete that lands between the last read and the grant is not missed.
+   */
+  subscribe(key: Buffer): DeletionSubscription {
     const id = key.toString('latin1');
-    const subscriber = { revision, onDeleted };
+    const subscriber: Subscriber = { revision: undefined, lastDeleted: 0n, onDeleted: ignore };
     this.#subscribers.set(id, subscriber);
-    return () => {
-      if (this.#subscribers.get(id) === subscriber) this.#subscribers.delete(id);
+    const current = () => this.#subscribers.get(id) === subscriber;
+    return {
+      arm: (revision, onDeleted) => {
+        subscriber.revision = revision;
+        subscriber.onDeleted = onDeleted;
+        if (current() && subscriber.lastDeleted > revision) {
+          this.#subscribers.delete(id);
+          onDeleted();
+        }
+      },
+      stop: () => {
+        if (current()) this.#subscribers.delete(id);
+      },
     };
   }
 
@@ -80,7 +112,13 @@ export class DeletionWatch {
   #deleted(kv: IKeyValue): void {
     const id = kv.key.toString('latin1');
     const subscriber = this.#subscribers.get(id);
-    if (!subscriber || BigInt(kv.mod_revision) <= subscriber.revision) return;
+    if (!subscriber) return;
+    const revision = BigInt(kv.mod_revision);
+    if (subscriber.revision === undefined) {
+      if (revision > subscriber.lastDeleted) subscriber.lastDeleted = revision;
+      return;
+    }
+    if (revision <= subscriber.revision) return;
     this.#subscribers.delete(id);
     subscriber.onDeleted();
   }

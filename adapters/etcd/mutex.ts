@@ -45,46 +45,66 @@ export function unavailable(what: string, error: unknown): BackendUnavailableErr
   return new BackendUnavailableError(`etcd: ${what}: ${(error as Error).message}`, { cause: error });
 }
 
+/** An enqueue Txn sent to etcd: its own promise (it may settle after the caller gave up) and deadline. */
+export interface EnqueueAttempt {
+  txn: Promise<ITxnResponse>;
+  deadline: Date;
+}
+
 /**
- * One Txn: create our key if it does not exist, and read the queue's head in the same revision.
- * When our key exists already, it is this very request's put, replayed by the etcd3 client's retry
- * after a lost answer: the caller holds the name's local turn, which ends only once an earlier key
- * of this session for the name is confirmed deleted (or the session is gone, and with it the lease
- * hex in the key). So we adopt it, as Go's concurrency.Mutex does: the replay is harmless.
- * Throws (signal's reason, or BackendUnavailableError) with the outcome unknown: the caller must
- * then have the session remove the key.
+ * Sends the enqueue Txn: create our key if it does not exist, and read the queue's head in the same
+ * revision. When our key exists already, it is this very request's put, replayed by the etcd3
+ * client's retry after a lost answer: the caller holds the name's local turn, which ends only once
+ * an earlier key of this session for the name is confirmed deleted (or the session is gone, and with
+ * it the lease hex in the key). So we adopt it, as Go's concurrency.Mutex does: the replay is harmless.
  */
-export async function enqueue(call: MutexCall, signal: AbortSignal): Promise<Queued> {
+export function sendEnqueue(call: MutexCall): EnqueueAttempt {
   const key = call.key;
   const head = { request_range: queueRange(call.prefix) };
+  const options = callOptions(call.callTimeoutMs);
+  const txn = call.client.kv.txn(
+    {
+      compare: [{ key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 }],
+      success: [{ request_put: { key, value: Buffer.from(call.value), lease: call.session.leaseId } }, head],
+      failure: [{ request_range: { key } }, head],
+    },
+    options,
+  );
+  txn.catch(() => undefined); // read by enqueue, or by the session's clean-up after a cancel
+  return { txn, deadline: options.deadline };
+}
+
+/**
+ * Awaits an enqueue Txn (raced against signal and callTimeoutMs). Throws (signal's reason, or
+ * BackendUnavailableError) with the outcome unknown to the caller: it must then hand the attempt to
+ * the session (EtcdSession.removeEnqueued), which waits for the Txn's real outcome.
+ */
+export async function enqueue(
+  call: MutexCall,
+  attempt: EnqueueAttempt,
+  signal: AbortSignal,
+): Promise<Queued> {
+  const key = call.key;
   let res: ITxnResponse;
   try {
-    const txn = call.client.kv.txn(
-      {
-        compare: [{ key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 }],
-        success: [
-          { request_put: { key, value: Buffer.from(call.value), lease: call.session.leaseId } },
-          head,
-        ],
-        failure: [{ request_range: { key } }, head],
-      },
-      callOptions(call.callTimeoutMs),
-    );
-    res = await bounded(txn, signal, call.callTimeoutMs, 'acquire txn');
+    res = await bounded(attempt.txn, signal, call.callTimeoutMs, 'acquire txn');
   } catch (error) {
     // Our lease is gone (revoked, expired): the session is lost now, and with it this request.
     if (/lease not found/i.test((error as Error).message)) call.session.leaseNotFound();
     if (signal.aborted) throw signal.reason;
     throw unavailable('acquire txn failed', error);
   }
+  const revision = enqueuedRevision(res);
+  if (revision === undefined) throw new BackendUnavailableError('etcd: could not create the lock key');
   const first = res.responses[1]?.response_range.kvs[0];
-  let revision = BigInt(res.header.revision);
-  if (!res.succeeded) {
-    const mine = res.responses[0]?.response_range.kvs[0];
-    if (!mine) throw new BackendUnavailableError('etcd: could not create the lock key');
-    revision = BigInt(mine.create_revision);
-  }
   return { key, revision, owner: first !== undefined && BigInt(first.create_revision) === revision };
+}
+
+/** The create revision of our key after an answered enqueue Txn (put now, or adopted). */
+export function enqueuedRevision(res: ITxnResponse): bigint | undefined {
+  if (res.succeeded) return BigInt(res.header.revision);
+  const mine = res.responses[0]?.response_range.kvs[0];
+  return mine === undefined ? undefined : BigInt(mine.create_revision);
 }
 
 /**

@@ -23,13 +23,20 @@ import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
-import { DeletionWatch } from './deletion-watch.js';
+import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
-import { enqueue, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
+import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
+
+/**
+ * How long a cancelled acquire still waits for its queue entry's deletion before answering: enough
+ * for a healthy etcd (a few ms), so "cancellation leaves nothing" holds when the caller hears back;
+ * short, so a frozen etcd cannot stretch waitMs or an abort.
+ */
+const CANCEL_GRACE_MS = 250;
 
 export interface EtcdProviderOptions extends ProviderDefaults {
   /** Endpoints, e.g. ['http://10.0.0.1:2379', 'http://10.0.0.2:2379']. */
@@ -121,7 +128,9 @@ export class EtcdLockProvider extends BaseLockProvider {
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     // One etcd key per session and name: acquires of one name in this provider take turns here. A
     // turn ends only once etcd confirmed our key's deletion, or the session (its lease) ended.
-    const leave = await this.#local.enter(req.key, cancel);
+    // A request that must not wait (tryAcquire, waitMs 0) does not queue behind a local holder.
+    const leave = req.wait ? await this.#local.enter(req.key, cancel) : this.#local.tryEnter(req.key);
+    if (!leave) return null;
     let session: EtcdSession;
     try {
       session = await bounded(this.#currentSession(), cancel, this.callTimeoutMs, 'session lease grant');
@@ -157,54 +166,69 @@ export class EtcdLockProvider extends BaseLockProvider {
       },
     };
     let queued: Queued;
+    // Subscribed before the Txn is sent: a delete of our key before the grant is seen too.
+    const deletion = this.#deletionWatch().subscribe(call.key);
+    const attempt = sendEnqueue(call);
     try {
-      queued = await enqueue(call, signal);
+      queued = await enqueue(call, attempt, signal);
     } catch (error) {
-      await this.#remove(session, call.key, undefined, leave); // the put may have happened
+      deletion.stop();
+      // The Txn may still put our key: the session waits for its outcome and deletes what it made.
+      await this.#handOff(session.removeEnqueued(call.key, attempt), session, leave, signal);
       throw error;
     }
     if (!queued.owner) {
       if (!req.wait) {
-        await this.#remove(session, queued.key, queued.revision, leave);
+        deletion.stop();
+        await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
         return null;
       }
       try {
         await waitForTurn(call, queued, signal);
       } catch (error) {
-        // Timed out, aborted or cut off: take our queue entry back before answering (closing: the
-        // lease's revoke deletes it with the rest, no need to wait).
-        const removing = this.#remove(session, queued.key, queued.revision, leave);
-        if (!(signal.reason instanceof ProviderClosedError)) await removing;
+        deletion.stop();
+        // Timed out, aborted or cut off: take our queue entry back (closing: the lease's revoke
+        // deletes it with the rest, no need to wait).
+        await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
         throw error;
       }
     }
-    return this.#grant(req, session, queued, leave);
+    return this.#grant(req, session, queued, leave, deletion);
   }
 
   /**
-   * Hands a key to its session for deletion (guarded by revision, retried until confirmed); the
-   * name's local turn ends when that is confirmed. Waits for it at most callTimeoutMs: on time, the
-   * entry is gone before the caller hears back; late, the session keeps trying without us.
+   * Waits for a removal the session owns (it retries until confirmed or the session ends); the
+   * name's local turn ends when it settles. A request still running waits up to callTimeoutMs, so
+   * on time the entry is gone before the caller hears back; a cancelled one only CANCEL_GRACE_MS,
+   * since its caller must be answered at once. Late, the session goes on without us.
    */
-  async #remove(
+  async #handOff(
+    removal: Promise<boolean>,
     session: EtcdSession,
-    key: Buffer,
-    revision: bigint | undefined,
     leave: () => void,
+    signal?: AbortSignal,
   ): Promise<boolean> {
     let settled = false;
-    const removed = session.remove(key, revision).then(() => {
+    const removed = removal.then(() => {
       settled = true;
       leave();
     });
-    await bounded(removed, undefined, this.callTimeoutMs, 'clean-up').catch(() => undefined);
+    const closing = signal?.reason instanceof ProviderClosedError;
+    const waitMs = closing ? 0 : signal?.aborted ? CANCEL_GRACE_MS : this.callTimeoutMs;
+    await bounded(removed, undefined, waitMs, 'clean-up').catch(() => undefined);
     // Not confirmed while the session lives: the key is still there (its session keeps trying).
     // A session that ended took the key with its lease.
     return settled || !session.alive;
   }
 
   /** The handle of a granted key (a method of its own so its closures keep only what they need). */
-  #grant(req: LockRequest, session: EtcdSession, queued: Queued, leave: () => void): OwnedLock {
+  #grant(
+    req: LockRequest,
+    session: EtcdSession,
+    queued: Queued,
+    leave: () => void,
+    deletion: DeletionSubscription,
+  ): OwnedLock {
     const { key, revision } = queued;
     const lock = new OwnedLock({
       key: req.key,
@@ -213,7 +237,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
       releaseOnBackend: async () => {
-        if (!(await this.#remove(session, key, revision, leave))) {
+        if (!(await this.#handOff(session.remove(key, revision), session, leave))) {
           throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
         }
       },
@@ -224,13 +248,13 @@ export class EtcdLockProvider extends BaseLockProvider {
       leave(); // the next acquire uses a new session, hence another key
     });
     // Our key deleted behind our back (lease revoked, `etcdctl del`): lost at once.
-    const stopWatching = this.#deletionWatch().watch(key, revision, () => {
+    deletion.arm(revision, () => {
       lock.lose('revoked');
       leave(); // our key is gone: the next local acquire creates a new one
     });
     lock.onEnd(() => {
       unsubscribe();
-      stopWatching();
+      deletion.stop();
     });
     return lock;
   }
@@ -269,20 +293,14 @@ export class EtcdLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
-    return etcdSemaphore(
-      name,
-      options,
-      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
-      {
-        ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
-        session: () => this.#currentSession(),
-        woken: (kind) => {
-          if (kind === 'release') this.semaphoreWakeups += 1;
-          else this.semaphoreHandoffs += 1;
-        },
+    return etcdSemaphore(name, options, this.semaphoreContext(), {
+      ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
+      session: () => this.#currentSession(),
+      woken: (kind) => {
+        if (kind === 'release') this.semaphoreWakeups += 1;
+        else this.semaphoreHandoffs += 1;
       },
-    );
+    });
   }
 
   /** Semaphore waiters woken by a released permit (at most one per permit), and by a queue handoff. */

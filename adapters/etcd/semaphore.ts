@@ -17,7 +17,7 @@ import type {
   SemaphoreOptions,
 } from '../../src/semaphore/types.js';
 import { namePrefix, prefixEnd } from './keys.js';
-import { enqueue, type MutexCall, type Queued, unavailable, waitForTurn } from './mutex.js';
+import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import type { EtcdSession } from './session.js';
 
 /** What an etcd semaphore borrows from its provider. */
@@ -123,10 +123,12 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       onWake: () => this.#c.woken('handoff'),
     };
     let queued: Queued;
+    const attempt = sendEnqueue(call);
     try {
-      queued = await enqueue(call, cancel);
+      queued = await enqueue(call, attempt, cancel);
     } catch (error) {
-      void session.remove(key, undefined); // the put may have happened: the session deletes it
+      // The Txn may still put our key: the session waits for its outcome and deletes what it made.
+      void session.removeEnqueued(key, attempt);
       throw error;
     }
     let inQueue = true;

@@ -4,8 +4,9 @@ import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness } from '../../src/session-liveness.js';
 import { bounded } from './bounded.js';
-import { deleteUntilConfirmed } from './cleanup.js';
+import { deleteUntilConfirmed, settledRevision } from './cleanup.js';
 import { leaseHex } from './keys.js';
+import type { EnqueueAttempt } from './mutex.js';
 
 export interface SessionOptions {
   ttlMs: number;
@@ -136,6 +137,17 @@ export class EtcdSession {
       giveUpAfterMs: this.#options.ttlMs,
       giveUp: () => this.#lose('unconfirmed'),
     });
+  }
+
+  /**
+   * Deletes the key an enqueue Txn may have put after its caller gave up on it (cancelled, timed
+   * out): waits for the Txn's own outcome (see settledRevision), then removes the key as remove()
+   * does. Resolves true once confirmed, false when the session ended first.
+   */
+  async removeEnqueued(key: Buffer, attempt: EnqueueAttempt): Promise<boolean> {
+    const revision = await settledRevision(attempt, this.signal);
+    if (revision === 'ended') return false;
+    return this.remove(key, revision);
   }
 
   /** Revokes the lease, bounded by callTimeoutMs; unreachable: it expires by itself within its TTL. */

@@ -135,19 +135,13 @@ export class PostgresLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name` (DESIGN §6): slots as advisory locks, see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
-    return postgresSemaphore(
-      name,
-      options,
-      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
-      {
-        ...{ fence: this.#fence, grants: semaphoreTableBeside(this.#fence), pool: this.pool },
-        ...{ slots: this.#slots, control: this.#control, holding: this.#holding, pollMs: 500 },
-        ...{ healthIntervalMs: this.#healthIntervalMs, healthTimeoutMs: this.#healthTimeoutMs },
-        answered: () => this.#serverAnswered(),
-        reachable: () => this.backendReachable(),
-      },
-    );
+    return postgresSemaphore(name, options, this.semaphoreContext(), {
+      ...{ fence: this.#fence, grants: semaphoreTableBeside(this.#fence), pool: this.pool },
+      ...{ slots: this.#slots, control: this.#control, holding: this.#holding, pollMs: 500 },
+      ...{ healthIntervalMs: this.#healthIntervalMs, healthTimeoutMs: this.#healthTimeoutMs },
+      answered: () => this.#serverAnswered(),
+      reachable: () => this.backendReachable(),
+    });
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

@@ -12,6 +12,7 @@ import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
 import { type HandedGrant, WaiterInbox } from './hand-over.js';
 import { Leftovers } from './leftovers.js';
+import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
 import { WaiterNotices } from './notices.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
 import { redisSemaphore } from './semaphore.js';
@@ -26,10 +27,12 @@ export interface RedisProviderOptions extends ProviderDefaults {
    */
   cluster?: { nodes: Array<string | { host: string; port: number }>; options?: ClusterOptions };
   /**
-   * A client of your own (Redis or Cluster) instead of one the provider opens; close() leaves it
-   * open (the provider opens and closes only its notice subscriber, a duplicate of it).
+   * A client of your own instead of one the provider opens: an ioredis Redis or Cluster, or a
+   * connected node-redis (`redis` v5/v6) client, so its TLS, Sentinel or Cluster settings are
+   * reused. close() leaves it open (the provider opens and closes only its notice subscriber, a
+   * duplicate of it).
    */
-  client?: Redis | Cluster;
+  client?: Redis | Cluster | NodeRedisClient;
   /** ioredis options for the connection that receives hand-over notices, over those of `redis`. */
   subscriber?: RedisOptions;
   /** Prefix of every key. Default 'fencekit:'. */
@@ -87,8 +90,9 @@ export class RedisLockProvider extends BaseLockProvider {
       ...options.redis,
     };
     this.#ownsClient = options.client === undefined;
+    const own = options.client;
     this.redis =
-      options.client ??
+      (isNodeRedisClient(own) ? asIoredis(own, this.callTimeoutMs) : own) ??
       (options.cluster
         ? new Cluster(options.cluster.nodes, {
             redisOptions,
@@ -129,21 +133,16 @@ export class RedisLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal, driftRate, redis, prefix } = this;
-    return redisSemaphore(
-      name,
-      options,
-      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
-      {
-        ...{ redis, prefix, driftRate, notices: this.#notices, leftovers: this.#leftovers },
-        ...{ maxPollMs: this.#maxPollMs, waiterTtlMs: this.#waiterTtlMs },
-        call: (what, run, cancel) => this.#call(what, run, cancel),
-        reachable: () => this.backendReachable(),
-        woken: () => {
-          this.wakeups += 1;
-        },
+    const { driftRate, redis, prefix } = this;
+    return redisSemaphore(name, options, this.semaphoreContext(), {
+      ...{ redis, prefix, driftRate, notices: this.#notices, leftovers: this.#leftovers },
+      ...{ maxPollMs: this.#maxPollMs, waiterTtlMs: this.#waiterTtlMs },
+      call: (what, run, cancel) => this.#call(what, run, cancel),
+      reachable: () => this.backendReachable(),
+      woken: () => {
+        this.wakeups += 1;
       },
-    );
+    });
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

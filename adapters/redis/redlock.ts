@@ -9,6 +9,7 @@ import type { LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability } from './bounded-call.js';
 import { Leftovers } from './leftovers.js';
+import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
 import {
   type AcquireAnswer,
   type InspectAnswer,
@@ -19,8 +20,11 @@ import {
 } from './scripts.js';
 
 export interface RedlockProviderOptions extends ProviderDefaults {
-  /** Independent Redis instances (not replicas of one another): at least 3, an odd number. */
-  instances: Array<string | RedisOptions>;
+  /**
+   * Independent Redis instances (not replicas of one another): at least 3, an odd number. Each a
+   * URL, ioredis options, or a client of your own (ioredis or node-redis), which close() leaves open.
+   */
+  instances: Array<string | RedisOptions | Redis | NodeRedisClient>;
   prefix?: string;
   /** Longest sleep between two attempts of a waiter. Default 200 ms. */
   maxPollMs?: number;
@@ -51,6 +55,8 @@ export class RedlockProvider extends BaseLockProvider {
   readonly #reachability: Reachability[];
   /** Leaves and releases whose first try failed on some instance, retried until done. */
   readonly #leftovers = new Leftovers();
+  /** The instances this provider opened (it quits only those). */
+  readonly #owned = new Set<Redis>();
 
   constructor(options: RedlockProviderOptions) {
     super(options, 200); // per instance: a slow instance counts as a no
@@ -67,11 +73,18 @@ export class RedlockProvider extends BaseLockProvider {
       retryStrategy: (times) => Math.min(times * 50, 1_000),
     };
     this.instances = options.instances.map((target) => {
+      if (typeof target === 'object' && typeof (target as Redis).defineCommand === 'function') {
+        return target as Redis; // an ioredis client of the app's (maybe another copy of ioredis)
+      }
+      if (isNodeRedisClient(target)) return asIoredis(target, this.callTimeoutMs);
       const redis =
-        typeof target === 'string' ? new Redis(target, common) : new Redis({ ...common, ...target });
-      redis.on('error', () => undefined);
+        typeof target === 'string'
+          ? new Redis(target, common)
+          : new Redis({ ...common, ...(target as RedisOptions) });
+      this.#owned.add(redis);
       return redis;
     });
+    for (const redis of this.instances) redis.on('error', () => undefined);
     this.#scripts = this.instances.map((redis) => new LockScripts(redis));
     this.#reachability = this.instances.map((redis, i) => new Reachability(redis, `redlock instance ${i}`));
   }
@@ -279,7 +292,7 @@ export class RedlockProvider extends BaseLockProvider {
     await Promise.race([
       (async () => {
         await this.#leftovers.flush();
-        await Promise.all(this.instances.map((r) => r.quit().catch(() => undefined)));
+        await Promise.all([...this.#owned].map((r) => r.quit().catch(() => undefined)));
       })(),
       new Promise((resolve) => {
         timer = setTimeout(resolve, Math.min(this.callTimeoutMs, SHUTDOWN_MS));
@@ -287,7 +300,7 @@ export class RedlockProvider extends BaseLockProvider {
     ]);
     clearTimeout(timer);
     this.#leftovers.close();
-    for (const redis of this.instances) redis.disconnect();
+    for (const redis of this.#owned) redis.disconnect();
   }
 
   /** For tests of holder death: stop renewing and drop every connection without releasing. */

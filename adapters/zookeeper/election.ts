@@ -45,7 +45,7 @@ export class ZkElection implements Election {
   }
 
   async leader(): Promise<LeaderInfo | null> {
-    return (await this.#read(await this.host.session(), undefined)).leader;
+    return (await this.#read(await this.host.session(), undefined, [])).leader;
   }
 
   async *observe(opts: { signal?: AbortSignal } = {}): AsyncIterable<LeaderInfo | null> {
@@ -58,29 +58,39 @@ export class ZkElection implements Election {
         wake = resolve;
       });
       const onChange = () => wake();
-      const { leader, watched } = await this.#read(session, onChange);
-      if (last === undefined || !sameLeader(last, leader)) {
-        last = leader;
-        yield leader;
+      const watched: string[] = [];
+      let unsubscribe = (): void => undefined;
+      // Whatever ends this round (a change, a failed read, the consumer leaving at the yield), the
+      // watches it armed have no one left to tell.
+      try {
+        const { leader } = await this.#read(session, onChange, watched);
+        if (last === undefined || !sameLeader(last, leader)) {
+          last = leader;
+          yield leader;
+        }
+        signal?.addEventListener('abort', onChange, { once: true });
+        if (signal?.aborted) onChange(); // stopped while the caller had the value: no abort event comes
+        unsubscribe = session.whenLost(onChange);
+        await changed;
+      } finally {
+        unsubscribe();
+        signal?.removeEventListener('abort', onChange);
+        for (const path of watched) session.client.unwatch(path, onChange);
       }
-      signal?.addEventListener('abort', onChange, { once: true });
-      if (signal?.aborted) onChange(); // stopped while the caller had the value: no abort event comes
-      const unsubscribe = session.whenLost(onChange);
-      await changed;
-      unsubscribe();
-      signal?.removeEventListener('abort', onChange);
-      // Whatever woke us, the watches of this round have no one left to tell.
-      for (const path of watched) session.client.unwatch(path, onChange);
     }
   }
 
-  /** The leader now; with `watch`, arms one-shot watches on the folder and the leader's data. */
+  /**
+   * The leader now; with `watch`, arms one-shot watches on the folder and the leader's data, each
+   * path added to `watched` before its call (so the caller can unwatch even when a read fails).
+   */
   async #read(
     session: ZkSession,
     watch: (() => void) | undefined,
-  ): Promise<{ leader: LeaderInfo | null; watched: string[] }> {
+    watched: string[],
+  ): Promise<{ leader: LeaderInfo | null }> {
     const folder = this.host.folder(this.name);
-    const watched = watch ? [folder] : [];
+    if (watch) watched.push(folder);
     let children: string[];
     try {
       children = await session.client.getChildren(folder, watch ? { watch } : {});
@@ -92,19 +102,19 @@ export class ZkElection implements Election {
           throw unavailable('watching the candidates failed', e);
         });
       }
-      return { leader: null, watched };
+      return { leader: null };
     }
     const head = queueOrder(children, 'latch-')[0];
-    if (!head) return { leader: null, watched };
+    if (!head) return { leader: null };
     const path = `${folder}/${head.name}`;
     if (watch) watched.push(path);
     try {
       const { data, stat } = await session.client.getData(path, watch ? { watch } : {});
-      return { leader: { value: data.toString('utf8'), term: stat.czxid }, watched };
+      return { leader: { value: data.toString('utf8'), term: stat.czxid } };
     } catch (error) {
       if (zkCode(error) === 'NO_NODE') {
         watch?.(); // it went between the two reads: read again
-        return { leader: null, watched };
+        return { leader: null };
       }
       throw unavailable('reading the leader failed', error);
     }

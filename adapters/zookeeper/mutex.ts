@@ -1,5 +1,7 @@
+import { sleepUnlessWoken } from '../../src/backoff.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { type ZkSession, zkCode } from './client.js';
+import { removeOwned } from './entries.js';
 import type { OwnNodeWatch } from './node-watch.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
@@ -54,11 +56,14 @@ export function queueOrder(children: string[], kind: NodeKind): ZkNode[] {
  * Creates our EPHEMERAL_SEQUENTIAL node once. The client never replays a call, and when the answer
  * is lost (connection loss, timeout) we look for our `_c_<uuid>-` node in the folder and adopt it
  * if it exists and belongs to our session, instead of creating a second one (Curator's protection).
+ * Every call races `cancel`; a create given up on that way may still be applied: removeLater owns it.
  */
-export async function protectedCreate(call: ZkQueueCall): Promise<ZkQueued> {
+export async function protectedCreate(call: ZkQueueCall, cancel: AbortSignal): Promise<ZkQueued> {
   const uuid = crypto.randomUUID();
   const base = `_c_${uuid}-${call.kind}`;
+  const signal = { signal: cancel };
   for (let attempt = 0; attempt < 3; attempt++) {
+    cancel.throwIfAborted();
     try {
       // create2 answers with the Stat: the token and owner need no second read.
       const { path, stat } = await call.session.client.create2(
@@ -66,18 +71,29 @@ export async function protectedCreate(call: ZkQueueCall): Promise<ZkQueued> {
         call.data,
         call.acl,
         CreateMode.EPHEMERAL_SEQUENTIAL,
+        signal,
       );
       return { path, name: path.slice(call.parent.length + 1), stat };
     } catch (error) {
+      if (cancel.aborted) {
+        removeLater(call, `_c_${uuid}-`); // sent, perhaps: its node must not outlive us
+        throw cancel.reason;
+      }
       const code = zkCode(error);
       if (code === 'NO_NODE') {
-        await ensureFolder(call);
+        await ensureFolder(call, cancel);
         continue; // the folder did not exist, or was removed as empty just now
       }
       if (code === 'CONNECTION_LOSS') {
         // ZooKeeper answers a session's calls in order: once a listing on the reconnected session
         // answers, the lost create has either made our node or never will. Adopt it, or create again.
-        const adopted = await findOursAfterReconnect(call, `_c_${uuid}-`);
+        const adopted = await findOursAfterReconnect(call, `_c_${uuid}-`, cancel);
+        if (cancel.aborted) {
+          if (adopted !== 'unknown' && adopted)
+            void removeOwned(call.session, adopted.path).catch(() => undefined);
+          else if (adopted === 'unknown') removeLater(call, `_c_${uuid}-`);
+          throw cancel.reason;
+        }
         if (adopted === 'unknown') throw unavailable('creating the lock node failed', error);
         if (adopted) return adopted;
         continue;
@@ -93,18 +109,20 @@ export async function protectedCreate(call: ZkQueueCall): Promise<ZkQueued> {
 
 /**
  * After a lost answer: our node, null when it certainly does not exist, or 'unknown' when the
- * session did not come back within its timeout.
+ * session did not come back within its timeout or cancel aborted first (it carries close too).
  */
 async function findOursAfterReconnect(
   call: ZkQueueCall,
   prefix: string,
+  cancel: AbortSignal,
 ): Promise<ZkQueued | null | 'unknown'> {
   const deadline = performance.now() + call.session.sessionTimeoutMs;
-  while (call.session.alive && performance.now() < deadline) {
+  while (call.session.alive && !cancel.aborted && performance.now() < deadline) {
     try {
-      return (await findOurs(call, prefix)) ?? null;
+      return (await findOurs(call, prefix, cancel)) ?? null;
     } catch {
-      await new Promise((r) => setTimeout(r, 100)); // still disconnected
+      // still disconnected
+      await sleepUnlessWoken(100, cancel).done.catch(() => undefined);
     }
   }
   return 'unknown';
@@ -114,24 +132,30 @@ async function findOursAfterReconnect(
  * Creates the name's folder: its ancestors open to all, the folder itself with the lock nodes' ACL
  * (deleting a node needs DELETE on its parent, so a creator-only folder protects the nodes in it).
  */
-async function ensureFolder(call: ZkQueueCall): Promise<void> {
+async function ensureFolder(call: ZkQueueCall, cancel: AbortSignal): Promise<void> {
   const ancestors = call.parent.slice(0, call.parent.lastIndexOf('/'));
   const tolerateExists = (what: string) => (error: unknown) => {
     if (zkCode(error) !== 'NODE_EXISTS') throw unavailable(what, error);
   };
   if (ancestors !== '') {
-    await call.session.client.mkdirp(ancestors).catch(tolerateExists('creating the lock folders failed'));
+    await call.session.client
+      .mkdirp(ancestors, undefined, { signal: cancel })
+      .catch(tolerateExists('creating the lock folders failed'));
   }
   await call.session.client
-    .create(call.parent, Buffer.alloc(0), call.acl, CreateMode.PERSISTENT)
+    .create(call.parent, Buffer.alloc(0), call.acl, CreateMode.PERSISTENT, { signal: cancel })
     .catch(tolerateExists('creating the lock folder failed'));
 }
 
-async function findOurs(call: ZkQueueCall, prefix: string): Promise<ZkQueued | undefined> {
-  const children = await list(call);
+async function findOurs(
+  call: ZkQueueCall,
+  prefix: string,
+  signal?: AbortSignal,
+): Promise<ZkQueued | undefined> {
+  const children = await list(call, signal);
   const name = children.find((c) => c.startsWith(prefix));
   if (!name) return undefined;
-  const stat = await call.session.client.exists(`${call.parent}/${name}`);
+  const stat = await call.session.client.exists(`${call.parent}/${name}`, signal ? { signal } : {});
   if (!stat || stat.ephemeralOwner !== call.session.sessionId) return undefined;
   return { path: `${call.parent}/${name}`, name, stat };
 }
@@ -152,10 +176,11 @@ function removeLater(call: ZkQueueCall, prefix: string): void {
   })();
 }
 
-async function list(call: ZkQueueCall): Promise<string[]> {
+async function list(call: ZkQueueCall, signal?: AbortSignal): Promise<string[]> {
   try {
-    return await call.session.client.getChildren(call.parent);
+    return await call.session.client.getChildren(call.parent, signal ? { signal } : {});
   } catch (error) {
+    if (signal?.aborted) throw signal.reason;
     if (zkCode(error) === 'NO_NODE') return [];
     throw unavailable('listing the queue failed', error);
   }
@@ -190,11 +215,11 @@ export async function waitForTurn(
 ): Promise<Stat | null> {
   for (;;) {
     cancel.throwIfAborted();
-    const order = queueOrder(await list(call), call.kind);
+    const order = queueOrder(await list(call, cancel), call.kind);
     const index = order.findIndex((n) => n.name === queued.name);
     if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
     if (index === 0) {
-      const stat = queued.stat ?? (await ownStat(call, queued));
+      const stat = queued.stat ?? (await ownStat(call, queued, cancel));
       if (stat?.ephemeralOwner !== call.session.sessionId) {
         throw new BackendUnavailableError('zookeeper: our queue node belongs to another session');
       }
@@ -210,8 +235,9 @@ export async function waitForTurn(
 }
 
 /** Our node's Stat when its creation did not return one (nodes made by a multi). */
-function ownStat(call: ZkQueueCall, queued: ZkQueued): Promise<Stat | null> {
-  return call.session.client.exists(queued.path).catch((error: unknown) => {
+function ownStat(call: ZkQueueCall, queued: ZkQueued, cancel: AbortSignal): Promise<Stat | null> {
+  return call.session.client.exists(queued.path, { signal: cancel }).catch((error: unknown) => {
+    if (cancel.aborted) throw cancel.reason;
     throw unavailable('reading our node failed', error);
   });
 }

@@ -23,6 +23,21 @@ import { zkSemaphore } from './semaphore.js';
 import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
 import { Transaction } from './wire/transaction.js';
 
+/**
+ * How long a cancelled acquire still waits for its node's deletion before answering: enough for a
+ * healthy server (a few ms), so "cancellation leaves nothing" holds when the caller hears back;
+ * short, so a frozen server cannot stretch waitMs or an abort.
+ */
+const CANCEL_GRACE_MS = 250;
+
+function withinGrace(work: Promise<unknown>): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const grace = new Promise((resolve) => {
+    timer = setTimeout(resolve, CANCEL_GRACE_MS);
+  });
+  return Promise.race([work, grace]).finally(() => clearTimeout(timer));
+}
+
 export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /** host:port,host:port[/chroot] */
   connectString: string;
@@ -149,14 +164,16 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         this.wakeups += 1;
       },
     };
-    const queued = await protectedCreate(call);
+    const queued = await protectedCreate(call, cancel);
     const watch = new OwnNodeWatch(session, queued.path);
     let stat: Stat | null;
     try {
       stat = await waitForTurn(call, queued, req.wait, cancel, watch);
     } catch (error) {
-      // Timed out, aborted or cut off: take the node back (the session's end removes it otherwise).
-      await removeOwned(session, queued.path).catch(() => undefined); // the session retries it
+      // Timed out, aborted or cut off: take the node back (the session retries it until confirmed,
+      // or its end removes the node). A cancelled caller waits for that only CANCEL_GRACE_MS.
+      const removing = removeOwned(session, queued.path).catch(() => undefined);
+      await (cancel.aborted ? withinGrace(removing) : removing);
       throw error;
     }
     if (!stat) {
@@ -214,22 +231,16 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`, as Curator's InterProcessSemaphoreV2 (see semaphore.ts). */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
-    return zkSemaphore(
-      name,
-      options,
-      { backend, ttlMs, waitMs, callTimeoutMs, closeSignal },
-      {
-        session: (cancel) => this.#currentSession(cancel),
-        folder: (key) => this.folder(key),
-        acl: this.#acl,
-        reachable: () => this.backendReachable(),
-        woken: (kind) => {
-          if (kind === 'release') this.semaphoreWakeups += 1;
-          else this.semaphoreHandoffs += 1;
-        },
+    return zkSemaphore(name, options, this.semaphoreContext(), {
+      session: (cancel) => this.#currentSession(cancel),
+      folder: (key) => this.folder(key),
+      acl: this.#acl,
+      reachable: () => this.backendReachable(),
+      woken: (kind) => {
+        if (kind === 'release') this.semaphoreWakeups += 1;
+        else this.semaphoreHandoffs += 1;
       },
-    );
+    });
   }
 
   /** Semaphore waiters woken by a lease change (at most one per permit), and by the mutex handed on. */

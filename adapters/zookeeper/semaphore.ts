@@ -136,7 +136,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       acl: this.#c.acl,
       onWake: () => this.#c.woken('handoff'),
     };
-    const queued = await protectedCreate(mutex);
+    const queued = await protectedCreate(mutex, cancel);
     try {
       const turn = await waitForTurn(mutex, queued, req.wait, cancel);
       if (!turn) return null;
@@ -165,7 +165,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     const nodes: ZkQueued[] = [];
     let granted = false;
     try {
-      if (req.permits === 1) nodes.push(await protectedCreate(call));
+      if (req.permits === 1) nodes.push(await protectedCreate(call, cancel));
       else nodes.push(...(await this.#createAtOnce(session, call, req.permits, req.limit)));
       for (;;) {
         cancel.throwIfAborted();

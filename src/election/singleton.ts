@@ -53,6 +53,11 @@ export interface SingletonOptions {
   /** A tick that no replica ran (found by the winner of a later tick through the ledger). */
   onMissed?: (tick: Date) => void;
   onError?: (error: unknown, tick: Date) => void;
+  /**
+   * This replica's wall clock (epoch ms). Default Date.now. Ticks are computed from it, so replicas
+   * whose clocks disagree fire apart: the lock and the ledger still give each tick one run.
+   */
+  clock?: () => number;
 }
 
 /**
@@ -82,12 +87,13 @@ export async function runSingleton(
     );
   }
   const ledger = options.ledger ?? defaultLedger;
+  const now = options.clock ?? Date.now;
   const replica = options.replica ?? `${hostname()}/${process.pid}`;
   const signal = options.signal;
   while (!signal?.aborted) {
-    const tick = schedule.next(Date.now());
+    const tick = schedule.next(now());
     if (!Number.isFinite(tick)) return; // a cron with no future run
-    const wait = await sleepUnlessWoken(Math.max(0, tick - Date.now()), signal).done.catch(() => 'aborted');
+    const wait = await sleepUnlessWoken(Math.max(0, tick - now()), signal).done.catch(() => 'aborted');
     if (wait === 'aborted' || signal?.aborted) return;
     const period = schedule.periodAt(tick);
     // The lease only covers a crashed runner (a held lock is renewed): no longer than a lease may be,
@@ -127,7 +133,7 @@ export async function runSingleton(
     } finally {
       run.dispose();
       const holdUntil = tick + lockAtLeastFor;
-      await sleepUnlessWoken(Math.max(0, holdUntil - Date.now()), signal).done.catch(() => undefined);
+      await sleepUnlessWoken(Math.max(0, holdUntil - now()), signal).done.catch(() => undefined);
       await lock.release().catch(() => undefined);
     }
   }

@@ -93,8 +93,7 @@ export class MemoryLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name` (DESIGN §6). */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const { backend, ttlMs, waitMs, callTimeoutMs, closeSignal } = this;
-    const ctx = { backend, ttlMs, waitMs, callTimeoutMs, closeSignal };
+    const ctx = this.semaphoreContext();
     return memorySemaphore(name, options, ctx, {
       server: this.server,
       clientId: this.#clientId,

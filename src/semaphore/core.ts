@@ -47,6 +47,8 @@ export interface SemaphoreContext {
   callTimeoutMs: number;
   /** The provider's close signal: fails waiters, releases permits. */
   closeSignal: AbortSignal;
+  /** Hands close() work to wait for (bounded there): pending requests, releases on close. */
+  track?: (work: Promise<unknown>) => void;
 }
 
 const TIMED_OUT = Symbol('timed out');
@@ -71,7 +73,10 @@ export class GenericSemaphore implements Semaphore {
   /** Granted, not yet released: released when the provider closes. */
   readonly #held = new Set<OwnedLock>();
   readonly #onClose = (): void => {
-    for (const lock of this.#held) void lock.release().catch(() => undefined);
+    for (const lock of this.#held) {
+      const released = lock.release().catch(() => undefined);
+      this.#ctx.track?.(released); // close() waits for it before the connections go
+    }
   };
 
   constructor(name: string, options: SemaphoreOptions, ctx: SemaphoreContext, adapter: SemaphoreAdapter) {
@@ -163,7 +168,9 @@ export class GenericSemaphore implements Semaphore {
       for (;;) {
         let lock: OwnedLock | null;
         try {
-          lock = await this.#adapter.request(request, cancel);
+          const requested = this.#adapter.request(request, cancel);
+          this.#ctx.track?.(requested); // close() lets it take its queue entry back first
+          lock = await requested;
         } catch (error) {
           if (cancel.aborted) throw cancelled();
           // Ride through an outage while there is time to wait, once the backend was reached at all.

@@ -112,6 +112,29 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
         await second.release();
       });
 
+      t.it('tryAcquire and waitMs 0 never wait, also when this same provider holds the key', async () => {
+        const p = await open();
+
+        const key = uniqueKey('try-own');
+
+        const lock = await p.acquire(key, ttl);
+
+        const outcome = (promise: Promise<unknown>) =>
+          Promise.race([
+            promise.then(
+              (v) => (v === null ? 'null' : 'granted'),
+              (e: { code?: string }) => e.code,
+            ),
+            sleep(3_000).then(() => 'pending'),
+          ]);
+
+        assert.equal(await outcome(p.tryAcquire(key, ttl)), 'null');
+
+        assert.equal(await outcome(p.acquire(key, { ...ttl, waitMs: 0 })), 'LOCK_TIMEOUT');
+
+        await lock.release();
+      });
+
       t.it('concurrent acquires of one key inside one provider exclude each other', async () => {
         const p = await open();
         const key = uniqueKey('same-provider');

@@ -316,3 +316,39 @@ describe('close() and lost locks', () => {
     await a.close();
   });
 });
+
+describe('runSingleton with skewed clocks', () => {
+  it('replicas whose clocks disagree by more than lockAtLeastFor still run each tick once', async () => {
+    const server = new MemoryLockServer();
+    const ledger = memoryLedger();
+    const runsByTick = new Map<number, string[]>();
+    const stop = new AbortController();
+    // Three replicas: one on time, one 150 ms ahead, one 150 ms behind; ticks every 400 ms and
+    // lockAtLeastFor only 50 ms, so the lock alone cannot keep a skewed replica off a tick.
+    const skews = { exact: 0, ahead: 150, behind: -150 };
+    const providers = Object.keys(skews).map(() => new MemoryLockProvider({ server }));
+    const runs = Object.entries(skews).map(([name, skew], i) =>
+      runSingleton(
+        providers[i] as MemoryLockProvider,
+        'report',
+        async ({ tick }) => {
+          runsByTick.set(tick.getTime(), [...(runsByTick.get(tick.getTime()) ?? []), name]);
+        },
+        {
+          everyMs: 400,
+          lockAtLeastForMs: 50,
+          ledger,
+          replica: name,
+          signal: stop.signal,
+          clock: () => Date.now() + skew,
+        },
+      ),
+    );
+    await sleep(2_100);
+    stop.abort();
+    await Promise.all(runs);
+    expect(runsByTick.size).toBeGreaterThanOrEqual(4);
+    for (const [tick, who] of runsByTick) expect(who, `tick ${tick}`).toHaveLength(1);
+    await Promise.all(providers.map((p) => p.close()));
+  });
+});

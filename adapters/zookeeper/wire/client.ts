@@ -54,6 +54,7 @@ const SET_WATCHES_BATCH = 1_000;
  * replays a call.
  */
 export class ZkClient {
+  #failedConnects = 0;
   readonly #options: ZkClientOptions;
   readonly #servers: { host: string; port: number }[];
   readonly #chroot: string;
@@ -94,6 +95,11 @@ export class ZkClient {
       await client.close();
       throw error;
     }
+  }
+
+  /** @internal Connection attempts that failed so far (for tests of long outages). */
+  get reconnectRoundsForTests(): number {
+    return this.#failedConnects;
   }
 
   get state(): ZkState {
@@ -464,6 +470,7 @@ export class ZkClient {
           return;
         }
         failures += 1;
+        this.#failedConnects += 1;
         // After a round of every server, wait a little (jittered) before the next round.
         if (next % this.#servers.length === 0) {
           await this.#pause(Math.min(1_000, 50 * failures) * (0.5 + Math.random()));
@@ -475,14 +482,14 @@ export class ZkClient {
   #pause(ms: number): Promise<void> {
     const stop = this.#stop.signal;
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      timer.unref();
-      function done() {
+      // Removed whichever comes first: one pause per reconnect round must not pile listeners on stop.
+      const done = () => {
         clearTimeout(timer);
-        // Each reconnect round pauses: a listener left here per round would pile up while the servers stay away.
         stop.removeEventListener('abort', done);
         resolve();
-      }
+      };
+      const timer = setTimeout(done, ms);
+      timer.unref();
       stop.addEventListener('abort', done, { once: true });
     });
   }

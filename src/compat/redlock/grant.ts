@@ -1,0 +1,71 @@
+import type { Lock as FencekitLock, LockProvider } from '../../types.js';
+
+/**
+ * The fencekit locks behind one redlock Lock (and every Lock extended from it): one per distinct
+ * resource, taken in sorted order so that two callers locking the same set in any order cannot
+ * deadlock. It lasts until released or until its expiration passes unextended (then it releases
+ * itself, as redlock's keys expire); `signal` aborts as soon as any of its locks is lost.
+ */
+export class Grant {
+  readonly signal: AbortSignal;
+  #timer: NodeJS.Timeout | undefined;
+  #released: Promise<void> | undefined;
+
+  private constructor(readonly locks: ReadonlyMap<string, FencekitLock>) {
+    // One lock (the usual case): its own signal, with no derived signal to create per grant.
+    const only = locks.size === 1 ? [...locks.values()][0] : undefined;
+    this.signal = only ? only.signal : AbortSignal.any([...locks.values()].map((lock) => lock.signal));
+  }
+
+  /**
+   * Takes every resource within waitMs in all, in sorted order; gives back what it took when one
+   * fails, and rethrows that failure.
+   */
+  static async take(
+    provider: LockProvider,
+    resources: string[],
+    ttlMs: number,
+    waitMs: number,
+  ): Promise<Grant> {
+    const deadline = performance.now() + waitMs;
+    const taken = new Map<string, FencekitLock>();
+    try {
+      for (const resource of [...new Set(resources)].sort()) {
+        const left = Math.max(0, deadline - performance.now());
+        taken.set(resource, await provider.acquire(resource, { ttlMs, waitMs: left }));
+      }
+    } catch (error) {
+      await Promise.allSettled([...taken.values()].map((lock) => lock.release()));
+      throw error;
+    }
+    return new Grant(taken);
+  }
+
+  /** Whether every lock is still ours. */
+  get held(): boolean {
+    for (const lock of this.locks.values()) if (!lock.held) return false;
+    return true;
+  }
+
+  /** Releases at `at` (ms since the epoch) unless moved or released before; undefined: never. */
+  expireAt(at: number | undefined): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (at === undefined || this.#released) return;
+    this.#timer = setTimeout(() => void this.release(), Math.max(0, at - Date.now()));
+    this.#timer.unref(); // like a key's TTL in Redis, a pending expiry keeps no process alive
+  }
+
+  /** Idempotent: gives back every lock (each release is guarded: never another holder's). */
+  release(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#released ??= Promise.allSettled([...this.locks.values()].map((lock) => lock.release())).then(
+      () => undefined,
+    );
+    return this.#released;
+  }
+
+  get released(): boolean {
+    return this.#released !== undefined;
+  }
+}

@@ -31,6 +31,11 @@ export {
   ProviderClosedError,
   StaleFencingTokenError,
 } from './errors.js';
+export type {
+  ProviderEventListener,
+  ProviderEventMap,
+  ProviderEventName,
+} from './events.js';
 export { FencedStore } from './fencing/fenced-store.js';
 export { KeyedFifo } from './keyed-fifo.js';
 export { keepRenewing, type LeasedLockInit, leasedLock, type RenewalOptions } from './lease-renewal.js';
@@ -56,7 +61,15 @@ export {
   type TenantLimiterOptions,
   withDeadline,
 } from './semaphore/index.js';
-export type { AcquireOptions, BackendName, HolderInfo, Lock, LockInfo, LockProvider } from './types.js';
+export type {
+  AcquireOptions,
+  BackendName,
+  ForceReleaseOptions,
+  HolderInfo,
+  Lock,
+  LockInfo,
+  LockProvider,
+} from './types.js';
 export {
   MAX_KEY_BYTES,
   MAX_OWNER_BYTES,

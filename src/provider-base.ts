@@ -8,6 +8,7 @@ import {
   LockTimeoutError,
   ProviderClosedError,
 } from './errors.js';
+import { type ProviderEventListener, type ProviderEventName, ProviderEvents } from './events.js';
 import type { OwnedLock } from './ownership.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import { linkSignals } from './signals.js';
@@ -87,6 +88,8 @@ export abstract class BaseLockProvider implements LockProvider {
   #closing: Promise<void> | undefined;
   /** The backend has answered at least once: from then on, outages are ridden through (retried). */
   #reached = false;
+  /** Operator events: adapters and the base emit through `this.events`. */
+  protected readonly events = new ProviderEvents();
 
   constructor(defaults: ProviderDefaults = {}, callTimeoutDefaultMs = DEFAULT_CALL_TIMEOUT_MS) {
     this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
@@ -101,6 +104,14 @@ export abstract class BaseLockProvider implements LockProvider {
   protected abstract request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
   protected abstract shutdown(): Promise<void>;
   abstract inspect(key: string): Promise<LockInfo | null>;
+
+  on<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void {
+    this.events.on(event, listener);
+  }
+
+  off<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void {
+    this.events.off(event, listener);
+  }
 
   get closed(): boolean {
     return this.#closing !== undefined;

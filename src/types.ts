@@ -1,5 +1,6 @@
 /** The public contract every backend implements (DESIGN §3). */
 
+import type { ProviderEventListener, ProviderEventName } from './events.js';
 import type { Semaphore, SemaphoreOptions } from './semaphore/types.js';
 
 export type BackendName = 'memory' | 'etcd' | 'zookeeper' | 'redis' | 'redlock' | 'postgres';
@@ -59,4 +60,21 @@ export interface LockProvider {
   close(): Promise<void>;
   /** "At most `limit` at once" under `name` (DESIGN §6); optional for custom providers. */
   semaphore?(name: string, options: SemaphoreOptions): Semaphore;
+  /** Operator events (grant, loss, renew-failed, release, force-release); optional for custom providers. */
+  on?<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void;
+  off?<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void;
+  /**
+   * Removes the current grant of `key` whoever holds it (an operator's tool, issue #19); `reason` is
+   * required and recorded. Resolves with the removed holder, or null when nobody held it.
+   */
+  forceRelease?(key: string, options: ForceReleaseOptions): Promise<HolderInfo | null>;
+  /** Held names under `prefix`, where the backend can enumerate them. */
+  list?(prefix?: string): Promise<string[]>;
+}
+
+export interface ForceReleaseOptions {
+  /** Why, in words: recorded in the event and the log line. Required. */
+  reason: string;
+  /** Who asked (user@host); defaults to this process. */
+  by?: string;
 }

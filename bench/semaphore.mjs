@@ -6,10 +6,7 @@
 // than the one that released last: a client re-grabbing its own permit is no handover),
 // acquisitions per second, the acquire wait p50 and the per-client spread.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { MemoryLockProvider } from 'fencekit';
 import { EtcdLockProvider } from 'fencekit/etcd';
@@ -18,6 +15,7 @@ import { RedisLockProvider } from 'fencekit/redis';
 import { ZooKeeperLockProvider } from 'fencekit/zookeeper';
 import { Redis } from 'ioredis';
 import { Semaphore } from 'redis-semaphore';
+import { compileAgainstCurator, curatorMissing } from '../docker/native/curator-java.mjs';
 import { startServer } from './servers.mjs';
 import { measureSideBySide, printTable } from './table.mjs';
 
@@ -88,33 +86,21 @@ export async function benchSemaphore() {
   }
 }
 
-const CURATOR_JARS = [
-  'curator-recipes',
-  'curator-framework',
-  'curator-client',
-  'zookeeper',
-  'zookeeper-jute',
-  'guava',
-  'slf4j-api',
-  'slf4j-nop',
-].map((jar) => `/usr/share/java/${jar}.jar`);
-
 /** Curator's row (same contenders, limit, time and hold), or undefined without Java and Curator. */
 async function curatorRow(connect, path, holdMs) {
-  if (!CURATOR_JARS.every((jar) => existsSync(jar))) return undefined;
+  if (curatorMissing()) return undefined;
   const run = promisify(execFile);
-  const dir = await mkdtemp(join(tmpdir(), 'fencekit-curator-bench-'));
+  const compiled = await compileAgainstCurator(
+    resolve(import.meta.dirname, 'curator-semaphore/CuratorSemaphoreBench.java'),
+  );
   try {
-    const classpath = CURATOR_JARS.join(':');
-    const source = resolve(import.meta.dirname, 'curator-semaphore/CuratorSemaphoreBench.java');
-    await run('javac', ['-nowarn', '-d', dir, '-cp', classpath, source], { timeout: 120_000 });
     const args = [connect, path, LIMIT, CONTENDERS, SECONDS, holdMs].map(String);
-    const { stdout } = await run('java', ['-cp', `${dir}:${classpath}`, 'CuratorSemaphoreBench', ...args], {
+    const { stdout } = await run('java', ['-cp', compiled.classpath, 'CuratorSemaphoreBench', ...args], {
       timeout: 120_000,
     });
     return JSON.parse(stdout.trim().split('\n').at(-1));
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    await compiled.remove();
   }
 }
 

@@ -1,30 +1,9 @@
-import { execFile, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { promisify } from 'node:util';
+import { compileAgainstCurator, curatorMissing } from '../../docker/native/curator-java.mjs';
 
-const run = promisify(execFile);
-const JARS = [
-  'curator-recipes',
-  'curator-framework',
-  'curator-client',
-  'zookeeper',
-  'zookeeper-jute',
-  'guava',
-  'slf4j-api',
-  'slf4j-nop',
-].map((name) => `/usr/share/java/${name}.jar`);
-
-/** Why Curator cannot run here (Debian's libcurator-recipes-java), or undefined when it can. */
-export function curatorMissing(): string | undefined {
-  const absent = JARS.filter((jar) => !existsSync(jar));
-  return absent.length > 0
-    ? `missing ${absent.join(', ')}: apt-get install libcurator-recipes-java`
-    : undefined;
-}
+export { curatorMissing };
 
 export interface Curator {
   /** Sends "<verb> <args>" and resolves with the harness's answer ("ok", "granted", …). */
@@ -34,16 +13,8 @@ export interface Curator {
 
 /** Compiles CuratorHarness.java into a temp dir and starts it against connectString. */
 export async function startCurator(connectString: string): Promise<Curator> {
-  const dir = await mkdtemp(join(tmpdir(), 'fencekit-curator-'));
-  const classpath = JARS.join(':');
-  await run(
-    'javac',
-    ['-nowarn', '-d', dir, '-cp', classpath, resolve(import.meta.dirname, 'CuratorHarness.java')],
-    {
-      timeout: 120_000,
-    },
-  );
-  const child = spawn('java', ['-cp', `${dir}:${classpath}`, 'CuratorHarness', connectString], {
+  const compiled = await compileAgainstCurator(resolve(import.meta.dirname, 'CuratorHarness.java'));
+  const child = spawn('java', ['-cp', compiled.classpath, 'CuratorHarness', connectString], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const pending = new Map<string, { resolve: (answer: string) => void; reject: (error: Error) => void }>();
@@ -77,7 +48,7 @@ export async function startCurator(connectString: string): Promise<Curator> {
       const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
       await exited;
       clearTimeout(timer);
-      await rm(dir, { recursive: true, force: true });
+      await compiled.remove();
     },
   };
 }

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EtcdLockProvider } from '../../adapters/etcd/index.js';
+import { describe, expect, it } from 'vitest';
 import type { LeaderInfo } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { etcdFixture } from '../servers/etcd-fixture.js';
 import { etcdctl, stopChild } from '../servers/processes.js';
 
 /** Collects what observe() yields until the returned stop() is called. */
@@ -21,22 +20,8 @@ function record(iterable: AsyncIterable<LeaderInfo | null>, controller: AbortCon
 }
 
 describe('etcd native election', () => {
-  let etcd: ServerGroup;
-  let endpoints: string;
-  const providers: EtcdLockProvider[] = [];
-  const open = () => {
-    const provider = new EtcdLockProvider({ endpoints: endpoints.split(','), sessionTtlMs: 2_000 });
-    providers.push(provider);
-    return provider;
-  };
-  beforeAll(async () => {
-    etcd = await startServers('etcd');
-    endpoints = endpoint(etcd, 'ETCD_ENDPOINTS');
-  });
-  afterAll(async () => {
-    await Promise.allSettled(providers.map((p) => p.close()));
-    await etcd?.stop();
-  });
+  const etcd = etcdFixture({ sessionTtlMs: 2_000 });
+  const open = () => etcd.open();
 
   it('campaign, leader, proclaim, resign and observe (including "no leader")', async () => {
     const name = uniqueKey('election');
@@ -72,7 +57,7 @@ describe('etcd native election', () => {
   it('interoperates with `etcdctl elect` and `etcdctl elect -l`', async () => {
     const name = `elect-${crypto.randomUUID()}`;
     const election = open().election(name);
-    const listener = etcdctl(endpoints, ['elect', '-l', name]);
+    const listener = etcdctl(etcd.endpoints, ['elect', '-l', name]);
     const term = await election.campaign('fencekit-node');
     await eventually('etcdctl elect -l sees our leader', async () =>
       listener.lines.includes('fencekit-node'),
@@ -80,7 +65,7 @@ describe('etcd native election', () => {
     await term.proclaim('fencekit-node-2');
     await eventually('etcdctl sees the proclamation', async () => listener.lines.includes('fencekit-node-2'));
 
-    const rival = etcdctl(endpoints, ['elect', name, 'etcdctl-node']);
+    const rival = etcdctl(etcd.endpoints, ['elect', name, 'etcdctl-node']);
     await new Promise((r) => setTimeout(r, 300));
     expect(rival.lines.some((l) => l === 'etcdctl-node')).toBe(false); // waits behind us
     await term.resign();

@@ -2,11 +2,12 @@ import { getEventListeners } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { GRPCDeadlineExceededError, GRPCUnavailableError, type IRequestOp, type ITxnRequest } from 'etcd3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EtcdLockProvider, namePrefix } from '../../adapters/etcd/index.js';
+import { describe, expect, it } from 'vitest';
+import { type EtcdLockProvider, namePrefix } from '../../adapters/etcd/index.js';
 import type { Lock } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { etcdFixture } from '../servers/etcd-fixture.js';
+import { FaultProxy } from '../servers/index.js';
 import { etcdctl } from '../servers/processes.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -32,40 +33,13 @@ async function settleWithin<T>(
 }
 
 describe('etcd hardening (issue 12) on a real etcd', () => {
-  let etcd: ServerGroup;
-  let endpoints: string;
-  const providers: EtcdLockProvider[] = [];
-  const open = (options: Partial<ConstructorParameters<typeof EtcdLockProvider>[0]> = {}) => {
-    const provider = new EtcdLockProvider({
-      endpoints: endpoints.split(','),
-      sessionTtlMs: 5_000,
-      ...options,
-    });
-    providers.push(provider);
-    return provider;
-  };
-  const throughProxy = async (run: (proxy: FaultProxy) => Promise<void>) => {
-    const [host, port] = endpoints.replace('http://', '').split(':');
-    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
-    try {
-      await run(proxy);
-    } finally {
-      await proxy.close();
-    }
-  };
+  const etcd = etcdFixture({ sessionTtlMs: 5_000 });
+  const { open, throughProxy } = etcd;
   /** The full key of the holder of name (its lease's key). */
   const holderKey = async (provider: EtcdLockProvider, name: string) => {
     const { kvs } = await provider.client.getAll().prefix(namePrefix('', name)).exec();
     return kvs[0] as { key: Buffer; lease: string; create_revision: string };
   };
-  beforeAll(async () => {
-    etcd = await startServers('etcd');
-    endpoints = endpoint(etcd, 'ETCD_ENDPOINTS');
-  });
-  afterAll(async () => {
-    await Promise.allSettled(providers.map((p) => p.close()));
-    await etcd?.stop();
-  });
 
   it('item 3: a late clean-up of a failed enqueue never deletes the next local grant of the name', async () => {
     const a = open();
@@ -199,7 +173,7 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
     const provider = open();
     const first = await provider.acquire(uniqueKey('reopen'));
     const { lease } = await holderKey(provider, first.key);
-    const run = etcdctl(endpoints, ['lease', 'revoke', BigInt(lease).toString(16)]);
+    const run = etcdctl(etcd.endpoints, ['lease', 'revoke', BigInt(lease).toString(16)]);
     await new Promise((r) => run.child.on('exit', r));
     await eventually('the provider saw its session end', async () => first.signal.aborted, 5_000);
     const leases = async () => (await provider.client.leaseClient.leaseLeases()).leases.length;
@@ -318,7 +292,7 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
       const lock = await provider.acquire(uniqueKey(`deleted-${how.replace(' ', '-')}`));
       const { key, lease } = await holderKey(provider, lock.key);
       const args = how === 'del' ? ['del', key.toString()] : ['lease', 'revoke', BigInt(lease).toString(16)];
-      const run = etcdctl(endpoints, args);
+      const run = etcdctl(etcd.endpoints, args);
       await new Promise((r) => run.child.on('exit', r));
       const doneAt = performance.now();
       const outcome = await settleWithin(

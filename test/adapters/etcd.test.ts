@@ -5,46 +5,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider, namePrefix } from '../../adapters/etcd/index.js';
 import { connect, type LockLostError } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { etcdFixture } from '../servers/etcd-fixture.js';
+import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
 import { etcdctl, stopChild } from '../servers/processes.js';
 import { contendThroughLeaderKill, expectOneWakeupPerRelease } from './scenarios.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
 describe('etcd adapter on a real etcd', () => {
-  let etcd: ServerGroup;
-  let endpoints: string;
-  const providers: EtcdLockProvider[] = [];
-  const open = (options: Partial<ConstructorParameters<typeof EtcdLockProvider>[0]> = {}) => {
-    const provider = new EtcdLockProvider({
-      endpoints: endpoints.split(','),
-      sessionTtlMs: 2_000,
-      ...options,
-    });
-    providers.push(provider);
-    return provider;
-  };
-  beforeAll(async () => {
-    etcd = await startServers('etcd');
-    endpoints = endpoint(etcd, 'ETCD_ENDPOINTS');
-  });
-  afterAll(async () => {
-    await Promise.allSettled(providers.map((p) => p.close()));
-    await etcd?.stop();
-  });
-  /** Runs a test with a fault proxy in front of the single etcd, closed afterwards. */
-  const throughProxy = async (run: (proxy: FaultProxy) => Promise<void>) => {
-    const [host, port] = endpoints.replace('http://', '').split(':');
-    const proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
-    try {
-      await run(proxy);
-    } finally {
-      await proxy.close();
-    }
-  };
+  const etcd = etcdFixture({ sessionTtlMs: 2_000 });
+  const { open, throughProxy } = etcd;
 
   it('connect("etcd://…") opens an etcd provider with the URL’s namespace', async () => {
-    const url = `etcd://${endpoints.replace(/http:\/\//g, '')}?namespace=app1/`;
+    const url = `etcd://${etcd.endpoints.replace(/http:\/\//g, '')}?namespace=app1/`;
     const provider = await connect(url);
     try {
       expect(provider.backend).toBe('etcd');
@@ -62,7 +35,7 @@ describe('etcd adapter on a real etcd', () => {
     const name = `interop-${crypto.randomUUID()}`;
     const provider = open();
     // etcdctl holds → we cannot; it releases → we can.
-    const held = etcdctl(endpoints, ['lock', name]);
+    const held = etcdctl(etcd.endpoints, ['lock', name]);
     await eventually('etcdctl holds the lock', async () => held.lines.some((l) => l.startsWith(`${name}/`)));
     expect(await provider.tryAcquire(name)).toBeNull();
     const info = await provider.inspect(name);
@@ -72,7 +45,7 @@ describe('etcd adapter on a real etcd', () => {
     const lock = await waiting;
     expect(lock.held).toBe(true);
     // We hold → etcdctl waits; we release → etcdctl gets it.
-    const second = etcdctl(endpoints, ['lock', name, 'echo', 'etcdctl-ran']);
+    const second = etcdctl(etcd.endpoints, ['lock', name, 'echo', 'etcdctl-ran']);
     await new Promise((r) => setTimeout(r, 500));
     expect(second.lines).not.toContain('etcdctl-ran');
     await lock.release();
@@ -207,7 +180,7 @@ describe('etcd adapter on a real etcd', () => {
         '--input-type=module',
         '-e',
         `import { EtcdLockProvider } from '${root}/dist/etcd.js';
-         const p = new EtcdLockProvider({ endpoints: ${JSON.stringify(endpoints.split(','))}, sessionTtlMs: 2000 });
+         const p = new EtcdLockProvider({ endpoints: ${JSON.stringify(etcd.endpoints.split(','))}, sessionTtlMs: 2000 });
          const lock = await p.acquire(${JSON.stringify(key)});
          console.log('held ' + lock.fencingToken);
          setInterval(() => {}, 1000);`,

@@ -1,9 +1,10 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PostgresLockProvider, withXactLock, xactLock } from '../../adapters/postgres/index.js';
 import { createElection } from '../../src/index.js';
 import { ExclusionMonitor, eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { FaultProxy } from '../servers/index.js';
+import { postgresFixture } from '../servers/postgres-fixture.js';
 
 /** How `promise` settled within `ms`: 'resolved', the rejection's code, or 'pending', with the time taken. */
 async function settleWithin(promise: Promise<unknown>, ms: number): Promise<{ outcome: string; ms: number }> {
@@ -39,24 +40,14 @@ async function watchCrashes<T>(fn: (where: (at: string) => void) => Promise<T>):
 const CALL_MS = 500;
 
 describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
-  let postgres: ServerGroup;
-  let url: string;
-  let admin: pg.Client;
-  const providers: PostgresLockProvider[] = [];
-  const open = (options: Partial<ConstructorParameters<typeof PostgresLockProvider>[0]> = {}) => {
-    const provider = new PostgresLockProvider({ connectionString: url, ...options });
-    providers.push(provider);
-    return provider;
-  };
-  beforeAll(async () => {
-    postgres = await startServers('postgres');
-    url = endpoint(postgres, 'PG_URL');
-    admin = new pg.Client({ connectionString: url });
-    await admin.connect();
+  const server = postgresFixture(async () => {
+    await Promise.allSettled(proxies.map((p) => p.close()));
+    await Promise.allSettled(clients.map((c) => c.end()));
   });
+  const open = server.open.bind(server);
   const clients: pg.Client[] = [];
   const client = async () => {
-    const c = new pg.Client({ connectionString: url });
+    const c = new pg.Client({ connectionString: server.url });
     c.on('error', () => undefined); // a test that terminates it must not crash the run
     await c.connect();
     clients.push(c);
@@ -67,7 +58,7 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
   const throughProxy = async (
     options: Partial<ConstructorParameters<typeof PostgresLockProvider>[0]> = {},
   ) => {
-    const target = new URL(url);
+    const target = new URL(server.url);
     const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });
     proxies.push(proxy);
     target.port = String(proxy.port);
@@ -78,16 +69,9 @@ describe('PostgreSQL adapter: safety under cancel, rollback and faults', () => {
       healthCheckTimeoutMs: 300,
       ...options,
     });
-    providers.push(provider);
+    server.track(provider);
     return { provider, proxy };
   };
-  afterAll(async () => {
-    await Promise.allSettled(proxies.map((p) => p.close()));
-    await Promise.allSettled(clients.map((c) => c.end()));
-    await Promise.allSettled(providers.map((p) => p.close()));
-    await admin?.end();
-    await postgres?.stop();
-  });
 
   it('waiters that time out or are aborted, 200 rounds: no crash, no connection released twice, no waiter left', async () => {
     const [a, b] = [open(), open()];

@@ -1,42 +1,18 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  advisoryKey,
-  fencedUpdate,
-  PostgresLockProvider,
-  withXactLock,
-  xactLock,
-} from '../../adapters/postgres/index.js';
+import { describe, expect, it } from 'vitest';
+import { advisoryKey, fencedUpdate, withXactLock, xactLock } from '../../adapters/postgres/index.js';
 // @ts-expect-error: a plain .mjs example without types
 import { campaignTick, setup } from '../../examples/pg-singleton-cron.mjs';
 import { connect, type LockLostError } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { postgresFixture } from '../servers/postgres-fixture.js';
 
 describe('PostgreSQL adapter on a real server', () => {
-  let postgres: ServerGroup;
-  let url: string;
-  let admin: pg.Client;
-  const providers: PostgresLockProvider[] = [];
-  const open = (options: Partial<ConstructorParameters<typeof PostgresLockProvider>[0]> = {}) => {
-    const provider = new PostgresLockProvider({ connectionString: url, ...options });
-    providers.push(provider);
-    return provider;
-  };
-  beforeAll(async () => {
-    postgres = await startServers('postgres');
-    url = endpoint(postgres, 'PG_URL');
-    admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-  });
-  afterAll(async () => {
-    await Promise.allSettled(providers.map((p) => p.close()));
-    await admin?.end();
-    await postgres?.stop();
-  });
+  const server = postgresFixture();
+  const open = server.open.bind(server);
 
   it('connect("postgres://…") opens a provider; inspect shows the owner and token', async () => {
-    const provider = await connect(url);
+    const provider = await connect(server.url);
     try {
       expect(provider.backend).toBe('postgres');
       const key = uniqueKey('connect');
@@ -59,7 +35,7 @@ describe('PostgreSQL adapter on a real server', () => {
       classid: Number(BigInt.asUintN(64, advisoryKey(key)) >> 32n),
       objid: Number(BigInt.asUintN(64, advisoryKey(key)) & 0xffffffffn),
     };
-    const killed = await admin.query(
+    const killed = await server.admin.query(
       `SELECT pg_terminate_backend(pid) FROM pg_locks
         WHERE locktype = 'advisory' AND granted AND classid::bigint = $1 AND objid::bigint = $2`,
       [classid, objid],
@@ -82,7 +58,9 @@ describe('PostgreSQL adapter on a real server', () => {
     const lock = await second.acquire(key);
     expect(lock.fencingToken).toBe(t1 + 1n);
     await second.close();
-    const { rows } = await admin.query('SELECT token FROM fencekit_fencing_tokens WHERE name = $1', [key]);
+    const { rows } = await server.admin.query('SELECT token FROM fencekit_fencing_tokens WHERE name = $1', [
+      key,
+    ]);
     expect(rows[0].token).toBe(String(t1 + 1n));
   });
 
@@ -91,8 +69,8 @@ describe('PostgreSQL adapter on a real server', () => {
     const provider = open();
     const session = await provider.acquire(key);
     await session.release();
-    const c1 = new pg.Client({ connectionString: url });
-    const c2 = new pg.Client({ connectionString: url });
+    const c1 = new pg.Client({ connectionString: server.url });
+    const c2 = new pg.Client({ connectionString: server.url });
     await Promise.all([c1.connect(), c2.connect()]);
     try {
       let inside = false;
@@ -114,15 +92,17 @@ describe('PostgreSQL adapter on a real server', () => {
       await c1.query('COMMIT');
       expect(await withXactLock(c2, key, async () => 'ran', { wait: false })).toBe('ran');
       // A throw rolls back the work, but not the token: it stays used (taken outside the transaction).
-      const before = (await admin.query('SELECT token FROM fencekit_fencing_tokens WHERE name = $1', [key]))
-        .rows[0].token;
+      const before = (
+        await server.admin.query('SELECT token FROM fencekit_fencing_tokens WHERE name = $1', [key])
+      ).rows[0].token;
       await expect(
         withXactLock(c1, key, async () => {
           throw new Error('work failed');
         }),
       ).rejects.toThrow('work failed');
-      const after = (await admin.query('SELECT token FROM fencekit_fencing_tokens WHERE name = $1', [key]))
-        .rows[0].token;
+      const after = (
+        await server.admin.query('SELECT token FROM fencekit_fencing_tokens WHERE name = $1', [key])
+      ).rows[0].token;
       expect(BigInt(after)).toBe(BigInt(before) + 1n);
     } finally {
       await Promise.all([c1.end(), c2.end()]);
@@ -130,10 +110,12 @@ describe('PostgreSQL adapter on a real server', () => {
   });
 
   it('fencedUpdate applies newer and equal tokens, refuses older ones, and can throw', async () => {
-    await admin.query('CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL, fence_token bigint)');
-    await admin.query('INSERT INTO accounts VALUES (1, 100, NULL)');
+    await server.admin.query(
+      'CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL, fence_token bigint)',
+    );
+    await server.admin.query('INSERT INTO accounts VALUES (1, 100, NULL)');
     const update = (token: bigint, balance: number, extra = {}) =>
-      fencedUpdate(admin, { table: 'accounts', set: { balance }, where: { id: 1 }, token, ...extra });
+      fencedUpdate(server.admin, { table: 'accounts', set: { balance }, where: { id: 1 }, token, ...extra });
     expect(await update(5n, 90)).toBe(true);
     expect(await update(5n, 80)).toBe(true); // the same grant writing again
     expect(await update(5n, 70, { strict: true })).toBe(false);
@@ -144,27 +126,33 @@ describe('PostgreSQL adapter on a real server', () => {
       highestAccepted: 5n,
     });
     expect(await update(6n, 60)).toBe(true);
-    const { rows } = await admin.query('SELECT balance, fence_token FROM accounts WHERE id = 1');
+    const { rows } = await server.admin.query('SELECT balance, fence_token FROM accounts WHERE id = 1');
     expect(rows[0]).toEqual({ balance: 60, fence_token: '6' });
     await expect(
-      fencedUpdate(admin, { table: 'accounts', set: {}, where: { id: 2 }, token: 9n, throwIfStale: true }),
+      fencedUpdate(server.admin, {
+        table: 'accounts',
+        set: {},
+        where: { id: 2 },
+        token: 9n,
+        throwIfStale: true,
+      }),
     ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'where' });
     await expect(
-      fencedUpdate(admin, { table: 'accounts; DROP TABLE x', set: {}, where: { id: 1 }, token: 1n }),
+      fencedUpdate(server.admin, { table: 'accounts; DROP TABLE x', set: {}, where: { id: 1 }, token: 1n }),
     ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'table' });
   });
 
   it('singleton cron: three replicas run the tick at the same moment, each email goes out once', async () => {
     const replicas = await Promise.all(
       ['a', 'b', 'c'].map(async (name) => {
-        const client = new pg.Client({ connectionString: url });
+        const client = new pg.Client({ connectionString: server.url });
         await client.connect();
         return { name, client };
       }),
     );
     try {
-      await setup(admin);
-      await admin.query(
+      await setup(server.admin);
+      await server.admin.query(
         `INSERT INTO campaign_users SELECT g, 'u' || g || '@example.com' FROM generate_series(1, 20) g ON CONFLICT DO NOTHING`,
       );
       const sent: number[] = [];
@@ -182,7 +170,7 @@ describe('PostgreSQL adapter on a real server', () => {
         );
       }
       expect(sent).toHaveLength(60);
-      const { rows } = await admin.query(
+      const { rows } = await server.admin.query(
         'SELECT count(*)::int AS n, count(DISTINCT (user_id, campaign_id))::int AS d FROM campaign_emails',
       );
       expect(rows[0]).toEqual({ n: 60, d: 60 });

@@ -221,6 +221,27 @@ describe('ZooKeeper adapter on a real server', () => {
     expect(await children(raw, parent)).not.toContain(key.split('/').at(-1));
   }, 60_000);
 
+  it('abandon() (the conformance suites\' crash) leaves the session to expire: the node outlives the connection', async () => {
+    // Regression: abandon() ended the session's state first, whose listener closed the session
+    // through the still-open connection (closeSession), so the node went at once, unlike a crash.
+    const holder = open({ sessionTimeoutMs: 4_000 });
+    const key = uniqueKey('abandon');
+    const lock = await holder.acquire(key);
+    const path = `/fencekit/locks/${key}`;
+    const before = await children(raw, path);
+    expect(before).toHaveLength(1);
+    await holder.abandon();
+    await new Promise((r) => setTimeout(r, 500)); // well inside the 4 s session
+    expect(await children(raw, path), 'the node is gone before the session expired').toEqual(before);
+    expect(lock.held).toBe(false); // the holder itself knows at once
+    const next = open();
+    await eventually(
+      'the server expires the session and frees the name',
+      async () => (await next.tryAcquire(key)) !== null,
+      15_000,
+    );
+  });
+
   it('a SIGKILLed holder process: the next waiter is granted within the session timeout + 1 s', async () => {
     const key = uniqueKey('sigkill');
     const child = spawn(

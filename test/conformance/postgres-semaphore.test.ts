@@ -1,8 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
+import { afterEach, describe, it } from 'vitest';
 import { PostgresLockProvider } from '../../adapters/postgres/index.js';
-import type { LockProvider } from '../../src/index.js';
 import { describeSemaphoreConformance } from '../../src/testing/index.js';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { proxiedServer } from '../servers/proxied-server.js';
 
 // A cut-off holder notices within health interval + callTimeoutMs; the server would notice by TCP
 // keepalive, which the fault proxy plays by resetting the connections SERVER_NOTICES_MS later.
@@ -11,15 +10,7 @@ const CALL_TIMEOUT_MS = 1_000;
 const SERVER_NOTICES_MS = 2_500;
 
 describe('PostgreSQL semaphores', () => {
-  let postgres: ServerGroup;
-  const proxies = new Map<LockProvider, FaultProxy>();
-  beforeAll(async () => {
-    postgres = await startServers('postgres');
-  });
-  afterAll(async () => {
-    await Promise.all([...proxies.values()].map((p) => p.close()));
-    await postgres?.stop();
-  });
+  const server = proxiedServer('postgres');
 
   describeSemaphoreConformance(
     {
@@ -32,30 +23,19 @@ describe('PostgreSQL semaphores', () => {
       limitMismatch: true,
       callTimeoutMs: CALL_TIMEOUT_MS,
       createProvider: async () => {
-        const url = new URL(endpoint(postgres, 'PG_URL'));
-        const proxy = await FaultProxy.start({ host: url.hostname, port: Number(url.port) });
-        url.port = String(proxy.port);
-        const provider = new PostgresLockProvider({
-          connectionString: url.toString(),
-          callTimeoutMs: CALL_TIMEOUT_MS,
-          healthCheckIntervalMs: HEALTH_MS,
-          healthCheckTimeoutMs: HEALTH_MS,
-        });
-        proxies.set(provider, proxy);
-        return provider;
+        return server.through(
+          (url) =>
+            new PostgresLockProvider({
+              connectionString: url,
+              callTimeoutMs: CALL_TIMEOUT_MS,
+              healthCheckIntervalMs: HEALTH_MS,
+              healthCheckTimeoutMs: HEALTH_MS,
+            }),
+        );
       },
       faults: {
         crash: async (provider) => (provider as PostgresLockProvider).abandon(),
-        partition: async (provider, cut) => {
-          const proxy = proxies.get(provider);
-          if (!proxy) return;
-          if (!cut) {
-            proxy.setMode({ kind: 'pass' });
-            return;
-          }
-          proxy.setMode({ kind: 'blackhole' });
-          setTimeout(() => proxy.cutAll(), SERVER_NOTICES_MS).unref();
-        },
+        partition: server.partition(SERVER_NOTICES_MS),
       },
     },
     { describe, it, afterEach },

@@ -1,22 +1,13 @@
-import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
+import { afterEach, describe, it } from 'vitest';
 import { RedisLockProvider } from '../../adapters/redis/index.js';
-import type { LockProvider } from '../../src/index.js';
 import { describeConformance } from '../../src/testing/index.js';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { proxiedServer } from '../servers/proxied-server.js';
 
 const TTL_MS = 1_000;
 
 describe('Redis', () => {
-  let redis: ServerGroup;
-  const proxies = new Map<LockProvider, FaultProxy>();
+  const server = proxiedServer('redis');
   const providers: RedisLockProvider[] = [];
-  beforeAll(async () => {
-    redis = await startServers('redis');
-  });
-  afterAll(async () => {
-    await Promise.all([...proxies.values()].map((p) => p.close()));
-    await redis?.stop();
-  });
 
   describeConformance(
     {
@@ -26,17 +17,15 @@ describe('Redis', () => {
       fifo: true,
       wakeups: () => providers.reduce((sum, p) => sum + p.wakeups, 0),
       createProvider: async () => {
-        const [host = '', port = ''] = endpoint(redis, 'REDIS_HOSTS').split(',')[0]?.split(':') ?? [];
-        const proxy = await FaultProxy.start({ host, port: Number(port) });
-        const provider = new RedisLockProvider({ url: `redis://${proxy.address}`, callTimeoutMs: 500 });
-        proxies.set(provider, proxy);
+        const provider = await server.through(
+          (url) => new RedisLockProvider({ url: url, callTimeoutMs: 500 }),
+        );
         providers.push(provider);
         return provider;
       },
       faults: {
         crash: async (provider) => (provider as RedisLockProvider).abandon(),
-        partition: async (provider, cut) =>
-          proxies.get(provider)?.setMode(cut ? { kind: 'blackhole' } : { kind: 'pass' }),
+        partition: server.partition(),
       },
     },
     { describe, it, afterEach },

@@ -17,9 +17,7 @@ describe('Redis', () => {
       fifo: true,
       wakeups: () => providers.reduce((sum, p) => sum + p.wakeups, 0),
       createProvider: async () => {
-        const provider = await server.through(
-          (url) => new RedisLockProvider({ url: url, callTimeoutMs: 500 }),
-        );
+        const provider = await server.through((url) => new RedisLockProvider({ url, callTimeoutMs: 500 }));
         providers.push(provider);
         return provider;
       },

@@ -1,8 +1,6 @@
 import type pg from 'pg';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { checkOut } from './checkout.js';
-import { within } from './deadline.js';
-import { advisoryKey } from './keyspace.js';
+import { TableOnce } from './table-once.js';
 
 /** A validated, quoted SQL identifier (optionally schema-qualified: "schema"."table"). */
 export function quoteIdentifier(name: string, argument: string): string {
@@ -24,42 +22,29 @@ export function quoteIdentifier(name: string, argument: string): string {
  */
 export class FenceTable {
   readonly table: string;
-  #ready: Promise<void> | undefined;
-  /** True once the table is known to exist: callers can skip getting a connection for ensure(). */
-  created = false;
+  readonly #creation: TableOnce;
 
   constructor(tableName: string) {
     this.table = quoteIdentifier(tableName, 'table');
+    this.#creation = new TableOnce(
+      'the fencing-token table',
+      `CREATE TABLE IF NOT EXISTS ${this.table} (
+         name text PRIMARY KEY,
+         token bigint NOT NULL,
+         owner text,
+         since timestamptz NOT NULL DEFAULT now()
+       )`,
+    );
   }
 
-  /**
-   * Creates the table once, on a connection of `pool`, in a transaction of its own (concurrent
-   * creators take turns on an advisory lock). A failure is not remembered: the next call tries again.
-   */
+  /** True once the table is known to exist: callers can skip getting a connection for ensure(). */
+  get created(): boolean {
+    return this.#creation.created;
+  }
+
+  /** Creates the table on first use (see TableOnce). */
   ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
-    if (this.created) return Promise.resolve();
-    this.#ready ??= (async () => {
-      const conn = await checkOut(pool, callTimeoutMs);
-      const run = (sql: string, values: unknown[] = []) =>
-        conn.query(sql, values, callTimeoutMs, 'creating the fencing-token table');
-      await run('BEGIN');
-      await run('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
-      await run(
-        `CREATE TABLE IF NOT EXISTS ${this.table} (
-           name text PRIMARY KEY,
-           token bigint NOT NULL,
-           owner text,
-           since timestamptz NOT NULL DEFAULT now()
-         )`,
-      );
-      await run('COMMIT');
-      conn.giveBack();
-      this.created = true;
-    })();
-    this.#ready.catch(() => {
-      this.#ready = undefined;
-    });
-    return within(this.#ready, Number.POSITIVE_INFINITY, 'creating the fencing-token table', cancel);
+    return this.#creation.ensure(pool, callTimeoutMs, cancel);
   }
 
   /** The next token of `name` ($1), recording owner $2, as its own statement (autocommit). */

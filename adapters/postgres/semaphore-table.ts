@@ -1,7 +1,5 @@
 import type pg from 'pg';
-import { checkOut } from './checkout.js';
-import { within } from './deadline.js';
-import { advisoryKey } from './keyspace.js';
+import { TableOnce } from './table-once.js';
 
 /**
  * Who holds a semaphore's permits: one row per grant, written and deleted by the holder's own
@@ -10,41 +8,28 @@ import { advisoryKey } from './keyspace.js';
  */
 export class SemaphoreTable {
   readonly table: string;
-  #ready: Promise<void> | undefined;
-  #created = false;
+  readonly #creation: TableOnce;
 
   constructor(quotedName: string) {
     this.table = quotedName;
+    this.#creation = new TableOnce(
+      'the semaphore grants table',
+      `CREATE TABLE IF NOT EXISTS ${this.table} (
+         name text NOT NULL,
+         token bigint NOT NULL,
+         slots bigint[] NOT NULL,
+         "limit" integer NOT NULL,
+         owner text,
+         since timestamptz NOT NULL DEFAULT now(),
+         pid integer NOT NULL,
+         PRIMARY KEY (name, token)
+       )`,
+    );
   }
 
+  /** Creates the table on first use (see TableOnce). */
   ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
-    if (this.#created) return Promise.resolve();
-    this.#ready ??= (async () => {
-      const conn = await checkOut(pool, callTimeoutMs);
-      const run = (sql: string, values: unknown[] = []) =>
-        conn.query(sql, values, callTimeoutMs, 'creating the semaphore grants table');
-      await run('BEGIN');
-      await run('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
-      await run(
-        `CREATE TABLE IF NOT EXISTS ${this.table} (
-           name text NOT NULL,
-           token bigint NOT NULL,
-           slots bigint[] NOT NULL,
-           "limit" integer NOT NULL,
-           owner text,
-           since timestamptz NOT NULL DEFAULT now(),
-           pid integer NOT NULL,
-           PRIMARY KEY (name, token)
-         )`,
-      );
-      await run('COMMIT');
-      conn.giveBack();
-      this.#created = true;
-    })();
-    this.#ready.catch(() => {
-      this.#ready = undefined;
-    });
-    return within(this.#ready, Number.POSITIVE_INFINITY, 'creating the semaphore grants table', cancel);
+    return this.#creation.ensure(pool, callTimeoutMs, cancel);
   }
 }
 

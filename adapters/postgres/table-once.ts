@@ -1,0 +1,41 @@
+import type pg from 'pg';
+import { checkOut } from './checkout.js';
+import { within } from './deadline.js';
+import { advisoryKey } from './keyspace.js';
+
+/**
+ * A table fencekit creates on first use: once per process, on a connection of its own in a
+ * transaction of its own (never inside a caller's), concurrent creators taking turns on an advisory
+ * lock. A failure is not remembered: the next call tries again.
+ */
+export class TableOnce {
+  #ready: Promise<void> | undefined;
+  /** True once the table is known to exist: callers can skip getting a connection for ensure(). */
+  created = false;
+
+  constructor(
+    /** What the error messages call it ("the fencing-token table"). */
+    private readonly what: string,
+    /** CREATE TABLE IF NOT EXISTS … */
+    private readonly ddl: string,
+  ) {}
+
+  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
+    if (this.created) return Promise.resolve();
+    this.#ready ??= (async () => {
+      const conn = await checkOut(pool, callTimeoutMs);
+      const run = (sql: string, values: unknown[] = []) =>
+        conn.query(sql, values, callTimeoutMs, `creating ${this.what}`);
+      await run('BEGIN');
+      await run('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
+      await run(this.ddl);
+      await run('COMMIT');
+      conn.giveBack();
+      this.created = true;
+    })();
+    this.#ready.catch(() => {
+      this.#ready = undefined;
+    });
+    return within(this.#ready, Number.POSITIVE_INFINITY, `creating ${this.what}`, cancel);
+  }
+}

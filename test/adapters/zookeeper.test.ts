@@ -221,7 +221,7 @@ describe('ZooKeeper adapter on a real server', () => {
     expect(await children(raw, parent)).not.toContain(key.split('/').at(-1));
   }, 60_000);
 
-  it('abandon() (the conformance suites\' crash) leaves the session to expire: the node outlives the connection', async () => {
+  it("abandon() (the conformance suites' crash) leaves the session to expire: the node outlives the connection", async () => {
     // Regression: abandon() ended the session's state first, whose listener closed the session
     // through the still-open connection (closeSession), so the node went at once, unlike a crash.
     const holder = open({ sessionTimeoutMs: 4_000 });

@@ -251,22 +251,33 @@ describe('Redis adapter under faults', () => {
   });
 
   it('a live waiter handed the key keeps it past the provisional lease (extended to its ttl)', async () => {
-    const key = uniqueKey('provisional');
-    const keys = lockKeys('fencekit:', key);
-    const held = await open().acquire(key, { ttlMs: 60_000 });
-    const w = open({ maxPollMs: 1_000 }); // its place lives 5 s: the handed grant starts with at most that
-    const waiting = w.acquire(key, { ttlMs: 15_000, waitMs: 5_000 });
-    await eventually('W queued and subscribed', async () => {
-      const channel = Object.values(await raw.hgetall(keys.pending))[0]?.split(' ')[2] ?? '';
-      return channel !== '' && ((await raw.pubsub('NUMSUB', channel)) as [string, number])[1] === 1;
-    });
-    await held.release();
-    const lock = await waiting;
-    expect(await raw.pttl(keys.lock)).toBeLessThanOrEqual(5_000); // the notice made it W's
-    await new Promise((r) => setTimeout(r, 6_000)); // past the provisional 5 s
-    expect(lock.held).toBe(true);
-    expect(await raw.pttl(keys.lock)).toBeGreaterThan(8_000);
-    await lock.release();
+    // Only a grant the notice made W's starts with the provisional lease (≤ 5 s): on a loaded
+    // machine W's own attempt, or its extension (due a third of the way from W's last attempt), can
+    // come first and set the full 15 s already. Such a round proves nothing here, so it is repeated.
+    for (let round = 1; ; round++) {
+      const key = uniqueKey(`provisional-${round}`);
+      const keys = lockKeys('fencekit:', key);
+      const held = await open().acquire(key, { ttlMs: 60_000 });
+      const w = open({ maxPollMs: 1_000 }); // its place lives 5 s: the handed grant starts with at most that
+      const waiting = w.acquire(key, { ttlMs: 15_000, waitMs: 5_000 });
+      await eventually('W queued and subscribed', async () => {
+        const channel = Object.values(await raw.hgetall(keys.pending))[0]?.split(' ')[2] ?? '';
+        return channel !== '' && ((await raw.pubsub('NUMSUB', channel)) as [string, number])[1] === 1;
+      });
+      await held.release();
+      const lock = await waiting;
+      const startedWith = await raw.pttl(keys.lock);
+      if (startedWith > 5_000 && round < 3) {
+        await lock.release();
+        continue;
+      }
+      expect(startedWith).toBeLessThanOrEqual(5_000); // the notice made it W's
+      await new Promise((r) => setTimeout(r, 6_000)); // past the provisional 5 s
+      expect(lock.held).toBe(true);
+      expect(await raw.pttl(keys.lock)).toBeGreaterThan(8_000);
+      await lock.release();
+      return;
+    }
   });
 
   it('a waiter whose inbox cannot subscribe still polls, and adopts a hand-over it cannot hear', async () => {

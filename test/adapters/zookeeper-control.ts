@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { openSync, writeFileSync } from 'node:fs';
+import { openSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { eventually } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup } from '../servers/index.js';
@@ -45,7 +45,19 @@ export function controls(group: ServerGroup) {
       child.unref();
       pids[i] = child.pid as number;
       writeFileSync(`${stateDir}/${member.name}.pid`, String(child.pid)); // stop.sh ends this one too
-      await eventually('the server serves again', () => serving(member.address), 30_000);
+      try {
+        await eventually('the server serves again', () => serving(member.address), 30_000);
+      } catch (error) {
+        // A member that does not come back is rare (seen once in CI): say why, from its own log.
+        const tail = readFileSync(`${stateDir}/${member.name}.log`, 'utf8').split('\n').slice(-25).join('\n');
+        const state = alive(child.pid as number) ? 'running' : 'exited';
+        throw new Error(
+          `${member.name} (${member.address}, ${state}) did not serve again; its log ends:\n${tail}`,
+          {
+            cause: error,
+          },
+        );
+      }
     },
   };
 }

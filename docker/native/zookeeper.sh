@@ -37,6 +37,10 @@ for ((i = 1; i <= nodes; i++)); do
     echo "maxSessionTimeout=$((tick * 20))"
     # Tests open many sessions from 127.0.0.1; the default allows 60 per address.
     echo "maxClientCnxns=0"
+    # Leader election resends its vote with a doubling wait capped at 60 s by default: a member
+    # restarted while its peers were re-electing could sit out that long (a restart test once waited
+    # 30 s in CI). Unknown keys become zookeeper.* system properties, so this caps it at 2 s.
+    echo "fastleader.maxNotificationInterval=2000"
     if ((nodes > 1)); then
       for ((j = 1; j <= nodes; j++)); do
         peer=${view["$i:$j"]:-${ports[$(((j - 1) * 3 + 1))]}:${ports[$(((j - 1) * 3 + 2))]}}

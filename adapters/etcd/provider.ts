@@ -8,6 +8,7 @@ import {
   SortOrder,
   SortTarget,
 } from 'etcd3';
+import { CANCEL_GRACE_MS } from '../../src/cancel-grace.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import {
   BackendUnavailableError,
@@ -30,13 +31,6 @@ import { namePrefix, prefixEnd } from './keys.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
-
-/**
- * How long a cancelled acquire still waits for its queue entry's deletion before answering: enough
- * for a healthy etcd (a few ms), so "cancellation leaves nothing" holds when the caller hears back;
- * short, so a frozen etcd cannot stretch waitMs or an abort.
- */
-const CANCEL_GRACE_MS = 250;
 
 export interface EtcdProviderOptions extends ProviderDefaults {
   /** Endpoints, e.g. ['http://10.0.0.1:2379', 'http://10.0.0.2:2379']. */

@@ -1,4 +1,5 @@
 import { CompareResult, CompareTarget, type Etcd3, type IKeyValue, SortOrder, SortTarget } from 'etcd3';
+import { CANCEL_GRACE_MS, withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
@@ -145,11 +146,11 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       // Not granted (busy, cancelled, failed): the session deletes our queue key, retrying until
       // etcd confirms. The caller waits for that at most callTimeoutMs (a cut-off client would
       // otherwise wait a whole TTL), so that a refused try leaves no waiter behind when it answers.
+      // A cancelled caller (waitMs, abort) waits only CANCEL_GRACE_MS: a frozen etcd must not
+      // stretch its deadline.
       if (inQueue) {
         const removing = session.remove(queued.key, queued.revision);
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([removing, new Promise((r) => (timer = setTimeout(r, this.#c.callTimeoutMs)))]);
-        clearTimeout(timer);
+        await withinGrace(removing, cancel.aborted ? CANCEL_GRACE_MS : this.#c.callTimeoutMs);
       }
     }
   }

@@ -1,3 +1,4 @@
+import { withinGrace } from '../../src/cancel-grace.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
@@ -22,21 +23,6 @@ import { OwnNodeWatch } from './node-watch.js';
 import { zkSemaphore } from './semaphore.js';
 import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
 import { Transaction } from './wire/transaction.js';
-
-/**
- * How long a cancelled acquire still waits for its node's deletion before answering: enough for a
- * healthy server (a few ms), so "cancellation leaves nothing" holds when the caller hears back;
- * short, so a frozen server cannot stretch waitMs or an abort.
- */
-const CANCEL_GRACE_MS = 250;
-
-function withinGrace(work: Promise<unknown>): Promise<unknown> {
-  let timer: NodeJS.Timeout | undefined;
-  const grace = new Promise((resolve) => {
-    timer = setTimeout(resolve, CANCEL_GRACE_MS);
-  });
-  return Promise.race([work, grace]).finally(() => clearTimeout(timer));
-}
 
 export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /** host:port,host:port[/chroot] */

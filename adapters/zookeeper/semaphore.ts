@@ -1,3 +1,4 @@
+import { withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
@@ -143,7 +144,9 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       return await this.#lease(session, req, cancel);
     } finally {
       // Granted or not, the mutex is left (as Curator does); the session retries a failed delete.
-      await removeOwned(session, queued.path).catch(() => undefined);
+      // A cancelled caller waits for it only CANCEL_GRACE_MS: a frozen server must not stretch waitMs.
+      const leaving = removeOwned(session, queued.path).catch(() => undefined);
+      await (cancel.aborted ? withinGrace(leaving) : leaving);
     }
   }
 
@@ -193,7 +196,10 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       throw unavailable('taking a lease failed', error);
     } finally {
       if (!granted) {
-        await Promise.all(nodes.map((node) => removeOwned(session, node.path).catch(() => undefined)));
+        const removing = Promise.all(
+          nodes.map((node) => removeOwned(session, node.path).catch(() => undefined)),
+        );
+        await (cancel.aborted ? withinGrace(removing) : removing);
       }
     }
   }

@@ -34,9 +34,16 @@ export interface SemaphoreConformanceTarget {
 /** How long one test may wait for a grant before it counts as a failure rather than a hang. */
 const WAIT = { waitMs: 20_000 };
 
-/** Waits until inspect() reports `count` waiters. */
+/**
+ * Waits until inspect() reports `count` waiters: a set-up step, not a speed check, so its bound is
+ * as generous as a grant's (100 enqueues on a loaded 2-core machine took over 5 s).
+ */
 function waitersReach(sem: Semaphore, count: number): Promise<void> {
-  return eventually(`${count} waiters on ${sem.name}`, async () => (await sem.inspect()).waiters === count);
+  return eventually(
+    `${count} waiters on ${sem.name}`,
+    async () => (await sem.inspect()).waiters === count,
+    WAIT.waitMs,
+  );
 }
 
 /**

@@ -9,9 +9,10 @@ export interface RenewalOptions {
   grantedRttMs: number;
   /**
    * Extends the lease on the backend if it is still ours: true = extended by ttlMs, false = the
-   * backend says it is no longer ours. Throws when the backend cannot be reached.
+   * backend says it is no longer ours, 'revoked' = an operator removed it (forceRelease). Throws
+   * when the backend cannot be reached.
    */
-  renew: () => Promise<boolean>;
+  renew: () => Promise<boolean | 'revoked'>;
 }
 
 /**
@@ -37,8 +38,8 @@ export function keepRenewing(lock: OwnedLock, opts: RenewalOptions): void {
     try {
       const stillOurs = await opts.renew();
       if (!lock.held) return;
-      if (!stillOurs) {
-        lock.lose('expired');
+      if (stillOurs !== true) {
+        lock.lose(stillOurs === 'revoked' ? 'revoked' : 'expired');
         return;
       }
       lock.confirmUntil(safeDeadline(sentAt, opts.ttlMs, monotonicNow() - sentAt, opts.driftRate));
@@ -60,7 +61,7 @@ export interface LeasedLockInit extends OwnedLockInit {
   grantedSentAt: number;
   /** The round trip to allow for, when the grant arrived otherwise than as that request's answer. */
   grantedRttMs?: number;
-  renew: () => Promise<boolean>;
+  renew: () => Promise<boolean | 'revoked'>;
 }
 
 /** The handle of a per-lock lease (memory, Redis, Redlock): the lock, with its watchdog running. */

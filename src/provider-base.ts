@@ -1,4 +1,10 @@
 import { setMaxListeners } from 'node:events';
+import {
+  forceReleaseLine,
+  heldNamesUnder,
+  validateForceReleaseOptions,
+  validateListPrefix,
+} from './admin.js';
 import { jitteredDelays, sleepUnlessWoken } from './backoff.js';
 import { DEFAULT_DRIFT_RATE } from './clock.js';
 import {
@@ -13,7 +19,15 @@ import type { OwnedLock } from './ownership.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import { linkSignals } from './signals.js';
 import { longTimeout } from './timers.js';
-import type { AcquireOptions, BackendName, Lock, LockInfo, LockProvider } from './types.js';
+import type {
+  AcquireOptions,
+  BackendName,
+  ForceReleaseOptions,
+  HolderInfo,
+  Lock,
+  LockInfo,
+  LockProvider,
+} from './types.js';
 import { validateAcquireOptions, validateKey, validateTtlMs, validateWaitMs } from './validate.js';
 
 /** What an adapter is asked for: one grant of `key`, waiting in the backend's queue if `wait`. */
@@ -104,6 +118,15 @@ export abstract class BaseLockProvider implements LockProvider {
   protected abstract request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
   protected abstract shutdown(): Promise<void>;
   abstract inspect(key: string): Promise<LockInfo | null>;
+  /**
+   * Removes the grant that holds `key` now, or only the one with token `expected` when given, in a
+   * way that never removes a grant made after the one it read (compare-and-delete on the backend's
+   * identity of the grant: create revision, node path, ownerToken, backend pid under a row lock).
+   * Resolves with what it removed, or null when no such grant held the key.
+   */
+  protected abstract removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null>;
+  /** Names held now (possibly a superset under prefix: the base filters and sorts). */
+  protected abstract heldNames(prefix: string): Promise<Iterable<string>>;
 
   on<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void {
     this.events.on(event, listener);
@@ -111,6 +134,41 @@ export abstract class BaseLockProvider implements LockProvider {
 
   off<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void {
     this.events.off(event, listener);
+  }
+
+  /**
+   * An operator's tool: removes the current grant of `key` whoever holds it, with a reason that is
+   * recorded (the 'force-release' event and a log line). The holder's signal aborts where the
+   * backend tells it (see the README's Administration section); the next waiter is granted.
+   */
+  async forceRelease(key: string, options: ForceReleaseOptions): Promise<HolderInfo | null> {
+    validateKey(key);
+    const request = validateForceReleaseOptions(options);
+    this.assertOpen();
+    const removed = await this.removeGrant(key, request.fencingToken);
+    if (removed === null) return null;
+    this.audit(forceReleaseLine(this.backend, key, removed, request));
+    this.events.emit('force-release', {
+      backend: this.backend,
+      key,
+      owner: removed.owner,
+      fencingToken: removed.fencingToken,
+      reason: request.reason,
+      by: request.by,
+    });
+    return removed;
+  }
+
+  /** Held names under `prefix` ('' for all), sorted. */
+  async list(prefix?: string): Promise<string[]> {
+    const under = validateListPrefix(prefix);
+    this.assertOpen();
+    return heldNamesUnder(under, await this.heldNames(under));
+  }
+
+  /** Where operator actions are recorded: the process's warning channel (type 'FencekitAudit'). */
+  protected audit(line: string): void {
+    process.emitWarning(line, { type: 'FencekitAudit', code: 'FENCEKIT_FORCE_RELEASE' });
   }
 
   get closed(): boolean {

@@ -75,6 +75,11 @@ export interface LockProvider {
 export interface ForceReleaseOptions {
   /** Why, in words: recorded in the event and the log line. Required. */
   reason: string;
-  /** Who asked (user@host); defaults to this process. */
+  /** Who asked (user@host); defaults to this process (user@host pid N). */
   by?: string;
+  /**
+   * Remove the grant only while it still has this token (the one inspect() showed): an operator who
+   * looked first never removes a grant made after the look. Default: whichever grant holds it now.
+   */
+  fencingToken?: bigint;
 }

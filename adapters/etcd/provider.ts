@@ -21,13 +21,14 @@ import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
-import type { Lock, LockInfo } from '../../src/types.js';
+import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
 import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
+import { heldNamesRange } from './list.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
@@ -117,6 +118,48 @@ export class EtcdLockProvider extends BaseLockProvider {
       holder: { owner: stored.owner, since: stored.since, fencingToken: BigInt(head.create_revision) },
       waiters: waiters.length,
     };
+  }
+
+  /**
+   * Deletes the owner's key (the lowest create revision under the name) only while it still has
+   * that create revision (or `expected`): a key made after the read is never deleted. The holder's
+   * deletion watch aborts its signal with 'revoked'; the next key in line owns the name.
+   */
+  protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
+    const prefix = Buffer.from(namePrefix(this.namespace, key));
+    const deadline = () => ({ deadline: new Date(Date.now() + this.callTimeoutMs) });
+    try {
+      const { kvs } = await this.client.kv.range(
+        {
+          key: prefix,
+          range_end: prefixEnd(prefix),
+          sort_order: SortOrder.Ascend,
+          sort_target: SortTarget.Create,
+          limit: 1,
+        },
+        deadline(),
+      );
+      const [head] = kvs;
+      if (!head) return null;
+      const revision = expected ?? BigInt(head.create_revision);
+      const { succeeded } = await this.client
+        .if(head.key, 'Create', '==', revision.toString())
+        .then(this.client.delete().key(head.key))
+        .options(deadline())
+        .commit();
+      if (!succeeded) return null;
+      const stored = decodeHolder(head.value);
+      return { owner: stored.owner, since: stored.since, fencingToken: revision };
+    } catch (error) {
+      throw unavailable('force-release failed', error);
+    }
+  }
+
+  /** The names with a key under the namespace (the first key of a name holds it). */
+  protected heldNames(prefix: string): Promise<string[]> {
+    return heldNamesRange(this.client, this.namespace, prefix, this.callTimeoutMs).catch((error: unknown) => {
+      throw unavailable('list failed', error);
+    });
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

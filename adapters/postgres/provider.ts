@@ -5,8 +5,9 @@ import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
-import type { LockInfo } from '../../src/types.js';
+import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { heldNamesJoin, terminateHolder } from './admin.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
@@ -131,6 +132,30 @@ export class PostgresLockProvider extends BaseLockProvider {
       ? { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since as Date }
       : null;
     return { key, holder, waiters };
+  }
+
+  /**
+   * Ends the holder's session (see admin.ts): its signal aborts with 'connection-lost' as soon as
+   * its connection sees the end (at once, or at its next health check), and the server grants the
+   * next waiter. Needs the right to signal the holder's backend (same role, or pg_signal_backend).
+   */
+  protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
+    await this.#fence.ensure(this.#control, this.callTimeoutMs);
+    const conn = await checkOut(this.#control, this.callTimeoutMs);
+    const removed = await terminateHolder(conn, this.#fence.table, key, expected, this.callTimeoutMs);
+    conn.giveBack();
+    this.#serverAnswered();
+    return removed;
+  }
+
+  /** The token table's names whose advisory lock is held now (pg_locks joined on the name's key). */
+  protected async heldNames(prefix: string): Promise<string[]> {
+    await this.#fence.ensure(this.#control, this.callTimeoutMs);
+    const conn = await checkOut(this.#control, this.callTimeoutMs);
+    const names = await heldNamesJoin(conn, this.#fence.table, prefix, this.callTimeoutMs);
+    conn.giveBack();
+    this.#serverAnswered();
+    return names;
   }
 
   /** "At most `limit` at once" under `name` (DESIGN §6): slots as advisory locks, see semaphore.ts. */

@@ -38,7 +38,7 @@ type Call = (...args: Array<string | number>) => Promise<unknown>;
 /**
  * A node-redis client seen through the few ioredis members the provider calls: `status`, the
  * `error`/`ready`/`message` events, `defineCommand` (EVALSHA, EVAL on NOSCRIPT), `duplicate`,
- * `connect`, `subscribe`, `quit`, `disconnect`. Replies come back in the same RESP2 shapes.
+ * `connect`, `subscribe`, `scan`, `quit`, `disconnect`. Replies come back in the same RESP2 shapes.
  */
 class NodeRedisAsIoredis extends EventEmitter {
   #connectCalled: boolean;
@@ -72,6 +72,11 @@ class NodeRedisAsIoredis extends EventEmitter {
       }
     };
     (this as unknown as Record<string, Call>)[name] = call;
+  }
+
+  /** SCAN cursor MATCH pattern COUNT n, for list(): replies [cursor, keys] as ioredis does. */
+  scan(...args: Array<string | number>): Promise<unknown> {
+    return this.client.sendCommand(['SCAN', ...args.map(String)], { timeout: this.timeoutMs });
   }
 
   duplicate(): Redis {

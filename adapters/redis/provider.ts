@@ -7,11 +7,12 @@ import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
-import type { LockInfo } from '../../src/types.js';
+import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
 import { type HandedGrant, WaiterInbox } from './hand-over.js';
 import { Leftovers } from './leftovers.js';
+import { heldNamesScan } from './list.js';
 import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
 import { WaiterNotices } from './notices.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
@@ -129,6 +130,24 @@ export class RedisLockProvider extends BaseLockProvider {
         }
       : null;
     return { key, holder, waiters };
+  }
+
+  /**
+   * One script removes the grant (guarded by its token when given) and hands the key over; the
+   * holder learns 'revoked' at its next renewal (within ttl/3) from the marker the script leaves.
+   */
+  protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
+    const guard = { holder: '', token: expected?.toString() ?? '' };
+    const removed = await this.#call('force-release', () =>
+      this.#scripts.forceRelease(this.keys(key), guard, this.fair),
+    );
+    return removed && { owner: removed.owner, fencingToken: removed.token, since: removed.since };
+  }
+
+  /** SCAN for the lock keys under the prefix (every master of a cluster); a lock key exists only while held. */
+  protected heldNames(prefix: string): Promise<string[]> {
+    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    return heldNamesScan(nodes, this.prefix, prefix, (what, run) => this.#call(what, run));
   }
 
   /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
@@ -273,7 +292,7 @@ export class RedisLockProvider extends BaseLockProvider {
       const sentAt = monotonicNow();
       this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)).then(
         (ours) => {
-          if (!ours) lock.lose('expired');
+          if (ours !== true) lock.lose(ours === 'revoked' ? 'revoked' : 'expired');
           else lock.confirmUntil(safeDeadline(sentAt, req.ttlMs, monotonicNow() - sentAt, this.driftRate));
         },
         () => undefined, // unanswered: the provisional deadline decides, the watchdog keeps trying

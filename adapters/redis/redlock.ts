@@ -5,10 +5,11 @@ import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
-import type { LockInfo } from '../../src/types.js';
+import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability } from './bounded-call.js';
 import { Leftovers } from './leftovers.js';
+import { heldNamesScan } from './list.js';
 import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
 import {
   type AcquireAnswer,
@@ -92,6 +93,20 @@ export class RedlockProvider extends BaseLockProvider {
   async inspect(key: string): Promise<LockInfo | null> {
     validateKey(key);
     this.assertOpen();
+    const { holder, waiters } = await this.#read(key);
+    if (!holder) return waiters === 0 ? null : { key, holder: null, waiters };
+    return { key, holder: holder.info, waiters };
+  }
+
+  /**
+   * What a majority says: the holder is the grant that holds the key on a majority (leftovers of
+   * others may sit on a minority). Its token is the largest of its keys: each granting instance's
+   * key carries the grant's token once the fence was raised there, and any two majorities share an
+   * instance.
+   */
+  async #read(
+    key: string,
+  ): Promise<{ holder: { ownerToken: string; info: HolderInfo } | null; waiters: number }> {
     const answers = await this.#onAll((r) => r.inspect(lockKeys(this.prefix, key)));
     const live = answers.filter((a): a is { ok: true; value: InspectAnswer } => a.ok);
     if (live.length < this.quorum)
@@ -99,28 +114,60 @@ export class RedlockProvider extends BaseLockProvider {
         `redlock: only ${live.length} of ${this.instances.length} instances answered`,
       );
     const waiters = Math.max(0, ...live.map((a) => a.value[4]));
-    // The holder is the grant that holds the key on a majority (leftovers of others may sit on a
-    // minority). Its token is the largest of its keys: each granting instance's key carries the
-    // grant's token once the fence was raised there, and any two majorities share an instance.
     const byGrant = new Map<string, InspectAnswer[]>();
     for (const { value } of live) {
       if (!(value[0] > 0 && value[1] !== null && value[5] !== null)) continue;
       byGrant.set(value[5], [...(byGrant.get(value[5]) ?? []), value]);
     }
-    const held = [...byGrant.values()].find((values) => values.length >= this.quorum);
-    if (!held) return waiters === 0 ? null : { key, holder: null, waiters };
-    const tokens = held.map((value) => BigInt(value[1] as string));
-    const [pttl, , owner, since] = held[0] as InspectAnswer;
-    return {
-      key,
-      holder: {
-        owner: owner || undefined,
-        fencingToken: largest(tokens),
-        since: since ? new Date(Number(since)) : undefined,
-        expiresAt: new Date(Date.now() + pttl),
-      },
-      waiters,
+    const held = [...byGrant.entries()].find(([, values]) => values.length >= this.quorum);
+    if (!held) return { holder: null, waiters };
+    const [ownerToken, values] = held;
+    const tokens = values.map((value) => BigInt(value[1] as string));
+    const [pttl, , owner, since] = values[0] as InspectAnswer;
+    const info = {
+      owner: owner || undefined,
+      fencingToken: largest(tokens),
+      since: since ? new Date(Number(since)) : undefined,
+      expiresAt: new Date(Date.now() + pttl),
     };
+    return { holder: { ownerToken, info }, waiters };
+  }
+
+  /**
+   * Reads the holder on a majority, then removes that grant (guarded by its ownerToken, so never a
+   * later one) on every instance. Its holder learns 'revoked' at its next renewal, refused by a
+   * majority. Instances that do not answer keep its key until the TTL.
+   */
+  protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
+    const { holder } = await this.#read(key);
+    if (!holder || (expected !== undefined && holder.info.fencingToken !== expected)) return null;
+    const keys = lockKeys(this.prefix, key);
+    const guard = { holder: holder.ownerToken, token: '' };
+    const removed = await this.#onAll((r) => r.forceRelease(keys, guard, false));
+    if (removed.filter((a) => a.ok).length < this.quorum) {
+      throw new BackendUnavailableError('redlock: force-release reached fewer than a majority');
+    }
+    return removed.some((a) => a.ok && a.value !== null) ? holder.info : null;
+  }
+
+  /** Names whose lock key exists on a majority of the instances (SCAN on each). */
+  protected async heldNames(prefix: string): Promise<string[]> {
+    const perInstance = await this.#onAll((_, i) =>
+      heldNamesScan([this.instances[i] as Redis], this.prefix, prefix, (what, run) =>
+        this.#bounded(i, what, run),
+      ),
+    );
+    const answered = perInstance.filter((a): a is { ok: true; value: string[] } => a.ok);
+    if (answered.length < this.quorum) {
+      throw new BackendUnavailableError(
+        `redlock: only ${answered.length} of ${this.instances.length} instances answered list`,
+      );
+    }
+    const counts = new Map<string, number>();
+    for (const { value } of answered) {
+      for (const name of new Set(value)) counts.set(name, (counts.get(name) ?? 0) + 1);
+    }
+    return [...counts].filter(([, count]) => count >= this.quorum).map(([name]) => name);
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -236,10 +283,13 @@ export class RedlockProvider extends BaseLockProvider {
       grantedSentAt: sentAt,
       renew: async () => {
         const answers = await this.#onAll((r) => r.renew(keys, req.ownerToken, req.ttlMs));
-        const renewed = answers.filter((a) => a.ok && a.value).length;
+        const renewed = answers.filter((a) => a.ok && a.value === true).length;
         if (renewed >= this.quorum) return true;
-        const refused = answers.filter((a) => a.ok && !a.value).length;
-        if (refused > this.instances.length - this.quorum) return false; // a majority is no longer ours
+        const refused = answers.filter((a) => a.ok && a.value !== true);
+        if (refused.length > this.instances.length - this.quorum) {
+          // A majority is no longer ours; an operator's marker on any of them says why.
+          return refused.some((a) => a.ok && a.value === 'revoked') ? 'revoked' : false;
+        }
         throw new BackendUnavailableError('redlock: renewal reached fewer than a majority');
       },
     });

@@ -140,11 +140,42 @@ end
 return 1
 `;
 
-/** ARGV: 1 ownerToken  2 ttlMs. Compare-and-PEXPIRE. */
+/**
+ * KEYS[1] lock  KEYS[2] revoked. ARGV: 1 ownerToken  2 ttlMs. Compare-and-PEXPIRE: 1 = extended,
+ * 0 = not ours, -1 = not ours because an operator removed this grant (force-release's marker).
+ */
 export const RENEW = `${OURS}
-if not ours(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
+if not ours(redis.call('GET', KEYS[1]), ARGV[1]) then
+  if redis.call('GET', KEYS[2]) == ARGV[1] then return -1 end
+  return 0
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
+`;
+
+/**
+ * KEYS: lock queue waiters pending fence revoked. ARGV: 1 the holder's ownerToken ('' = whoever
+ * holds it)  2 fair  3 its fencing token ('' = any)  4 how long the marker outlives the lease (ms).
+ * An operator's compare-and-delete: removes the grant only if it is that one, leaves the holder's
+ * ownerToken in the revoked marker for as long as the holder may still renew (so its next renewal
+ * learns why), and hands the key over as a release does. Returns { ownerToken, token, since, owner }
+ * of the removed grant, or nil.
+ */
+export const FORCE_RELEASE = `${OURS}
+${UNQUEUE}
+local held = redis.call('GET', KEYS[1])
+if not held then return false end
+local id, token, since, owner = string.match(held, '^(%S+) (%d+) (%d+) (.*)$')
+if not id or (ARGV[1] ~= '' and id ~= ARGV[1]) or (ARGV[3] ~= '' and token ~= ARGV[3]) then
+  return false
+end
+local pttl = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[6], id, 'PX', math.max(pttl, 1) + tonumber(ARGV[4]))
+if redis.call('EXISTS', KEYS[2]) == 1 then
+${HAND_OVER}
+end
+return { id, token, since, owner }
 `;
 
 /**
@@ -199,6 +230,8 @@ export interface LockKeys {
   lock: string;
   /** The fencing counter (INCR). */
   fence: string;
+  /** The ownerToken of the last force-released grant, kept while its holder may still renew. */
+  revoked: string;
   /** The waiting ownerTokens, FIFO. */
   queue: string;
   /** ownerToken → expiry by the server's clock: waiters that stop refreshing drop out. */
@@ -225,6 +258,7 @@ export function lockKeys(prefix: string, name: string): LockKeys {
   return {
     lock: `${tag}:lock`,
     fence: `${tag}:fence`,
+    revoked: `${tag}:revoked`,
     queue: `${tag}:queue`,
     waiters: `${tag}:waiters`,
     pending: `${tag}:pending`,
@@ -250,6 +284,17 @@ export type AcquireAnswer = string | Refusal;
 /** inspect's answer: [pttl, token, owner, since, live waiters, holder's ownerToken]. */
 export type InspectAnswer = [number, string | null, string | null, string | null, number, string | null];
 
+/** A grant an operator removed, as the lock key said. */
+export interface ForceReleased {
+  ownerToken: string;
+  token: bigint;
+  since: Date;
+  owner: string | undefined;
+}
+
+/** How long the revoked marker outlives the removed lease: time for a late renewal to learn why. */
+const REVOKED_MARKER_SLACK_MS = 5_000;
+
 type Call = (...args: Array<string | number>) => Promise<unknown>;
 
 /** The scripts as commands of one client (EVALSHA, loaded on first use); each sends only its keys. */
@@ -264,7 +309,8 @@ export class LockScripts {
     };
     define('fencekitAcquire', 5, ACQUIRE);
     define('fencekitRelease', 5, RELEASE);
-    define('fencekitRenew', 1, RENEW);
+    define('fencekitRenew', 2, RENEW);
+    define('fencekitForceRelease', 6, FORCE_RELEASE);
     define('fencekitLeave', 5, LEAVE);
     define('fencekitInspect', 4, INSPECT);
     define('fencekitRaiseFence', 2, RAISE_FENCE);
@@ -295,8 +341,30 @@ export class LockScripts {
     return (await this.#run('fencekitRelease', ...this.#all(k), ownerToken, fair ? '1' : '0')) === 1;
   }
 
-  async renew(k: LockKeys, ownerToken: string, ttlMs: number): Promise<boolean> {
-    return (await this.#run('fencekitRenew', k.lock, ownerToken, ttlMs)) === 1;
+  /** true = extended, false = not ours, 'revoked' = an operator removed this grant. */
+  async renew(k: LockKeys, ownerToken: string, ttlMs: number): Promise<boolean | 'revoked'> {
+    const answer = await this.#run('fencekitRenew', k.lock, k.revoked, ownerToken, ttlMs);
+    return answer === -1 ? 'revoked' : answer === 1;
+  }
+
+  /** Removes the grant of `holder` (ownerToken, '' = whoever) if its token is `token` ('' = any). */
+  async forceRelease(
+    k: LockKeys,
+    guard: { holder: string; token: string },
+    fair: boolean,
+  ): Promise<ForceReleased | null> {
+    const answer = (await this.#run(
+      'fencekitForceRelease',
+      ...this.#all(k),
+      k.revoked,
+      guard.holder,
+      fair ? '1' : '0',
+      guard.token,
+      REVOKED_MARKER_SLACK_MS,
+    )) as [string, string, string, string] | null;
+    if (!answer) return null;
+    const [ownerToken, token, since, owner] = answer;
+    return { ownerToken, token: BigInt(token), since: new Date(Number(since)), owner: owner || undefined };
   }
 
   async leave(k: LockKeys, ownerToken: string, fair: boolean): Promise<void> {

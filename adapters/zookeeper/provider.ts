@@ -5,8 +5,9 @@ import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
-import type { Lock, LockInfo } from '../../src/types.js';
+import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { heldNamesWalk, removeHead } from './admin.js';
 import { ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
 import { removeOwned } from './entries.js';
@@ -135,6 +136,16 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       if (zkCode(error) === 'NO_NODE') return { key, holder: null, waiters: waiters.length };
       throw unavailable('inspect failed', error);
     }
+  }
+
+  /** Deletes the holder's node (see admin.ts): its own-node watch tells it 'revoked'. */
+  protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
+    return removeHead(await this.#currentSession(), this.folder(key), expected);
+  }
+
+  /** The folders under root with a lock queue (names nest as folders). */
+  protected async heldNames(prefix: string): Promise<string[]> {
+    return heldNamesWalk(await this.#currentSession(), this.root, prefix);
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

@@ -3,7 +3,7 @@ import { leasedLock } from '../lease-renewal.js';
 import type { OwnedLock } from '../ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
-import type { LockInfo } from '../types.js';
+import type { HolderInfo, LockInfo } from '../types.js';
 import { validateKey } from '../validate.js';
 import { memorySemaphore } from './semaphore.js';
 import { type MemoryLease, MemoryLockServer } from './server.js';
@@ -59,6 +59,14 @@ export class MemoryLockProvider extends BaseLockProvider {
     return this.server.inspect(key);
   }
 
+  protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
+    return this.server.forceRelease(this.#clientId, key, expected);
+  }
+
+  protected async heldNames(): Promise<string[]> {
+    return this.server.heldNames(this.#clientId);
+  }
+
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const sentAt = monotonicNow();
     const memoryRequest = { clientId: this.#clientId, ...req };
@@ -104,7 +112,7 @@ export class MemoryLockProvider extends BaseLockProvider {
   protected async shutdown(): Promise<void> {}
 
   #adopt(lease: MemoryLease, sentAt: number): OwnedLock {
-    return leasedLock({
+    const lock = leasedLock({
       key: lease.key,
       fencingToken: lease.fencingToken,
       ownerToken: lease.ownerToken,
@@ -116,5 +124,8 @@ export class MemoryLockProvider extends BaseLockProvider {
       grantedSentAt: sentAt,
       renew: async () => this.server.renew(this.#clientId, lease.key, lease.ownerToken),
     });
+    // In process, the "server" tells the holder at once (a network backend's watch, without delay).
+    lock.onEnd(this.server.watchRevocation(lease.ownerToken, () => lock.lose('revoked')));
+    return lock;
   }
 }

@@ -1,6 +1,6 @@
 import { monotonicNow } from '../clock.js';
 import { BackendUnavailableError } from '../errors.js';
-import type { LockInfo } from '../types.js';
+import type { HolderInfo, LockInfo } from '../types.js';
 
 /** One grant as the in-process "server" keeps it. */
 export interface MemoryLease {
@@ -49,6 +49,8 @@ export class MemoryLockServer {
   #nextClientId = 1;
   readonly #keys = new Map<string, KeyState>();
   readonly #partitioned = new Set<number>();
+  /** ownerToken → what its client runs when an operator removes that grant (its "watch"). */
+  readonly #revocationWatches = new Map<string, () => void>();
   /** Waiters notified of a grant, counted so tests can show that a release wakes exactly one. */
   wakeups = 0;
 
@@ -102,6 +104,39 @@ export class MemoryLockServer {
     if (!state?.holder || state.holder.ownerToken !== ownerToken) return false;
     this.#endLease(key, state);
     return true;
+  }
+
+  /**
+   * An operator removes the grant holding `key` (only the one with token `expected`, when given):
+   * its holder hears at once, then the next waiter is granted. null when no such grant holds it.
+   */
+  forceRelease(clientId: number, key: string, expected: bigint | undefined): HolderInfo | null {
+    this.#reachable(clientId);
+    const state = this.#keys.get(key);
+    const lease = state?.holder;
+    if (!state || !lease || (expected !== undefined && lease.fencingToken !== expected)) return null;
+    this.#revocationWatches.get(lease.ownerToken)?.();
+    this.#endLease(key, state);
+    return {
+      owner: lease.owner,
+      fencingToken: lease.fencingToken,
+      since: lease.since,
+      expiresAt: new Date(lease.expiresAt),
+    };
+  }
+
+  /** Tells a client when an operator removes its grant; returns the way to stop listening. */
+  watchRevocation(ownerToken: string, revoked: () => void): () => void {
+    this.#revocationWatches.set(ownerToken, revoked);
+    return () => {
+      if (this.#revocationWatches.get(ownerToken) === revoked) this.#revocationWatches.delete(ownerToken);
+    };
+  }
+
+  /** Names with a holder now. */
+  heldNames(clientId: number): string[] {
+    this.#reachable(clientId);
+    return [...this.#keys].filter(([, state]) => state.holder !== null).map(([key]) => key);
   }
 
   inspect(key: string): LockInfo | null {

@@ -3,6 +3,7 @@ import { getEventListeners } from 'node:events';
 import { LockLostError } from '../errors.js';
 import type { Lock, LockProvider } from '../types.js';
 import { MAX_KEY_BYTES } from '../validate.js';
+import { describeAdministration } from './admin-conformance.js';
 import { ExclusionMonitor, eventually, rejectsWith, sleep, uniqueKey, waitersReach } from './helpers.js';
 import type { ConformanceTarget, TestApi } from './target.js';
 
@@ -415,6 +416,8 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
         await other.release();
       });
     });
+
+    describeAdministration(target, t, open);
 
     const faults = target.faults;
     t.describe('failures', () => {

@@ -1,3 +1,4 @@
+import type { LossReason } from '../errors.js';
 import type { LockProvider } from '../types.js';
 
 /** What a backend tells the conformance suite about itself. */
@@ -14,6 +15,11 @@ export interface ConformanceTarget {
   fifo: boolean;
   /** Total number of waiters the backend has woken so far (for "a release wakes exactly one"). */
   wakeups?: () => number;
+  /**
+   * The reason a force-released holder's signal aborts with: 'revoked' (default) where the backend
+   * tells the holder why, else what the holder sees (PostgreSQL: its connection is ended).
+   */
+  revokedReason?: LossReason;
   /** Fault injection; the tests that need a fault are skipped without it. */
   faults?: {
     /** The client's process dies: it neither renews nor releases anything again. */

@@ -7,6 +7,8 @@ import { connect, type LockLostError } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { postgresFixture } from '../servers/postgres-fixture.js';
 
+const negative = (name: string) => advisoryKey(name) < 0n;
+
 describe('PostgreSQL adapter on a real server', () => {
   const server = postgresFixture();
   const open = server.open.bind(server);
@@ -47,6 +49,22 @@ describe('PostgreSQL adapter on a real server', () => {
     expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
     await next.release();
     await lock.release(); // harmless after the loss
+  });
+
+  it('list() finds names whose advisory key is negative and positive (SQL sha256 key = advisoryKey)', async () => {
+    const provider = open();
+    const prefix = `${uniqueKey('list-keys')}/`;
+    // Names until both signs are covered, so the SQL's bigint shift of a high classid is exercised.
+    const names: string[] = [];
+    for (let i = 0; i < 64 && !(names.some(negative) && names.some((n) => !negative(n))); i++) {
+      names.push(`${prefix}n${i}`);
+    }
+    expect(names.some(negative) && names.some((n) => !negative(n))).toBe(true);
+    const locks = await Promise.all(names.map((name) => provider.acquire(name)));
+    expect(await provider.list(prefix)).toEqual([...names].sort());
+    await Promise.all(locks.map((lock) => lock.release()));
+    expect(await provider.list(prefix)).toEqual([]);
+    await provider.close();
   });
 
   it('tokens are durable: they keep rising across provider restarts', async () => {

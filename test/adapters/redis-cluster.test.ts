@@ -2,7 +2,7 @@ import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RedisLockProvider } from '../../adapters/redis/index.js';
 import { lockKeys } from '../../adapters/redis/scripts.js';
-import { connect, type LockProvider } from '../../src/index.js';
+import { connect, type LockLostError, type LockProvider } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { RedisCluster } from '../servers/redis-cluster.js';
 
@@ -64,5 +64,28 @@ describe('Redis Cluster', () => {
     expect(sizes).toHaveLength(3);
     for (const size of sizes) expect(size).toBeGreaterThan(0);
     expect((a as RedisLockProvider).wakeups + (b as RedisLockProvider).wakeups).toBeGreaterThan(0);
+  });
+  it('list() sees names on every master; forceRelease hands the key on and the holder learns revoked', async () => {
+    const [a, b, operator] = [await open(), await open(), await open()];
+    const prefix = `${uniqueKey('cluster-list')}/`;
+    // 30 names: every master serves some (all missing one master: < 1e-5).
+    const names = Array.from({ length: 30 }, (_, i) => `${prefix}n${i}`);
+    const locks = await Promise.all(names.map((name) => a.acquire(name, { ttlMs: 1_000 })));
+    const brace = `}${uniqueKey('cluster-list-brace')}`;
+    const braced = await a.acquire(brace, { ttlMs: 1_000 });
+    expect(await operator.list?.(prefix)).toEqual([...names].sort());
+    expect(await operator.list?.('}fencekit-conformance/cluster-list-brace/')).toEqual([brace]);
+    const [first] = locks;
+    if (!first) throw new Error('no lock');
+    const waiting = b.acquire(first.key, { ttlMs: 1_000, waitMs: 5_000 });
+    await eventually('b queued', async () => (await operator.inspect(first.key))?.waiters === 1);
+    const removed = await operator.forceRelease?.(first.key, { reason: 'cluster test' });
+    expect(removed?.fencingToken).toBe(first.fencingToken);
+    const next = await waiting;
+    expect(next.fencingToken).toBeGreaterThan(first.fencingToken);
+    await eventually('the holder learns it', async () => first.signal.aborted, 3_000);
+    expect((first.signal.reason as LockLostError).reason).toBe('revoked');
+    await Promise.all([...locks, braced, next].map((lock) => lock.release()));
+    expect(await operator.list?.(prefix)).toEqual([]);
   });
 });

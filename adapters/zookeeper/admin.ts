@@ -1,0 +1,74 @@
+import { decodeHolder } from '../../src/holder-record.js';
+import type { HolderInfo } from '../../src/types.js';
+import { type ZkSession, zkCode } from './client.js';
+import { queueOrder, unavailable } from './mutex.js';
+
+/** Folders list() looks into at most: bounded however many names the tree holds. */
+const MAX_FOLDERS = 10_000;
+/** A node of a lock, latch or semaphore queue (Curator's protected names), as opposed to a folder. */
+const QUEUE_NODE = /^_c_[0-9a-f-]{36}-/;
+
+/** Reads through the leader: a multi (even a lone check) makes this session's server catch up first. */
+async function catchUp(session: ZkSession): Promise<void> {
+  await session.client.multi([{ op: 'check', path: '/', version: -1 }]);
+}
+
+/**
+ * Deletes the head of `parent`'s lock queue if its czxid is `expected` (or whatever it is). The
+ * node's path is unique to its grant (uuid and sequence), so deleting that path can never remove a
+ * grant made after the read; the holder's own-node watch aborts its signal with 'revoked'.
+ */
+export async function removeHead(
+  session: ZkSession,
+  parent: string,
+  expected: bigint | undefined,
+): Promise<HolderInfo | null> {
+  try {
+    await catchUp(session);
+    const [head] = queueOrder(await session.client.getChildren(parent), 'lock-');
+    if (!head) return null;
+    const path = `${parent}/${head.name}`;
+    const { data, stat } = await session.client.getData(path);
+    if (expected !== undefined && stat.czxid !== expected) return null;
+    await session.client.delete(path, -1);
+    return { ...decodeHolder(data), fencingToken: stat.czxid };
+  } catch (error) {
+    if (zkCode(error) === 'NO_NODE') return null; // no such name, or released meanwhile
+    throw unavailable('force-release failed', error);
+  }
+}
+
+/**
+ * The names under `prefix` whose folder has a lock queue (its head holds the name): a walk of the
+ * folders below `root` ('' = the tree's root), looking only into folders that can lead to a name
+ * under prefix.
+ */
+export async function heldNamesWalk(session: ZkSession, root: string, prefix: string): Promise<string[]> {
+  const names: string[] = [];
+  const folders: Array<{ path: string; name: string }> = [{ path: root, name: '' }];
+  try {
+    await catchUp(session);
+    for (let visited = 0; visited < MAX_FOLDERS; visited++) {
+      const folder = folders.shift();
+      if (!folder) break;
+      let children: string[];
+      try {
+        children = await session.client.getChildren(folder.path === '' ? '/' : folder.path);
+      } catch (error) {
+        if (zkCode(error) === 'NO_NODE') continue; // deleted while we walked
+        throw error;
+      }
+      if (folder.name !== '' && queueOrder(children, 'lock-').length > 0) names.push(folder.name);
+      for (const child of children) {
+        if (QUEUE_NODE.test(child)) continue;
+        const name = folder.name === '' ? child : `${folder.name}/${child}`;
+        if (name.startsWith(prefix) || prefix.startsWith(`${name}/`)) {
+          folders.push({ path: `${folder.path}/${child}`, name });
+        }
+      }
+    }
+  } catch (error) {
+    throw unavailable('list failed', error);
+  }
+  return names;
+}

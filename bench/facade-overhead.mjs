@@ -15,7 +15,10 @@ const CONTENDERS = 10;
 const ROUND_MS = 1_000;
 const ROUNDS = Math.max(8, Number(process.env.FENCEKIT_BENCH_ROUNDS ?? 8));
 
-/** Each case: CONTENDERS clients of { acquire(key) → release function, close() }. */
+/**
+ * Each case: CONTENDERS clients of { acquire(key) → release function, close() }. Every case asks the
+ * same: a 5 s lease, waiting at most 60 s (redlock's window is retryCount × retryDelay).
+ */
 const cases = {
   // Over an ioredis client of its own, as the facades below are: only the API layer differs.
   native: (url) => {
@@ -23,7 +26,7 @@ const cases = {
     const provider = new RedisLockProvider({ client });
     return {
       acquire: async (key) => {
-        const lock = await provider.acquire(key, { ttlMs: 5_000 });
+        const lock = await provider.acquire(key, { ttlMs: 5_000, waitMs: 60_000 });
         return () => lock.release();
       },
       close: async () => {
@@ -33,7 +36,7 @@ const cases = {
     };
   },
   'compat/redlock': (url) => {
-    const redlock = new Redlock([new Redis(url)], { retryCount: -1 });
+    const redlock = new Redlock([new Redis(url)], { retryCount: 300, retryDelay: 200 });
     return {
       acquire: async (key) => {
         const lock = await redlock.acquire([key], 5_000);

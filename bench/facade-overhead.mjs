@@ -4,8 +4,10 @@
 // facade figure is divided by the native one of that same round: a slow moment of the machine falls
 // on both sides of a ratio. Reported: every round's ratio, their median and spread, and what load
 // hardly moves: this process's CPU time and the server's per hand-over, and the commands per
-// hand-over (INFO commandstats).
+// hand-over (INFO commandstats). Last, the CPU the API layer itself adds per acquire + release,
+// measured over the in-memory provider (no I/O to wait for), set against a Redis hand-over's CPU.
 import os from 'node:os';
+import { MemoryLockProvider, MemoryLockServer } from 'fencekit';
 import { Mutex } from 'fencekit/compat/redis-semaphore';
 import { Redlock } from 'fencekit/compat/redlock';
 import { RedisLockProvider } from 'fencekit/redis';
@@ -58,6 +60,9 @@ const cases = {
     };
   },
 };
+// The native case once more under another name: what its ratio strays from 1.000 is the noise the
+// machine adds to the others' (an A/A control).
+cases['native again (A/A control)'] = cases.native;
 
 /** The server's command counts and CPU seconds, read by a client that is not measured. */
 async function serverStats(probe) {
@@ -112,6 +117,9 @@ const median = (values) => {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 };
 const pad = (value, width) => String(value).padStart(width);
+/** A case's name in the per-round table's header. */
+const short = (name) =>
+  name.replace(/^compat\/(redis-semaphore )?/, '').replace(/ \(A\/A control\)$/, ' (A/A)');
 
 export async function benchFacadeOverhead(url) {
   const names = Object.keys(cases);
@@ -141,13 +149,13 @@ export async function benchFacadeOverhead(url) {
       ` ${loadAfter.map((l) => l.toFixed(2)).join(' ')}, ${os.cpus().length} CPUs)`,
   );
   console.log(
-    `${'round'.padEnd(6)} ${pad(`${native} h/s`, 12)} ${facades.map((f) => `${pad(`${f} h/s`, 36)} ${pad('× native', 9)}`).join(' ')}`,
+    `${'round'.padEnd(6)} ${pad(`${native} h/s`, 12)} ${facades.map((f) => `${pad(`${short(f)} h/s`, 12)} ${pad('× native', 9)}`).join(' ')}`,
   );
   for (let r = 0; r < ROUNDS; r++) {
     const base = results[native][r].perSecond;
     const cells = facades.map((f) => {
       const value = results[f][r].perSecond;
-      return `${pad(value.toFixed(0), 36)} ${pad((value / base).toFixed(3), 9)}`;
+      return `${pad(value.toFixed(0), 12)} ${pad((value / base).toFixed(3), 9)}`;
     });
     console.log(`${String(r + 1).padEnd(6)} ${pad(base.toFixed(0), 12)} ${cells.join(' ')}`);
   }
@@ -158,6 +166,7 @@ export async function benchFacadeOverhead(url) {
   );
   const verdicts = [];
   const cpuBase = median(results[native].map((x) => x.clientCpuUs));
+  const layer = await layerCost();
   for (const name of names) {
     const rows = results[name];
     const ratios = rows.map((x, r) => x.perSecond / results[native][r].perSecond);
@@ -170,12 +179,58 @@ export async function benchFacadeOverhead(url) {
         ` ${pad(median(rows.map((x) => x.serverCpuUs)).toFixed(0), 14)}` +
         ` ${pad(median(rows.map((x) => x.evalsha)).toFixed(2), 9)} ${pad(median(rows.map((x) => x.commands)).toFixed(1), 7)}`,
     );
-    if (name !== native)
+    if (name !== native) {
+      const total = (list) => list.reduce((sum, x) => sum + x.perSecond, 0);
+      const added = layer[name] - layer[native];
       verdicts.push(
-        `${name}: handoffs/s median ${(100 * (median(ratios) - 1)).toFixed(1)} % vs native,` +
-          ` client CPU per hand-over ${(100 * (median(cpuRatios) - 1)).toFixed(1)} % (native ${cpuBase.toFixed(0)} µs):` +
-          ` ${median(ratios) >= 0.9 && median(cpuRatios) <= 1.1 ? 'within' : 'NOT within'} 10 %`,
+        `${name}: handoffs/s median ${percent(median(ratios))} vs native (all rounds together` +
+          ` ${percent(total(rows) / total(results[native]))}), client CPU per hand-over ${percent(median(cpuRatios))}` +
+          ` (native ${cpuBase.toFixed(0)} µs); the API layer adds ${added.toFixed(1)} µs CPU per acquire + release` +
+          ` = ${((100 * added) / cpuBase).toFixed(1)} % of a native hand-over's CPU.` +
+          ` Throughput ${median(ratios) >= 0.9 ? 'within' : 'NOT within'} 10 %.`,
       );
+    }
   }
+  console.log(
+    `\nAPI layer over the in-memory provider (uncontended acquire + release, ${LAYER_ROUNDS} interleaved rounds of ${LAYER_OPS}): client CPU µs per op`,
+  );
+  for (const name of names) console.log(`${name.padEnd(30)} ${pad(layer[name].toFixed(1), 8)}`);
   for (const line of verdicts) console.log(line);
+}
+
+const percent = (ratio) => `${ratio >= 1 ? '+' : ''}${(100 * (ratio - 1)).toFixed(1)} %`;
+
+const LAYER_ROUNDS = 10;
+const LAYER_OPS = 2_000;
+
+/** Median CPU µs per uncontended acquire + release of each case over one in-memory provider. */
+async function layerCost() {
+  const provider = new MemoryLockProvider({ server: new MemoryLockServer() });
+  const redlock = new Redlock(provider, { retryCount: 300, retryDelay: 200 });
+  const ops = {
+    native: async () => (await provider.acquire('layer:native', { ttlMs: 5_000, waitMs: 60_000 })).release(),
+    'compat/redlock': async () => (await redlock.acquire(['layer:redlock'], 5_000)).release(),
+    'compat/redis-semaphore Mutex': async () => {
+      const mutex = new Mutex(provider, 'layer:mutex', { lockTimeout: 5_000, acquireTimeout: 60_000 });
+      await mutex.acquire();
+      await mutex.release();
+    },
+    'native again (A/A control)': async () =>
+      (await provider.acquire('layer:control', { ttlMs: 5_000, waitMs: 60_000 })).release(),
+  };
+  const samples = Object.fromEntries(Object.keys(ops).map((name) => [name, []]));
+  try {
+    for (const op of Object.values(ops)) for (let i = 0; i < LAYER_OPS; i++) await op(); // warm-up
+    for (let r = 0; r < LAYER_ROUNDS; r++) {
+      for (const [name, op] of Object.entries(ops)) {
+        const before = process.cpuUsage();
+        for (let i = 0; i < LAYER_OPS; i++) await op();
+        const cpu = process.cpuUsage(before);
+        samples[name].push((cpu.user + cpu.system) / LAYER_OPS);
+      }
+    }
+  } finally {
+    await provider.close();
+  }
+  return Object.fromEntries(Object.entries(samples).map(([name, list]) => [name, median(list)]));
 }

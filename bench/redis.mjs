@@ -8,6 +8,7 @@ import { RedisLockProvider } from 'fencekit/redis';
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock';
+import { benchFacadeOverhead } from './facade-overhead.mjs';
 import { startServer } from './servers.mjs';
 import { measureSideBySide, printTable } from './table.mjs';
 
@@ -19,6 +20,17 @@ export async function benchRedis() {
   try {
     await uncontended(url);
     await contention(url);
+    await benchFacadeOverhead(url);
+  } finally {
+    await server.stop();
+  }
+}
+
+/** `npm run bench facade`: only the facades' overhead against the native API (issue #18). */
+export async function benchFacade() {
+  const server = await startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL');
+  try {
+    await benchFacadeOverhead(server.vars.get('REDIS_URL') ?? server.vars.get('URL'));
   } finally {
     await server.stop();
   }

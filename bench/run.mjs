@@ -4,7 +4,7 @@ import { benchFailover } from './failover.mjs';
 import { benchIdempotency } from './idempotency.mjs';
 import { benchMemory } from './memory.mjs';
 import { benchPostgres } from './postgres.mjs';
-import { benchRedis } from './redis.mjs';
+import { benchFacade, benchRedis } from './redis.mjs';
 import { benchSemaphore } from './semaphore.mjs';
 import { benchZooKeeper } from './zookeeper.mjs';
 
@@ -13,6 +13,7 @@ const all = {
   etcd: benchEtcd,
   postgres: benchPostgres,
   redis: benchRedis,
+  facade: benchFacade,
   zookeeper: benchZooKeeper,
   failover: benchFailover,
   semaphore: benchSemaphore,

@@ -73,7 +73,7 @@ export abstract class Lock {
     }
     if (!grant) return false;
     this.#held = grant;
-    grant.signal.addEventListener('abort', () => this.#lost(grant), { once: true });
+    whenEnded(grant, () => this.#lost(grant));
     if (this.#options.refreshInterval === 0) {
       // No refresh asked for: the grant ends after lockTimeout, as an unrefreshed key expires.
       this.#expiry = setTimeout(() => void this.release(), lockTimeout);
@@ -108,4 +108,15 @@ export abstract class Lock {
       process.emitWarning(thrown as Error);
     }
   }
+}
+
+/**
+ * Calls onEnd once the grant is lost or released. fencekit's own locks say so through onEnd without
+ * making their signal, which, once made, is aborted with a LockLostError on every release (a cost
+ * per grant, issue #18); a lock of another provider is watched through its signal.
+ */
+function whenEnded(grant: FencekitLock, onEnd: () => void): void {
+  const owned = grant as FencekitLock & { onEnd?: (listener: () => void) => void };
+  if (typeof owned.onEnd === 'function') owned.onEnd(onEnd);
+  else grant.signal.addEventListener('abort', onEnd, { once: true });
 }

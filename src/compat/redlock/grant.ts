@@ -7,14 +7,23 @@ import type { Lock as FencekitLock, LockProvider } from '../../types.js';
  * itself, as redlock's keys expire); `signal` aborts as soon as any of its locks is lost.
  */
 export class Grant {
-  readonly signal: AbortSignal;
+  #signal: AbortSignal | undefined;
   #timer: NodeJS.Timeout | undefined;
   #released: Promise<void> | undefined;
 
-  private constructor(readonly locks: ReadonlyMap<string, FencekitLock>) {
-    // One lock (the usual case): its own signal, with no derived signal to create per grant.
-    const only = locks.size === 1 ? [...locks.values()][0] : undefined;
-    this.signal = only ? only.signal : AbortSignal.any([...locks.values()].map((lock) => lock.signal));
+  private constructor(readonly locks: ReadonlyMap<string, FencekitLock>) {}
+
+  /**
+   * Made on first read, as a fencekit lock makes its own: a signal that exists is aborted with a
+   * LockLostError on release, a cost most grants (released unwatched) need not pay (issue #18).
+   * One lock (the usual case): its own signal, with no derived signal to create.
+   */
+  get signal(): AbortSignal {
+    if (!this.#signal) {
+      const signals = [...this.locks.values()].map((lock) => lock.signal);
+      this.#signal = signals.length === 1 ? (signals[0] as AbortSignal) : AbortSignal.any(signals);
+    }
+    return this.#signal;
   }
 
   /**

@@ -83,13 +83,14 @@ export class Redlock extends EventEmitter {
     const grant = lock.grant;
     const wasHeld = !grant.released && grant.held;
     await grant.release();
+    const provider = await this.#provider;
     if (!wasHeld) {
       const against = new ResourceLockedError('The lock was no longer held (released, expired or lost).');
       throw new ExecutionError('The operation was unable to achieve a quorum during its retry window.', [
-        failedAttempt(await this.#provider, against),
+        failedAttempt(provider, against),
       ]);
     }
-    return { attempts: [this.#granted(await this.#provider)] };
+    return { attempts: [this.#granted(provider)] };
   }
 
   /** v4 */

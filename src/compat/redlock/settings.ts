@@ -19,6 +19,7 @@ export const DEFAULT_SETTINGS: Settings = Object.freeze({
 
 /** Only the known numeric settings, over the defaults (redlock ignores anything else too). */
 export function mergeSettings(base: Settings, overrides?: Partial<Settings>): Settings {
+  if (overrides === undefined) return base; // the usual call: nothing to copy per lock
   const merged: Record<string, number> = { ...base };
   for (const name of Object.keys(DEFAULT_SETTINGS)) {
     const value = (overrides as Record<string, unknown> | undefined)?.[name];

@@ -1,3 +1,4 @@
+import { LockTimeoutError } from '../../errors.js';
 import type { Lock as FencekitLock, LockProvider } from '../../types.js';
 
 /**
@@ -28,7 +29,8 @@ export class Grant {
 
   /**
    * Takes every resource within waitMs in all, in sorted order; gives back what it took when one
-   * fails, and rethrows that failure.
+   * fails, and rethrows that failure. A lock taken early can be lost while a later one is waited
+   * for: such a set is never handed out; it is given back and taken again while time is left.
    */
   static async take(
     provider: LockProvider,
@@ -37,17 +39,24 @@ export class Grant {
     waitMs: number,
   ): Promise<Grant> {
     const deadline = performance.now() + waitMs;
-    const taken = new Map<string, FencekitLock>();
-    try {
-      for (const resource of [...new Set(resources)].sort()) {
-        const left = Math.max(0, deadline - performance.now());
-        taken.set(resource, await provider.acquire(resource, { ttlMs, waitMs: left }));
+    const names = [...new Set(resources)].sort();
+    for (;;) {
+      const taken = new Map<string, FencekitLock>();
+      const giveBack = () => Promise.allSettled([...taken.values()].map((lock) => lock.release()));
+      try {
+        for (const resource of names) {
+          const left = Math.max(0, deadline - performance.now());
+          taken.set(resource, await provider.acquire(resource, { ttlMs, waitMs: left }));
+        }
+      } catch (error) {
+        await giveBack();
+        throw error;
       }
-    } catch (error) {
-      await Promise.allSettled([...taken.values()].map((lock) => lock.release()));
-      throw error;
+      const lost = [...taken.values()].find((lock) => !lock.held);
+      if (!lost) return new Grant(taken);
+      await giveBack();
+      if (performance.now() >= deadline) throw new LockTimeoutError(lost.key, waitMs);
     }
-    return new Grant(taken);
   }
 
   /** Whether every lock is still ours. */

@@ -164,6 +164,7 @@ export class Redlock extends EventEmitter {
       controller.abort(signal.error);
     };
     lock.grant.signal.addEventListener('abort', onLost, { once: true });
+    if (lock.grant.signal.aborted) onLost(); // lost before we listened: the routine sees it at once
     try {
       return await routine(signal);
     } finally {

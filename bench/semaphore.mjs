@@ -133,36 +133,40 @@ async function curatorRow(connect, path, holdMs) {
 }
 
 /**
- * Counts handovers per permit, the same way for every client: a release leaves a credit tagged with
- * the releaser (when release() is called, so a grant the release itself makes finds it); a grant to
- * a client whose own credit is still unclaimed is a re-grab (it took its own permit back), any other
- * grant claims the oldest credit and is a handover (a grant with no credit left took a permit never
- * used before). With limit 5, "the last releaser" alone (the lock bench's rule) cannot tell: another
- * holder's release in between made most re-grabs look like handovers.
+ * Counts handovers the same way for every client. Permits are alike, so "whose permit" is not
+ * observable; what is: a grant to a client that released before is a re-grab when the semaphore
+ * was never full between that release and this grant (the client took a permit that stayed free,
+ * its own), and a handover when it was full meanwhile (the client got a permit another released).
+ * A client's first grant is a handover once the semaphore has been full (before: a fresh permit). Releases count when
+ * release() is called, so a grant the release makes itself comes after it. With limit 5, "the
+ * last releaser" alone (the lock bench's rule, still printed) cannot tell: another holder's release
+ * in between made most re-grabs look like handovers.
  */
 class HandoverCount {
   handovers = 0;
   regrabs = 0;
-  /** The earliest old-rule count: grants to a client other than the last one that released. */
+  /** The old rule: grants to a client other than the last one that released. */
   toOtherThanLastReleaser = 0;
-  #credits = [];
+  #held = 0;
+  /** How many times the semaphore became full; per client, its value at the client's release. */
+  #fullTimes = 0;
+  #fullTimesAtRelease = new Array(CONTENDERS).fill(-1); // -1: not released yet
   #lastReleaser = -1;
-
-  released(client) {
-    this.#credits.push(client);
-    this.#lastReleaser = client;
-  }
 
   granted(client) {
     if (this.#lastReleaser !== client) this.toOtherThanLastReleaser += 1;
-    const own = this.#credits.indexOf(client);
-    if (own >= 0) {
-      this.#credits.splice(own, 1);
-      this.regrabs += 1;
-    } else if (this.#credits.length > 0) {
-      this.#credits.shift();
-      this.handovers += 1;
-    }
+    const atRelease = this.#fullTimesAtRelease[client];
+    if (atRelease === this.#fullTimes) this.regrabs += 1;
+    else if (atRelease >= 0 || this.#fullTimes > 0) this.handovers += 1; // else: a permit never used
+    this.#held += 1;
+    // Above LIMIT for a moment when a release's own hand-over is heard before its reply.
+    if (this.#held >= LIMIT) this.#fullTimes += 1;
+  }
+
+  released(client) {
+    this.#held -= 1;
+    this.#fullTimesAtRelease[client] = this.#fullTimes;
+    this.#lastReleaser = client;
   }
 }
 
@@ -195,8 +199,8 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
           counts[index] += 1;
           count.granted(index);
           if (holdMs > 0) await new Promise((r) => setTimeout(r, holdMs));
-          count.released(index);
           await release();
+          count.released(index);
         }
       }),
     );

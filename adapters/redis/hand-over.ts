@@ -59,13 +59,15 @@ export class WaiterInbox {
   }
 
   /**
-   * The grant handed to us, if enough of its lease is left for the watchdog's first renewal
-   * (ttl/3); otherwise undefined, and an attempt adopts the grant and restarts its lease.
+   * The grant handed to us, if at most `withinMs` (default ttl/3, the watchdog's first renewal) of
+   * its lease has passed; otherwise undefined, and an attempt adopts the grant and restarts its
+   * lease. A later `withinMs` suits a holder that extends the grant at once (extendHanded does when
+   * ttl/3 has passed).
    */
-  handed(ttlMs: number): HandedGrant | undefined {
+  handed(ttlMs: number, withinMs = ttlMs / 3): HandedGrant | undefined {
     const sentAt = this.#answeredSentAt;
     if (this.#handed === undefined || sentAt === undefined) return undefined;
-    if (monotonicNow() - sentAt >= ttlMs / 3) return undefined;
+    if (monotonicNow() - sentAt >= withinMs) return undefined;
     return { token: this.#handed, sentAt, rttMs: this.#answeredRttMs };
   }
 }

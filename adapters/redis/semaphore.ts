@@ -167,7 +167,10 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
     // script caps it there, so that a dead waiter holds no permit longer): until then we extend it.
     const provisionalMs = Math.min(req.ttlMs, this.#client.waiterTtlMs);
     const takeHanded = (): OwnedLock | undefined => {
-      const handed = inbox.handed(provisionalMs);
+      // Taken while half of the provisional lease is left (extended at once past its third): a
+      // waiter whose last poll is older would otherwise need a round trip more than one whose is
+      // recent, and could be seen granted after a waiter queued behind it.
+      const handed = inbox.handed(provisionalMs, provisionalMs / 2);
       return handed && this.#adoptHanded(req, handed, provisionalMs);
     };
     try {

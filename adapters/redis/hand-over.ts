@@ -1,4 +1,5 @@
-import { monotonicNow } from '../../src/clock.js';
+import { monotonicNow, safeDeadline } from '../../src/clock.js';
+import type { OwnedLock } from '../../src/ownership.js';
 
 /** A grant a release handed to this waiter, with where its lease may be counted from. */
 export interface HandedGrant {
@@ -58,13 +59,52 @@ export class WaiterInbox {
   }
 
   /**
-   * The grant handed to us, if enough of its lease is left for the watchdog's first renewal
-   * (ttl/3); otherwise undefined, and an attempt adopts the grant and restarts its lease.
+   * The grant handed to us, if at most `withinMs` (default ttl/3, the watchdog's first renewal) of
+   * its lease has passed; otherwise undefined, and an attempt adopts the grant and restarts its
+   * lease. A later `withinMs` suits a holder that extends the grant at once (extendHanded does when
+   * ttl/3 has passed).
    */
-  handed(ttlMs: number): HandedGrant | undefined {
+  handed(ttlMs: number, withinMs = ttlMs / 3): HandedGrant | undefined {
     const sentAt = this.#answeredSentAt;
     if (this.#handed === undefined || sentAt === undefined) return undefined;
-    if (monotonicNow() - sentAt >= ttlMs / 3) return undefined;
+    if (monotonicNow() - sentAt >= withinMs) return undefined;
     return { token: this.#handed, sentAt, rttMs: this.#answeredRttMs };
   }
+}
+
+/**
+ * A grant a release handed us (lock made from `handed`, its lease counted from handed.sentAt): held
+ * until sentAt + provisionalMs by the lease rule (the release script caps the grant at the life our
+ * place in the queue had left), and extended to ttlMs by one renewal a third of the way into that (a
+ * grant released sooner, as most are under contention, never sends it); its confirmation then moves
+ * the deadline as usual, and the lock's own watchdog takes over.
+ */
+export function extendHanded(
+  lock: OwnedLock,
+  handed: HandedGrant,
+  o: {
+    provisionalMs: number;
+    ttlMs: number;
+    driftRate: number;
+    /** true: extended; false: the lease is gone; 'revoked': an operator's forceRelease removed it. */
+    renew: () => Promise<boolean | 'revoked'>;
+  },
+): OwnedLock {
+  if (o.provisionalMs >= o.ttlMs) return lock;
+  lock.confirmUntil(safeDeadline(handed.sentAt, o.provisionalMs, handed.rttMs, o.driftRate));
+  const extend = () => {
+    if (!lock.held) return;
+    const sentAt = monotonicNow();
+    o.renew().then(
+      (ours) => {
+        if (ours !== true) lock.lose(ours === 'revoked' ? 'revoked' : 'expired');
+        else lock.confirmUntil(safeDeadline(sentAt, o.ttlMs, monotonicNow() - sentAt, o.driftRate));
+      },
+      () => undefined, // unanswered: the provisional deadline decides, the watchdog keeps trying
+    );
+  };
+  const timer = setTimeout(extend, Math.max(0, handed.sentAt + o.provisionalMs / 3 - monotonicNow()));
+  timer.unref(); // the watchdog keeps the process alive while the lock is held, not this
+  lock.onEnd(() => clearTimeout(timer));
+  return lock;
 }

@@ -1,6 +1,6 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
-import { monotonicNow, safeDeadline } from '../../src/clock.js';
+import { monotonicNow } from '../../src/clock.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { leasedLock } from '../../src/lease-renewal.js';
@@ -10,7 +10,7 @@ import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
-import { type HandedGrant, WaiterInbox } from './hand-over.js';
+import { extendHanded, type HandedGrant, WaiterInbox } from './hand-over.js';
 import { Leftovers } from './leftovers.js';
 import { heldNamesScan } from './list.js';
 import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
@@ -155,7 +155,7 @@ export class RedisLockProvider extends BaseLockProvider {
     const { driftRate, redis, prefix } = this;
     return redisSemaphore(name, options, this.semaphoreContext(), {
       ...{ redis, prefix, driftRate, notices: this.#notices, leftovers: this.#leftovers },
-      ...{ maxPollMs: this.#maxPollMs, waiterTtlMs: this.#waiterTtlMs },
+      ...{ maxPollMs: this.#maxPollMs, waiterTtlMs: this.#waiterTtlMs, callTimeoutMs: this.callTimeoutMs },
       call: (what, run, cancel) => this.#call(what, run, cancel),
       reachable: () => this.backendReachable(),
       woken: () => {
@@ -277,31 +277,14 @@ export class RedisLockProvider extends BaseLockProvider {
     }
   }
 
-  /**
-   * A grant a release handed us: held until sentAt + provisionalMs by the lease rule, and extended
-   * to our ttl by one renewal a third of the way into that (a lock released sooner, as most
-   * handed-over locks under contention are, never sends it); its confirmation then moves the
-   * deadline as usual.
-   */
+  /** A grant a release handed us: see extendHanded. */
   #adoptHanded(req: LockRequest, keys: LockKeys, handed: HandedGrant, provisionalMs: number): OwnedLock {
-    const lock = this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs);
-    if (provisionalMs >= req.ttlMs) return lock;
-    lock.confirmUntil(safeDeadline(handed.sentAt, provisionalMs, handed.rttMs, this.driftRate));
-    const extend = () => {
-      if (!lock.held) return;
-      const sentAt = monotonicNow();
-      this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)).then(
-        (ours) => {
-          if (ours !== true) lock.lose(ours === 'revoked' ? 'revoked' : 'expired');
-          else lock.confirmUntil(safeDeadline(sentAt, req.ttlMs, monotonicNow() - sentAt, this.driftRate));
-        },
-        () => undefined, // unanswered: the provisional deadline decides, the watchdog keeps trying
-      );
-    };
-    const timer = setTimeout(extend, Math.max(0, handed.sentAt + provisionalMs / 3 - monotonicNow()));
-    timer.unref(); // the watchdog keeps the process alive while the lock is held, not this
-    lock.onEnd(() => clearTimeout(timer));
-    return lock;
+    return extendHanded(this.#grant(req, keys, handed.token, handed.sentAt, handed.rttMs), handed, {
+      provisionalMs,
+      ttlMs: req.ttlMs,
+      driftRate: this.driftRate,
+      renew: () => this.#call('renew', () => this.#scripts.renew(keys, req.ownerToken, req.ttlMs)),
+    });
   }
 
   #grant(req: LockRequest, keys: LockKeys, token: bigint, sentAt: number, rttMs?: number): OwnedLock {

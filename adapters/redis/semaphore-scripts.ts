@@ -11,8 +11,8 @@ import type { Cluster, Redis } from 'ioredis';
  * KEYS[4] fence    the fencing counter (INCR), never expires
  * KEYS[5] queue    LIST of waiting ownerTokens, FIFO
  * KEYS[6] waiters  ZSET ownerToken → expiry of its place (live waiters refresh it when they poll)
- * KEYS[7] pending  HASH ownerToken → "permits woken(0/1) channel": what a release needs to wake
- *                  that waiter, and whether it was told already
+ * KEYS[7] pending  HASH ownerToken → "permits ttlMs channel-length channel owner-text": what a
+ *                  release needs to grant that waiter its permits and to tell it so
  */
 const PRELUDE = `
 local t = redis.call('TIME')
@@ -64,21 +64,49 @@ local function fits(me, permits, limit)
   return true
 end
 
--- Wakes, in queue order, the waiters whose permits fit now, each once (the flag stays until it
--- leaves the queue): one notice per freed permit at most, no herd. A lost notice costs a poll.
-local function wakeFitting(limit)
+-- A new fencing token. A counter Redis lost (restart without AOF, eviction) restarts past every
+-- token it gave: at the server's TIME in microseconds.
+local function nextToken()
+  local token = redis.call('INCR', KEYS[4])
+  if token == 1 then
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', KEYS[4], string.format('%.0f', token))
+  end
+  return string.format('%.0f', token)
+end
+
+local function grant(id, permits, ttl, owner)
+  local token = nextToken()
+  for i = 1, permits do redis.call('ZADD', KEYS[1], now + ttl, id .. '#' .. i) end
+  redis.call('HSET', KEYS[2], id, permits .. ' ' .. token .. ' ' .. now .. ' ' .. owner)
+  keep(ttl * 2, 1, 3)
+  return token
+end
+
+-- Grants, in queue order, the waiters whose permits fit now (no overtaking: stops at the first
+-- that does not) and tells each "ownerToken token" on its channel, so a hand-over costs the waiter
+-- no round trip. Provisional: the lease lasts no longer than the waiter's place would have (it may
+-- have died since its last refresh, and then its permits come back with that expiry); the waiter
+-- extends it to its ttl once it takes it. A lost notice costs the waiter a poll, whose attempt
+-- finds the grant.
+local function handOver(limit)
   local free = limit - redis.call('ZCARD', KEYS[1])
-  if free <= 0 then return end
-  for _, id in ipairs(redis.call('LRANGE', KEYS[5], 0, free - 1)) do
-    local spec = redis.call('HGET', KEYS[7], id)
+  while free > 0 do
+    local id = redis.call('LINDEX', KEYS[5], 0)
+    local spec = id and redis.call('HGET', KEYS[7], id)
     if not spec then return end
-    local permits, woken, channel = string.match(spec, '^(%d+) (%d) (.*)$')
-    free = free - tonumber(permits)
-    if free < 0 then return end
-    if woken == '0' then
-      redis.call('HSET', KEYS[7], id, permits .. ' 1 ' .. channel)
-      if channel ~= '' then redis.call('PUBLISH', channel, id) end
-    end
+    local permits, ttl, length, rest = string.match(spec, '^(%d+) (%d+) (%d+) (.*)$')
+    permits = tonumber(permits)
+    if permits > free then return end
+    local channel = string.sub(rest, 1, tonumber(length))
+    local owner = string.sub(rest, tonumber(length) + 2)
+    ttl = tonumber(ttl)
+    local alive = tonumber(redis.call('ZSCORE', KEYS[6], id) or 0) - now
+    if alive > 0 and alive < ttl then ttl = math.floor(alive) end
+    unqueue(id)
+    local token = grant(id, permits, ttl, owner)
+    if channel ~= '' then redis.call('PUBLISH', channel, id .. ' ' .. token) end
+    free = free - permits
   end
 end
 `;
@@ -87,57 +115,58 @@ end
  * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 limit  6 permits  7 waiter TTL ms
  * 8 the pub/sub channel that reaches this waiter ('' if none).
  * Returns the token (string) when granted; { 'limit', stored } when the name has another limit;
- * else { −(ms until the next lease expires, at least 1) } and, when waiting, our place is kept.
- * A grant that already exists for ownerToken (a lost reply) is returned with its lease renewed.
+ * else { −(ms until the next lease expires, at least 1), the fence counter } and, when waiting, our
+ * place is kept. The counter lets a waiter tell a hand-over notice made after this refusal (higher
+ * token) from a stale one. A grant that already exists for ownerToken (a lost reply, or a release
+ * granted it to us while we waited) is returned with its lease renewed to ttlMs from now.
  * Granted only at the head of the queue (or with nobody queued): FIFO, all permits or none.
  */
 export const SEM_ACQUIRE = `${PRELUDE}
 local me, ttl, limit, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local stored = redis.call('GET', KEYS[3])
 if stored and tonumber(stored) ~= limit then return { 'limit', stored } end
-local mine = redis.call('HGET', KEYS[2], me)
-if mine then
+local function renewed()
+  local mine = redis.call('HGET', KEYS[2], me)
+  if not mine then return false end
   local count, token = string.match(mine, '^(%d+) (%d+)')
   for i = 1, tonumber(count) do redis.call('ZADD', KEYS[1], 'XX', now + ttl, me .. '#' .. i) end
   keep(ttl * 2, 1, 3)
   return token
 end
+local token = renewed()
+if token then return token end
 if fits(me, permits, limit) then
   unqueue(me)
-  local token = redis.call('INCR', KEYS[4])
-  if token == 1 then
-    -- A counter Redis lost (restart without AOF, eviction) restarts past every token it gave.
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', KEYS[4], string.format('%.0f', token))
-  end
-  token = string.format('%.0f', token)
-  for i = 1, permits do redis.call('ZADD', KEYS[1], now + ttl, me .. '#' .. i) end
-  redis.call('HSET', KEYS[2], me, permits .. ' ' .. token .. ' ' .. now .. ' ' .. ARGV[3])
+  local token = grant(me, permits, ttl, ARGV[3])
   if not stored then redis.call('SET', KEYS[3], limit, 'PX', ttl * 2) end
-  keep(ttl * 2, 1, 3)
   return token
 end
 if ARGV[4] == '1' then
   local waiterTtl = tonumber(ARGV[7])
   if redis.call('ZADD', KEYS[6], now + waiterTtl, me) == 1 then
     redis.call('RPUSH', KEYS[5], me)
-    redis.call('HSET', KEYS[7], me, permits .. ' 0 ' .. ARGV[8])
+    redis.call('HSET', KEYS[7], me, permits .. ' ' .. ttl .. ' ' .. #ARGV[8] .. ' ' .. ARGV[8] .. ' ' .. ARGV[3])
   end
   if not stored then redis.call('SET', KEYS[3], limit, 'PX', waiterTtl * 2) end
   keep(waiterTtl * 2, 3, 3)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
-  -- Permits freed by an expiry (found by this look) go to whoever is first; each is told once.
-  wakeFitting(limit)
+  -- Permits freed by an expiry (found by this look) go to whoever is first, granted in place.
+  handOver(limit)
+  token = renewed()
+  if token then return token end
 end
 local soonest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
-return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1) }
+return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1), redis.call('GET', KEYS[4]) or '0' }
 `;
 
-/** ARGV: 1 ownerToken  2 limit. Drops our grant (guarded by ownerToken) and wakes the next waiter. */
+/**
+ * ARGV: 1 ownerToken  2 limit. Drops our grant or our place (guarded by ownerToken) and grants the
+ * freed permits to the first waiters, in the same script.
+ */
 export const SEM_RELEASE = `${PRELUDE}
 unqueue(ARGV[1])
 local dropped = dropGrant(ARGV[1])
-wakeFitting(tonumber(ARGV[2]))
+handOver(tonumber(redis.call('GET', KEYS[3]) or ARGV[2]))
 if dropped then return 1 end
 return 0
 `;
@@ -173,8 +202,8 @@ export function semaphoreKeys(prefix: string, name: string): string[] {
   return ['holders', 'grants', 'limit', 'fence', 'queue', 'waiters', 'pending'].map((k) => `${tag}:${k}`);
 }
 
-/** Refused: [−(ms until the next lease may expire)], or ['limit', the stored limit]. */
-export type SemAcquireAnswer = string | [number] | ['limit', string];
+/** Refused: [−(ms until the next lease may expire), the fence counter], or ['limit', the stored limit]. */
+export type SemAcquireAnswer = string | [number, string] | ['limit', string];
 /** [live waiters, holders as [permits, token, since ms, owner, expiry ms]]. */
 export type SemInspectAnswer = [number, Array<[string, string, string, string, string]>];
 

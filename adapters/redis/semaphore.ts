@@ -11,7 +11,8 @@ import {
 } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreInfo, SemaphoreOptions } from '../../src/semaphore/types.js';
-import { wasNotSent } from './bounded-call.js';
+import { boundedCall, wasNotSent } from './bounded-call.js';
+import { extendHanded, type HandedGrant, WaiterInbox } from './hand-over.js';
 import type { Leftovers } from './leftovers.js';
 import type { WaiterNotices } from './notices.js';
 import { type SemAcquireAnswer, SemaphoreScripts, semaphoreKeys } from './semaphore-scripts.js';
@@ -25,6 +26,7 @@ export interface RedisSemaphoreClient {
   leftovers: Leftovers;
   maxPollMs: number;
   waiterTtlMs: number;
+  callTimeoutMs: number;
   /** One command with the provider's deadline (callTimeoutMs) and the request's cancel signal. */
   call<T>(what: string, run: () => Promise<T>, cancel?: AbortSignal): Promise<T>;
   reachable(): boolean;
@@ -35,8 +37,9 @@ export interface RedisSemaphoreClient {
 /**
  * A semaphore on one Redis: a ZSET of permits scored by lease expiry from the server's TIME, one
  * script that drops expired leases, counts, and grants at the head of a FIFO queue (or queues us);
- * a watchdog renews with ZADD XX every ttl/3; release ZREMs and wakes the first waiter whose permits
- * now fit, on its provider's pub/sub channel. Waiters poll only for leases that expire without a
+ * a watchdog renews with ZADD XX every ttl/3; release ZREMs and, in the same script, grants the
+ * first waiters whose permits now fit and tells them on their provider's pub/sub channel (one
+ * round trip and one message per hand-over). Waiters poll only for leases that expire without a
  * release (a dead holder), sleeping until the soonest expiry, at most maxPollMs.
  */
 export function redisSemaphore(
@@ -120,7 +123,7 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
       const answer = await attempt();
       if (typeof answer === 'string') return this.#grant(req, BigInt(answer), sentAt);
       if (!req.wait) return null;
-      return await this.#wait(req, answer[0] as number, attempt, cancel);
+      return await this.#wait(req, answer as [number, string], sentAt, attempt, cancel);
     } catch (error) {
       // Outcome unknown (timed out, aborted): leave the queue and give back a grant made meanwhile.
       // The provider's leftovers own that clean-up and retry it until Redis answers.
@@ -135,47 +138,90 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
-  /** Queued: wait for a wake-up notice, or poll when the soonest lease may have expired unreleased. */
+  /**
+   * Queued: a release grants us our permits in its script and says so on our channel ("ownerToken
+   * token"), which we take without another call; we poll only for leases that expire without a
+   * release (a dead holder), sleeping until the soonest expiry, at most maxPollMs. A poll also
+   * finds a grant whose notice was lost.
+   */
   async #wait(
     req: PermitRequest,
-    firstRefusal: number,
+    firstRefusal: [number, string],
+    firstSentAt: number,
     attempt: () => Promise<SemAcquireAnswer>,
     cancel: AbortSignal,
   ): Promise<OwnedLock> {
     const { notices, maxPollMs } = this.#client;
-    let untilExpiry = -firstRefusal;
+    const inbox = new WaiterInbox(req.ownerToken, true);
+    inbox.refused(firstSentAt, BigInt(firstRefusal[1]));
+    let untilExpiry = -firstRefusal[0];
     // Not subscribed yet: a notice sent before the subscription is lost, so look once more at once.
     let again = !notices.subscribed;
-    let woken = false;
     let wake: () => void = () => undefined;
-    const listening = notices.listen(req.ownerToken, () => {
+    const listening = notices.listen(req.ownerToken, (message) => {
+      if (!inbox.notice(message)) return;
       this.#client.woken();
-      woken = true;
       wake();
     });
+    // A handed grant lasts at least until our place in the queue would have lapsed (the release
+    // script caps it there, so that a dead waiter holds no permit longer): until then we extend it.
+    const provisionalMs = Math.min(req.ttlMs, this.#client.waiterTtlMs);
+    const takeHanded = (): OwnedLock | undefined => {
+      // Taken while half of the provisional lease is left (extended at once past its third): a
+      // waiter whose last poll is older would otherwise need a round trip more than one whose is
+      // recent, and could be seen granted after a waiter queued behind it.
+      const handed = inbox.handed(provisionalMs, provisionalMs / 2);
+      return handed && this.#adoptHanded(req, handed, provisionalMs);
+    };
     try {
-      await this.#client.call('subscribe', () => listening.subscribed, cancel).catch(() => undefined); // best effort: without notices the waiter still polls
+      // Best effort: without notices the waiter still polls, so it waits for the subscription no
+      // longer than one poll (a grant it cannot hear must be found by a poll before it lapses).
+      const subscribeMs = Math.min(this.#client.callTimeoutMs, maxPollMs);
+      await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
+        () => undefined,
+      );
       const delays = jitteredDelays({ initialMs: maxPollMs / 2, maxMs: maxPollMs });
       for (;;) {
         if (cancel.aborted) throw cancel.reason;
-        if (!again && !woken) {
+        const taken = takeHanded();
+        if (taken) return taken;
+        // A notice that came while an attempt was in flight makes the next attempt start at once.
+        if (!again && !inbox.noticed) {
           const sleep = sleepUnlessWoken(Math.min(Math.max(untilExpiry, 5), delays.next().value), cancel);
           wake = sleep.wake;
           await sleep.done;
+          const handedMeanwhile = takeHanded();
+          if (handedMeanwhile) return handedMeanwhile;
         }
         again = false;
-        woken = false;
+        inbox.noticed = false;
         const sentAt = monotonicNow();
         const answer = await attempt();
         if (typeof answer === 'string') return this.#grant(req, BigInt(answer), sentAt);
         untilExpiry = -(answer[0] as number);
+        inbox.refused(sentAt, BigInt(answer[1]));
       }
     } finally {
       listening.stop();
     }
   }
 
-  #grant(req: PermitRequest, token: bigint, sentAt: number): OwnedLock {
+  #adoptHanded(req: PermitRequest, handed: HandedGrant, provisionalMs: number): OwnedLock {
+    return extendHanded(this.#grant(req, handed.token, handed.sentAt, handed.rttMs), handed, {
+      provisionalMs,
+      ttlMs: req.ttlMs,
+      driftRate: this.#client.driftRate,
+      renew: () => this.#renew(req),
+    });
+  }
+
+  #renew(req: PermitRequest): Promise<boolean> {
+    return this.#client.call('semaphore renew', () =>
+      this.#scripts.renew(this.#keys, req.ownerToken, req.ttlMs),
+    );
+  }
+
+  #grant(req: PermitRequest, token: bigint, sentAt: number, rttMs?: number): OwnedLock {
     const { call, leftovers } = this.#client;
     return leasedLock({
       key: req.name,
@@ -192,7 +238,8 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
       ttlMs: req.ttlMs,
       driftRate: this.#client.driftRate,
       grantedSentAt: sentAt,
-      renew: () => call('semaphore renew', () => this.#scripts.renew(this.#keys, req.ownerToken, req.ttlMs)),
+      ...(rttMs === undefined ? {} : { grantedRttMs: rttMs }),
+      renew: () => this.#renew(req),
     });
   }
 }

@@ -12,11 +12,13 @@ export class Interrupts {
   readonly #stop = new AbortController();
   #child: ChildProcess | undefined;
   #received: NodeJS.Signals | undefined;
+  #stoppedWaiting = false;
   readonly #onSignal = (signal: NodeJS.Signals) => {
     this.#received = signal;
     if (this.#child && this.#child.exitCode === null && this.#child.signalCode === null) {
       this.#child.kill(signal);
     } else {
+      this.#stoppedWaiting = true;
       this.#stop.abort(new AbortError(`fencekit (${signal})`, signal));
     }
   };
@@ -33,6 +35,11 @@ export class Interrupts {
   /** The first signal the CLI received, if any. */
   get received(): NodeJS.Signals | undefined {
     return this.#received;
+  }
+
+  /** A signal came while no command ran: the CLI exits 128 + n, not with a command's code. */
+  get stoppedWaiting(): boolean {
+    return this.#stoppedWaiting;
   }
 
   /** Signals go to this process until childExited(). */

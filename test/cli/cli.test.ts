@@ -347,6 +347,25 @@ describe('the fencekit command', () => {
     },
   );
 
+  it('elect: SIGTERM to a candidate still campaigning stops it with 143, and it never runs its command', async () => {
+    const key = name('campaigning');
+    const file = log();
+    cli.start(['elect', key, '--url', redisUrl, '--', ...loggingCommand(file, 'A', 20_000, 'none')]);
+    await until('A leads', () => logLines(file).length === 1);
+    const waiting = cli.start([
+      'elect',
+      key,
+      '--url',
+      redisUrl,
+      '--',
+      ...loggingCommand(file, 'B', 100, 'none'),
+    ]);
+    await waitersReach(key, 1);
+    waiting.child.kill('SIGTERM');
+    expect(await waiting.exited()).toBe(143);
+    expect(logLines(file).filter((l) => l.includes(' B '))).toEqual([]);
+  });
+
   it('ls and force-release where the provider has them, else exit 69 naming what is missing', async () => {
     const key = name('admin');
     const file = log();

@@ -58,6 +58,8 @@ export function registerElectionCommands(program: Command): void {
               onError: (error) => warn(`${describe(error)}`),
             },
           );
+          // runAsLeader returns when stopped: a signal during a campaign or a backoff is no command's exit.
+          if (interrupts.stoppedWaiting) throw interrupts.signal.reason;
           return code;
         }),
       ),

@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { AbortError } from '../errors.js';
+import { exitCodeForSignal } from './exit-codes.js';
 
 const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
 
@@ -17,6 +18,9 @@ export class Interrupts {
     this.#received = signal;
     if (this.#child && this.#child.exitCode === null && this.#child.signalCode === null) {
       this.#child.kill(signal);
+    } else if (this.#stop.signal.aborted) {
+      // A second signal while cleaning up (a release or close that hangs): leave now, the lease frees it.
+      process.exit(exitCodeForSignal(signal));
     } else {
       this.#stoppedWaiting = true;
       this.#stop.abort(new AbortError(`fencekit (${signal})`, signal));

@@ -18,6 +18,12 @@ const program = new Command('fencekit').description(
 
 // Usage errors throw (exit 64) instead of exiting 1; what commander prints is redacted too.
 program.exitOverride().configureOutput({ writeErr: (text) => printError(text) });
+program.addHelpText(
+  'after',
+  `
+Every command takes --url or FENCEKIT_URL. Exit codes: the command's own; 128+n when signal n
+killed it; 1 other failure; 64 invalid argument; 69 backend unavailable; 75 timed out.`,
+);
 
 program
   .command('demo')

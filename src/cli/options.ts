@@ -6,9 +6,7 @@ import type { LockProvider } from '../types.js';
 
 /** `--url`, or FENCEKIT_URL when it is absent. */
 export const urlOption = () =>
-  new Option('--url <url>', 'backend URL, e.g. etcd://127.0.0.1:2379 (default: $FENCEKIT_URL)').env(
-    'FENCEKIT_URL',
-  );
+  new Option('--url <url>', 'backend URL, e.g. etcd://127.0.0.1:2379').env('FENCEKIT_URL');
 
 export const milliseconds = (value: string): number => {
   const ms = Number(value);

@@ -1,22 +1,29 @@
 #!/usr/bin/env node
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Command, InvalidArgumentError as CommanderArgumentError } from 'commander';
-import { connect } from '../connect.js';
+import { Command, CommanderError } from 'commander';
+import { connect, redact } from '../connect.js';
 import { FencekitError } from '../errors.js';
-import type { LockProvider } from '../types.js';
+import { registerAdminCommands } from './commands/admin.js';
+import { registerElectionCommands } from './commands/elect.js';
+import { registerLockCommands } from './commands/lock.js';
 import { type DemoResult, pauseMemoryClient, RUN_TITLES, runDemo } from './demo.js';
 import { demoWorker, runProcessStory } from './demo-process.js';
+import { exitCodeFor } from './exit-codes.js';
+import { milliseconds } from './options.js';
+import { printError } from './output.js';
 
 const program = new Command('fencekit').description(
   'Distributed locks with fencing tokens over etcd, ZooKeeper, Redis, PostgreSQL or memory',
 );
 
-const milliseconds = (value: string): number => {
-  const ms = Number(value);
-  if (!Number.isFinite(ms) || ms < 0) throw new CommanderArgumentError('expected a number of milliseconds');
-  return ms;
-};
+// Usage errors throw (exit 64) instead of exiting 1; what commander prints is redacted too.
+program.exitOverride().configureOutput({ writeErr: (text) => printError(text) });
+program.addHelpText(
+  'after',
+  `
+Every command takes --url or FENCEKIT_URL. Exit codes: the command's own; 128+n when signal n
+killed it; 1 other failure; 64 invalid argument; 69 backend unavailable; 75 timed out.`,
+);
 
 program
   .command('demo')
@@ -26,7 +33,7 @@ program
   .action(async (opts: { url: string; ttl: number }) => {
     const onMemory = opts.url.startsWith('memory:');
     console.log(
-      `fencekit demo on ${opts.url}: worker A pauses longer than its lease while holding "orders/42"` +
+      `fencekit demo on ${redact(opts.url)}: worker A pauses longer than its lease while holding "orders/42"` +
         (onMemory ? ' (in-process pause)' : ' (worker A is a child process, stopped with SIGSTOP)'),
     );
     const print = (line: string) => console.log(line);
@@ -71,77 +78,23 @@ program
     await demoWorker(opts.url, opts.key, opts.ttl);
   });
 
-program
-  .command('inspect')
-  .description('show the holder and waiters of a lock')
-  .argument('<key>', 'lock name')
-  .requiredOption('--url <url>', 'backend URL')
-  .action(async (key: string, opts: { url: string }) => {
-    await withProvider(opts.url, async (provider) => {
-      const info = await provider.inspect(key);
-      console.log(JSON.stringify(info, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2));
-    });
-  });
+registerLockCommands(program);
+registerElectionCommands(program);
+registerAdminCommands(program);
 
 program
-  .command('run')
-  .description('run a command while holding a lock; FENCEKIT_FENCING_TOKEN is set for it')
-  .argument('<key>', 'lock name')
-  .argument('<command...>', 'command and arguments (after --)')
-  .requiredOption('--url <url>', 'backend URL')
-  .option('--wait <ms>', 'give up after this long (exit 75)', milliseconds)
-  .option('--ttl <ms>', 'lease length', milliseconds)
-  .action(async (key: string, command: string[], opts: { url: string; wait?: number; ttl?: number }) => {
-    await withProvider(opts.url, async (provider) => {
-      const lock = await provider.acquire(key, {
-        ...(opts.wait === undefined ? {} : { waitMs: opts.wait }),
-        ...(opts.ttl === undefined ? {} : { ttlMs: opts.ttl }),
-        owner: `fencekit-run pid ${process.pid}`,
-      });
-      if (lock.signal.aborted) {
-        // Lost between grant and here (a pause): the command must not start without the lock.
-        await lock.release();
-        throw lock.signal.reason;
-      }
-      const [file = '', ...args] = command;
-      const child = spawn(file, args, {
-        stdio: 'inherit',
-        env: { ...process.env, FENCEKIT_LOCK_KEY: key, FENCEKIT_FENCING_TOKEN: lock.fencingToken.toString() },
-        // Losing the lock stops the work: the child gets SIGTERM (at once if already lost).
-        signal: lock.signal,
-        killSignal: 'SIGTERM',
-      });
-      const code = await new Promise<number>((resolve) => {
-        child.on('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 128 : 1)));
-        child.on('error', (error) => {
-          if (error.name === 'AbortError') return; // the lock was lost: 'exit' follows the kill
-          console.error(`fencekit run: ${error.message}`);
-          resolve(127);
-        });
-      });
-      await lock.release();
-      process.exitCode = code;
-    });
+  .parseAsync()
+  .catch((error: unknown) => {
+    if (error instanceof CommanderError) {
+      // commander printed it already (through printError); --help and --version exit 0
+    } else if (error instanceof FencekitError) {
+      printError(`fencekit: ${error.message} [${error.code}]\n`);
+    } else {
+      printError(`fencekit: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    }
+    process.exitCode = exitCodeFor(error);
+  })
+  .finally(() => {
+    // A client library that keeps a handle open must not keep a finished command alive.
+    setTimeout(() => process.exit(), 3000).unref();
   });
-
-async function withProvider(url: string, body: (provider: LockProvider) => Promise<void>): Promise<void> {
-  const provider = await connect(url);
-  try {
-    await body(provider);
-  } finally {
-    await provider.close();
-  }
-}
-
-/** sysexits(3): EX_TEMPFAIL for a timeout, EX_UNAVAILABLE for a backend that did not answer. */
-const EXIT_CODES: Partial<Record<string, number>> = { LOCK_TIMEOUT: 75, BACKEND_UNAVAILABLE: 69 };
-
-program.parseAsync().catch((error: unknown) => {
-  if (error instanceof FencekitError) {
-    console.error(`fencekit: ${error.message} [${error.code}]`);
-    process.exitCode = EXIT_CODES[error.code] ?? 2;
-    return;
-  }
-  console.error(error);
-  process.exitCode = 1;
-});

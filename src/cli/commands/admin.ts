@@ -1,0 +1,119 @@
+import type { Command } from 'commander';
+import { InvalidArgumentError, NotImplementedError } from '../../errors.js';
+import type { HolderInfo, LockInfo } from '../../types.js';
+import { cliAction } from '../action.js';
+import { EXIT } from '../exit-codes.js';
+import { operator, urlOption, withProvider } from '../options.js';
+import { formatTable } from '../table.js';
+
+/** One row of `inspect`: the same fields in the table and in --json. */
+export interface InspectRow {
+  name: string;
+  holder: string | null;
+  token: string | null;
+  since: string | null;
+  ageMs: number | null;
+  expiresAt: string | null;
+  waiters: number;
+}
+
+export function registerAdminCommands(program: Command): void {
+  program
+    .command('inspect')
+    .description('show holder, fencing token, age, expiry and waiters of locks')
+    .argument('<name...>', 'lock names')
+    .addOption(urlOption())
+    .option('--json', 'a JSON array of {name, holder, token, since, ageMs, expiresAt, waiters}')
+    .action(
+      cliAction((_interrupts, names: string[], flags: { url?: string; json?: boolean }) =>
+        withProvider(flags.url, async (provider) => {
+          const now = Date.now();
+          const rows: InspectRow[] = [];
+          for (const name of names) rows.push(inspectRow(name, await provider.inspect(name), now));
+          if (flags.json) console.log(JSON.stringify(rows, null, 2));
+          else console.log(formatTable(TABLE_HEADER, rows.map(tableCells)));
+          return EXIT.ok;
+        }),
+      ),
+    );
+
+  program
+    .command('ls')
+    .description('list held lock names (where the backend can enumerate them)')
+    .argument('[prefix]', 'only names that start with this', '')
+    .addOption(urlOption())
+    .option('--json', 'a JSON array of names')
+    .action(
+      cliAction((_interrupts, prefix: string, flags: { url?: string; json?: boolean }) =>
+        withProvider(flags.url, async (provider) => {
+          if (!provider.list)
+            throw new NotImplementedError(`listing names on the ${provider.backend} provider`);
+          const names = await provider.list(prefix);
+          if (flags.json) console.log(JSON.stringify(names));
+          else for (const name of names) console.log(name);
+          return EXIT.ok;
+        }),
+      ),
+    );
+
+  program
+    .command('force-release')
+    .description("remove a lock's current grant whoever holds it (audited: --reason is required)")
+    .argument('<name>', 'lock name')
+    .addOption(urlOption())
+    .requiredOption('--reason <text>', 'why, recorded with the release')
+    .option('--json', 'print the removed holder as JSON (null when nobody held it)')
+    .action(
+      cliAction((_interrupts, name: string, flags: { url?: string; reason: string; json?: boolean }) =>
+        withProvider(flags.url, async (provider) => {
+          if (flags.reason.trim() === '') throw new InvalidArgumentError('--reason', 'must not be empty');
+          if (!provider.forceRelease)
+            throw new NotImplementedError(`force-release on the ${provider.backend} provider`);
+          const removed = await provider.forceRelease(name, { reason: flags.reason, by: operator() });
+          if (flags.json) console.log(JSON.stringify(removed ? holderJson(removed) : null));
+          else if (removed)
+            console.log(`released "${name}": holder ${removed.owner ?? '-'} token ${removed.fencingToken}`);
+          else console.log(`"${name}" was not held`);
+          return EXIT.ok;
+        }),
+      ),
+    );
+}
+
+const TABLE_HEADER = ['NAME', 'HOLDER', 'TOKEN', 'AGE', 'EXPIRES', 'WAITERS'];
+
+export function inspectRow(name: string, info: LockInfo | null, now: number): InspectRow {
+  const holder = info?.holder ?? null;
+  return {
+    name,
+    holder: holder ? (holder.owner ?? '') : null,
+    token: holder ? holder.fencingToken.toString() : null,
+    since: holder?.since?.toISOString() ?? null,
+    ageMs: holder?.since ? Math.max(0, now - holder.since.getTime()) : null,
+    expiresAt: holder?.expiresAt?.toISOString() ?? null,
+    waiters: info?.waiters ?? 0,
+  };
+}
+
+function tableCells(row: InspectRow): string[] {
+  const expiresIn = row.expiresAt === null ? null : Date.parse(row.expiresAt) - Date.now();
+  return [
+    row.name,
+    row.holder ?? '-',
+    row.token ?? '-',
+    row.ageMs === null ? '-' : seconds(row.ageMs),
+    expiresIn === null ? '-' : expiresIn >= 0 ? `in ${seconds(expiresIn)}` : `${seconds(-expiresIn)} ago`,
+    String(row.waiters),
+  ];
+}
+
+function holderJson(holder: HolderInfo) {
+  return {
+    holder: holder.owner ?? null,
+    token: holder.fencingToken.toString(),
+    since: holder.since?.toISOString() ?? null,
+    expiresAt: holder.expiresAt?.toISOString() ?? null,
+  };
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`;

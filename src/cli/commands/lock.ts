@@ -1,0 +1,112 @@
+import type { Command } from 'commander';
+import { NotImplementedError } from '../../errors.js';
+import { linkSignals } from '../../signals.js';
+import type { AcquireOptions, Lock, LockProvider } from '../../types.js';
+import { cliAction } from '../action.js';
+import { runChild } from '../child.js';
+import type { Interrupts } from '../interrupts.js';
+import { defaultOwner, milliseconds, positiveInteger, urlOption, withProvider } from '../options.js';
+import { warn } from '../output.js';
+
+interface GrantFlags {
+  url?: string;
+  wait?: number;
+  ttl?: number;
+  owner?: string;
+  grace: number;
+}
+
+const DEFAULT_GRACE_MS = 10_000;
+
+/** The options every "run a command under a grant" command shares. */
+function grantOptions(command: Command): Command {
+  return command
+    .argument('<name>', 'lock name')
+    .argument('<command...>', 'command and its arguments (after --)')
+    .addOption(urlOption())
+    .option('--wait <ms>', 'give up after this long (exit 75); 0 = try once; default: wait', milliseconds)
+    .option('--ttl <ms>', 'lease length where the backend has per-lock leases (memory, Redis)', milliseconds)
+    .option('--owner <text>', 'owner text shown by inspect (default <host>/<pid>)')
+    .option('--grace <ms>', 'after SIGTERM on loss, SIGKILL after this long', milliseconds, DEFAULT_GRACE_MS);
+}
+
+export function registerLockCommands(program: Command): void {
+  grantOptions(
+    program
+      .command('lock')
+      .alias('run')
+      .description('run a command while holding a lock (FENCEKIT_FENCING_TOKEN, FENCEKIT_LOCK_KEY set)'),
+  ).action(
+    cliAction((interrupts, name: string, command: string[], flags: GrantFlags) =>
+      withProvider(flags.url, (provider) =>
+        runUnderGrant(name, command, flags, interrupts, (opts) => provider.acquire(name, opts)),
+      ),
+    ),
+  );
+
+  grantOptions(
+    program
+      .command('semaphore')
+      .description('run a command while holding one of --limit permits (same env as lock)')
+      .requiredOption('--limit <k>', 'how many may run at once (the same in every process)', positiveInteger),
+  ).action(
+    cliAction((interrupts, name: string, command: string[], flags: GrantFlags & { limit: number }) =>
+      withProvider(flags.url, (provider) => {
+        const semaphore = semaphoreOf(provider, name, flags.limit);
+        return runUnderGrant(name, command, flags, interrupts, (opts) => semaphore.acquire(opts));
+      }),
+    ),
+  );
+}
+
+function semaphoreOf(provider: LockProvider, name: string, limit: number) {
+  if (!provider.semaphore) throw new NotImplementedError(`semaphores on the ${provider.backend} provider`);
+  return provider.semaphore(name, { limit });
+}
+
+/** Acquires, runs the command while the grant holds, releases; resolves with the exit code. */
+async function runUnderGrant(
+  name: string,
+  command: string[],
+  flags: GrantFlags,
+  interrupts: Interrupts,
+  acquire: (opts: AcquireOptions) => Promise<Lock>,
+): Promise<number> {
+  const lock = await acquire({
+    owner: flags.owner ?? defaultOwner(),
+    signal: interrupts.signal,
+    ...(flags.wait === undefined ? {} : { waitMs: flags.wait }),
+    ...(flags.ttl === undefined ? {} : { ttlMs: flags.ttl }),
+  });
+  // Derived, so a grant already lost (a pause between grant and here) aborts it at once and the
+  // command never starts; disposed before release, whose own abort is no loss.
+  const held = linkSignals([lock.signal]);
+  try {
+    if (held.signal.aborted) throw held.signal.reason;
+    return await runChild({
+      command,
+      env: { FENCEKIT_LOCK_KEY: name, FENCEKIT_FENCING_TOKEN: lock.fencingToken.toString() },
+      stop: held.signal,
+      graceMs: flags.grace,
+      interrupts,
+      onStop: (reason) =>
+        warn(`${describe(reason)}; sending SIGTERM to the command (SIGKILL after ${flags.grace} ms)`),
+    });
+  } finally {
+    held.dispose();
+    await releaseQuietly(lock);
+  }
+}
+
+/** The command's exit code matters more than a failed release: the lease frees the key anyway. */
+export async function releaseQuietly(grant: { release(): Promise<void> }): Promise<void> {
+  try {
+    await grant.release();
+  } catch (error) {
+    warn(`release failed (the lease will free it): ${describe(error)}`);
+  }
+}
+
+export function describe(reason: unknown): string {
+  return reason instanceof Error ? reason.message : String(reason);
+}

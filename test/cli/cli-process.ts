@@ -1,0 +1,156 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { constants } from 'node:os';
+import { resolve } from 'node:path';
+
+const cliPath = resolve(import.meta.dirname, '../../dist/cli.js');
+
+/** One `node dist/cli.js …` run, as a user starts it. */
+export interface CliRun {
+  readonly child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves when stdout and stderr are complete; fails after ms. */
+  closed(ms?: number): Promise<void>;
+  /** The exit code (128 + n when killed by signal n); fails after ms. */
+  exited(ms?: number): Promise<number>;
+}
+
+/** Starts CLI processes and kills every one still running (with its process group) in stop(). */
+export class CliProcesses {
+  readonly #runs: CliRun[] = [];
+
+  start(args: string[], options: { env?: Record<string, string> } = {}): CliRun {
+    const child = spawn(process.execPath, [cliPath, ...args], {
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // Its own process group: stop() (and a test) can kill the CLI with its command (kill -9 -PGID).
+      detached: true,
+    });
+    let out = '';
+    let err = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+    });
+    const exit = new Promise<number>((done) => {
+      child.on('exit', (code, signal) => done(code ?? 128 + (signal ? constants.signals[signal] : 0)));
+    });
+    // Output is complete once the pipes close (the command holds them too while it runs).
+    const closed = new Promise<void>((done) => child.on('close', () => done()));
+    const run: CliRun = {
+      child,
+      stdout: () => out,
+      stderr: () => err,
+      closed: (ms = 5_000) =>
+        withTimeout(closed, ms, () => `output of fencekit ${args.join(' ')} still open`),
+      exited: (ms = 20_000) =>
+        withTimeout(
+          exit,
+          ms,
+          () => `fencekit ${args.join(' ')} still running after ${ms} ms; stderr: ${err}`,
+        ),
+    };
+    this.#runs.push(run);
+    return run;
+  }
+
+  /** Runs to the end: exit code and output. */
+  async run(args: string[], options: { env?: Record<string, string> } = {}) {
+    const run = this.start(args, options);
+    const code = await run.exited();
+    await run.closed();
+    return { code, stdout: run.stdout(), stderr: run.stderr() };
+  }
+
+  /** SIGKILL to the process group of every CLI still running (its command included). */
+  async stop(): Promise<void> {
+    for (const run of this.#runs.splice(0)) {
+      const { child } = run;
+      if (child.pid === undefined) continue;
+      killGroup(child.pid);
+      await run.exited(5_000);
+    }
+  }
+}
+
+/** The CLI and whatever it started (an orphaned command too); an empty group is fine. */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+}
+
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(what())), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Polls check every 50 ms until it holds; fails with `what` after ms. */
+export async function until(what: string, check: () => boolean, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The lines of a log file the commands append to (none yet: empty). */
+export function logLines(file: string): string[] {
+  try {
+    return readFileSync(file, 'utf8').split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+/** A loopback port nothing listens on. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const address = server.address();
+  await new Promise<void>((r) => server.close(() => r()));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** Whether pid runs (a zombie, killed but not reaped yet, does not). */
+export function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw error;
+  }
+}
+
+/**
+ * A command for the CLI to run: `node -e` with a script that logs `<event> <tag> <token> <pid>` lines
+ * to `log` (start, and the signals it gets when `trap` is set), then waits up to holdMs and exits.
+ */
+export function loggingCommand(
+  log: string,
+  tag: string,
+  holdMs: number,
+  trap: 'none' | 'log-and-stay' | 'log-and-exit',
+) {
+  const script = `
+const fs = require('node:fs');
+const line = (event) => fs.appendFileSync(${JSON.stringify(log)}, event + ' ${tag} ' + process.env.FENCEKIT_FENCING_TOKEN + ' ' + process.pid + '\\n');
+line('start');
+for (const s of ['SIGTERM', 'SIGINT']) {
+  if (${JSON.stringify(trap)} === 'log-and-stay') process.on(s, () => line(s));
+  if (${JSON.stringify(trap)} === 'log-and-exit') process.on(s, () => { line(s); process.exit(5); });
+}
+setTimeout(() => { line('end'); }, ${holdMs});`;
+  return [process.execPath, '-e', script];
+}

@@ -1,0 +1,401 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { lockKeys } from '../../adapters/redis/scripts.js';
+import { connect, type LockProvider } from '../../src/index.js';
+import { eventually } from '../../src/testing/index.js';
+import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { alive, CliProcesses, closedPort, loggingCommand, logLines, until } from './cli-process.js';
+
+// Every command as a user runs it: `node dist/cli.js …` child processes against real servers.
+describe('the fencekit command', () => {
+  let redis: ServerGroup;
+  let etcd: ServerGroup;
+  let redisUrl: string;
+  let etcdUrl: string;
+  let raw: Redis;
+  let observer: LockProvider;
+  let dir: string;
+  let n = 0;
+  const cli = new CliProcesses();
+  const name = (label: string) => `cli-test/${label}/${process.pid}-${++n}`;
+  const log = () => join(dir, `log-${n}.txt`);
+
+  beforeAll(async () => {
+    [redis, etcd] = await Promise.all([startServers('redis'), startServers('etcd')]);
+    redisUrl = endpoint(redis, 'REDIS_URL');
+    etcdUrl = `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}?sessionTtlMs=2000`;
+    raw = new Redis(redisUrl);
+    observer = await connect(redisUrl);
+    dir = mkdtempSync(join(tmpdir(), 'fencekit-cli-'));
+  });
+  afterEach(() => cli.stop());
+  afterAll(async () => {
+    raw?.disconnect();
+    await observer?.close();
+    await Promise.all([redis?.stop(), etcd?.stop()]);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Polls the backend (in this process) until `count` requests queue for key. */
+  const waitersReach = (key: string, count: number) =>
+    eventually(
+      `${count} waiting for ${key}`,
+      async () => (await observer.inspect(key))?.waiters === count,
+      10_000,
+    );
+
+  describe('exit codes', () => {
+    it("the command's own code, and 128 + n when signal n killed it", async () => {
+      const own = await cli.run(['lock', name('own'), '--url', redisUrl, '--', 'sh', '-c', 'exit 7']);
+      expect(own.code).toBe(7);
+      const killed = await cli.run([
+        'lock',
+        name('sig'),
+        '--url',
+        redisUrl,
+        '--',
+        'sh',
+        '-c',
+        'kill -USR1 $$',
+      ]);
+      expect(killed.code).toBe(128 + 10);
+    });
+
+    it('64 for an invalid argument', async () => {
+      const noUrl = await cli.run(['lock', name('u'), '--', 'true'], { env: { FENCEKIT_URL: '' } });
+      expect(noUrl.code).toBe(64);
+      expect(noUrl.stderr).toMatch(/--url/);
+      expect(
+        (await cli.run(['lock', name('w'), '--url', redisUrl, '--wait', 'soon', '--', 'true'])).code,
+      ).toBe(64);
+      expect((await cli.run(['lock', '--url', redisUrl])).code).toBe(64);
+      expect((await cli.run(['lock', name('s'), '--url', 'nope://x', '--', 'true'])).code).toBe(64);
+      const noReason = await cli.run(['force-release', name('r'), '--url', redisUrl]);
+      expect(noReason.code).toBe(64);
+      expect(noReason.stderr).toMatch(/--reason/);
+      const emptyReason = await cli.run(['force-release', name('r'), '--url', redisUrl, '--reason', ' ']);
+      expect(emptyReason.code).toBe(64);
+    });
+
+    it('69 when the backend does not answer; no password of the URL is ever printed', async () => {
+      const url = `redis://ops:s3cr%3Dt@127.0.0.1:${await closedPort()}`;
+      const down = await cli.run(['lock', name('down'), '--url', url, '--wait', '500', '--', 'true']);
+      expect(down.code).toBe(69);
+      expect(down.stderr).toMatch(/BACKEND_UNAVAILABLE/);
+      const viaEnv = await cli.run(['inspect', name('down')], { env: { FENCEKIT_URL: url } });
+      expect(viaEnv.code).toBe(69);
+      const bad = await cli.run(['lock', name('bad'), '--url', `${url}/notanumber`, '--', 'true']);
+      expect(bad.code).toBe(64);
+      for (const out of [down, viaEnv, bad]) {
+        expect(out.stderr + out.stdout).not.toMatch(/s3cr/);
+        expect(out.stderr).toMatch(/\S/);
+      }
+    });
+
+    it('75 when the lock is not granted within --wait', async () => {
+      const key = name('busy');
+      const holder = cli.start([
+        'lock',
+        key,
+        '--url',
+        redisUrl,
+        '--',
+        ...loggingCommand(log(), 'A', 20_000, 'none'),
+      ]);
+      const file = log();
+      await until('the holder runs its command', () => logLines(file).length > 0);
+      const late = await cli.run(['lock', key, '--url', redisUrl, '--wait', '300', '--', 'true']);
+      expect(late.code).toBe(75);
+      expect(holder.child.exitCode).toBeNull();
+    });
+  });
+
+  it.each([
+    ['redis', () => redisUrl],
+    ['etcd', () => etcdUrl],
+  ])(
+    '%s: two lock commands exclude each other; the second runs after the first, with a higher token',
+    async (_b, url) => {
+      const key = name('exclusion');
+      const file = log();
+      const a = cli.start(['lock', key, '--url', url(), '--', ...loggingCommand(file, 'A', 1000, 'none')]);
+      await until('A runs', () => logLines(file).length === 1);
+      const b = cli.start(['lock', key, '--url', url(), '--', ...loggingCommand(file, 'B', 300, 'none')]);
+      expect(await a.exited()).toBe(0);
+      expect(await b.exited()).toBe(0);
+      const events = logLines(file).map((l) => l.split(' ').slice(0, 2).join(' '));
+      expect(events).toEqual(['start A', 'end A', 'start B', 'end B']);
+      const token = (tag: string) =>
+        BigInt(
+          logLines(file)
+            .find((l) => l.startsWith(`start ${tag}`))
+            ?.split(' ')[2] ?? '',
+        );
+      expect(token('B')).toBeGreaterThan(token('A'));
+    },
+  );
+
+  describe('a lost lock stops the command', () => {
+    it('the key deleted on Redis: the command gets SIGTERM (exit 143)', async () => {
+      const key = name('lost');
+      const file = log();
+      const run = cli.start([
+        'lock',
+        key,
+        '--url',
+        redisUrl,
+        '--ttl',
+        '1500',
+        '--',
+        ...loggingCommand(file, 'A', 20_000, 'none'),
+      ]);
+      await until('the command runs', () => logLines(file).length === 1);
+      expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
+      expect(await run.exited()).toBe(143);
+      expect(run.stderr()).toMatch(/no longer held.*SIGTERM/);
+    });
+
+    it('a command that ignores SIGTERM gets SIGKILL after --grace (exit 137)', async () => {
+      const key = name('grace');
+      const file = log();
+      const run = cli.start([
+        'lock',
+        key,
+        '--url',
+        redisUrl,
+        '--ttl',
+        '1500',
+        '--grace',
+        '500',
+        '--',
+        ...loggingCommand(file, 'A', 20_000, 'log-and-stay'),
+      ]);
+      await until('the command runs', () => logLines(file).length === 1);
+      await raw.del(lockKeys('fencekit:', key).lock);
+      expect(await run.exited()).toBe(137);
+      expect(logLines(file).map((l) => l.split(' ')[0])).toEqual(['start', 'SIGTERM']);
+    });
+  });
+
+  describe('signals sent to the CLI', () => {
+    it.each(['SIGINT', 'SIGTERM'] as const)(
+      '%s is forwarded to the command; its code is the exit code; the lock is released',
+      async (signal) => {
+        const key = name('forward');
+        const file = log();
+        const run = cli.start([
+          'lock',
+          key,
+          '--url',
+          redisUrl,
+          '--',
+          ...loggingCommand(file, 'A', 20_000, 'log-and-exit'),
+        ]);
+        await until('the command runs', () => logLines(file).length === 1);
+        run.child.kill(signal);
+        expect(await run.exited()).toBe(5);
+        expect(logLines(file).map((l) => l.split(' ')[0])).toEqual(['start', signal]);
+        expect(await raw.exists(lockKeys('fencekit:', key).lock)).toBe(0);
+      },
+    );
+
+    it('SIGTERM while waiting for the lock: no command runs, exit 143', async () => {
+      const key = name('waiting');
+      const file = log();
+      cli.start(['lock', key, '--url', redisUrl, '--', ...loggingCommand(file, 'A', 20_000, 'none')]);
+      await until('A runs', () => logLines(file).length === 1);
+      const waiting = cli.start([
+        'lock',
+        key,
+        '--url',
+        redisUrl,
+        '--',
+        ...loggingCommand(file, 'B', 100, 'none'),
+      ]);
+      await waitersReach(key, 1);
+      waiting.child.kill('SIGTERM');
+      expect(await waiting.exited()).toBe(143);
+      expect(logLines(file).filter((l) => l.includes(' B '))).toEqual([]);
+    });
+  });
+
+  it('semaphore: at most --limit commands at once across processes, all of them run', async () => {
+    const key = name('sem');
+    const file = log();
+    const runs = ['A', 'B', 'C'].map((tag) =>
+      cli.start([
+        'semaphore',
+        key,
+        '--limit',
+        '2',
+        '--url',
+        redisUrl,
+        '--',
+        ...loggingCommand(file, tag, 800, 'none'),
+      ]),
+    );
+    for (const run of runs) expect(await run.exited()).toBe(0);
+    let running = 0;
+    let most = 0;
+    for (const line of logLines(file)) {
+      running += line.startsWith('start') ? 1 : -1;
+      most = Math.max(most, running);
+    }
+    expect(logLines(file)).toHaveLength(6);
+    expect(most).toBe(2);
+  });
+
+  it('inspect --json: name, holder, token, since, ageMs, expiresAt, waiters; and the table', async () => {
+    const key = name('inspect');
+    const file = log();
+    cli.start([
+      'lock',
+      key,
+      '--url',
+      redisUrl,
+      '--owner',
+      'ops-7',
+      '--ttl',
+      '5000',
+      '--',
+      ...loggingCommand(file, 'A', 20_000, 'none'),
+    ]);
+    await until('A runs', () => logLines(file).length === 1);
+    cli.start(['lock', key, '--url', redisUrl, '--', 'true']);
+    const token = logLines(file)[0]?.split(' ')[2];
+    await waitersReach(key, 1);
+    const out = await cli.run(['inspect', key, `${key}-free`, '--url', redisUrl, '--json']);
+    expect(out.code).toBe(0);
+    const rows: Array<Record<string, unknown>> = JSON.parse(out.stdout);
+    expect(rows[0]).toMatchObject({ name: key, holder: 'ops-7', token, waiters: 1 });
+    expect(Date.parse(String(rows[0]?.since))).toBeLessThanOrEqual(Date.now());
+    expect(rows[0]?.ageMs).toBeGreaterThanOrEqual(0);
+    expect(Date.parse(String(rows[0]?.expiresAt))).toBeGreaterThan(Date.parse(String(rows[0]?.since)));
+    expect(rows[1]).toEqual({
+      name: `${key}-free`,
+      holder: null,
+      token: null,
+      since: null,
+      ageMs: null,
+      expiresAt: null,
+      waiters: 0,
+    });
+    const table = await cli.run(['inspect', key, '--url', redisUrl]);
+    expect(table.stdout).toMatch(/^NAME +HOLDER +TOKEN +AGE +EXPIRES +WAITERS\n/);
+    expect(table.stdout).toMatch(new RegExp(`${key} +ops-7 +${token} +\\d+\\.\\ds +in \\d+\\.\\ds +1`));
+  });
+
+  it.each([
+    ['etcd', () => etcdUrl, []],
+    ['redis', () => redisUrl, ['--ttl', '1500']],
+  ])(
+    '%s: elect runs one command at a time across two CLIs; leader and observe follow a failover after kill -9 of the leader',
+    async (_b, url, ttl) => {
+      const key = name('elect');
+      const file = log();
+      const watch = cli.start(['observe', key, '--url', url(), '--json']);
+      const candidates = ['A', 'B'].map((tag) =>
+        cli.start([
+          'elect',
+          key,
+          '--url',
+          url(),
+          '--owner',
+          `node-${tag}`,
+          ...ttl,
+          '--',
+          ...loggingCommand(file, tag, 20_000, 'none'),
+        ]),
+      );
+      await until('a leader runs its command', () => logLines(file).length === 1);
+      const [, first, firstTerm, firstPid] = logLines(file)[0]?.split(' ') ?? [];
+      const leader = await cli.run(['leader', key, '--url', url(), '--json']);
+      expect(leader.code).toBe(0);
+      expect(JSON.parse(leader.stdout)).toEqual({ name: key, leader: `node-${first}`, term: firstTerm });
+      expect(logLines(file)).toHaveLength(1); // the other candidate waits
+      // kill -9 of the leader CLI's process group (its command too, as a service manager does).
+      const leaderRun = candidates[first === 'A' ? 0 : 1];
+      process.kill(-(leaderRun?.child.pid ?? 0), 'SIGKILL');
+      await until('the other candidate takes over', () => logLines(file).length === 2, 20_000);
+      const [, second, secondTerm] = logLines(file)[1]?.split(' ') ?? [];
+      expect(second).not.toBe(first);
+      expect(BigInt(secondTerm ?? '')).toBeGreaterThan(BigInt(firstTerm ?? ''));
+      await until("the killed leader's command is gone", () => !alive(Number(firstPid)), 5_000);
+      await until('observe reports the new leader', () =>
+        watch.stdout().includes(`"leader":"node-${second}"`),
+      );
+      const seen = watch
+        .stdout()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.leader !== null); // "no leader" lines: before the first term, between terms
+      expect(seen[0]).toMatchObject({ name: key, leader: `node-${first}`, term: firstTerm });
+      expect(seen.at(-1)).toMatchObject({ name: key, leader: `node-${second}`, term: secondTerm });
+      // SIGTERM to the new leader's CLI: forwarded to its command, which dies of it; the CLI resigns.
+      const secondRun = candidates[first === 'A' ? 1 : 0];
+      secondRun?.child.kill('SIGTERM');
+      expect(await secondRun?.exited()).toBe(143);
+      const none = await cli.run(['leader', key, '--url', url()]);
+      expect(none.code).toBe(1);
+      expect((await cli.run(['leader', key, '--url', url(), '--wait', '200'])).code).toBe(75);
+      watch.child.kill('SIGINT');
+      expect(await watch.exited()).toBe(130);
+    },
+  );
+
+  it('elect: SIGTERM to a candidate still campaigning stops it with 143, and it never runs its command', async () => {
+    const key = name('campaigning');
+    const file = log();
+    cli.start(['elect', key, '--url', redisUrl, '--', ...loggingCommand(file, 'A', 20_000, 'none')]);
+    await until('A leads', () => logLines(file).length === 1);
+    const waiting = cli.start([
+      'elect',
+      key,
+      '--url',
+      redisUrl,
+      '--',
+      ...loggingCommand(file, 'B', 100, 'none'),
+    ]);
+    await waitersReach(key, 1);
+    waiting.child.kill('SIGTERM');
+    expect(await waiting.exited()).toBe(143);
+    expect(logLines(file).filter((l) => l.includes(' B '))).toEqual([]);
+  });
+
+  it('ls and force-release where the provider has them, else exit 69 naming what is missing', async () => {
+    const key = name('admin');
+    const file = log();
+    const run = cli.start([
+      'lock',
+      key,
+      '--url',
+      redisUrl,
+      '--ttl',
+      '1500',
+      '--',
+      ...loggingCommand(file, 'A', 20_000, 'none'),
+    ]);
+    await until('the command runs', () => logLines(file).length === 1);
+    const ls = await cli.run(['ls', 'cli-test/admin/', '--url', redisUrl]);
+    if (observer.list) {
+      expect(ls.code).toBe(0);
+      expect(ls.stdout.split('\n')).toContain(key);
+    } else {
+      expect(ls.code).toBe(69);
+      expect(ls.stderr).toMatch(/listing names on the redis provider/);
+    }
+    const released = await cli.run(['force-release', key, '--url', redisUrl, '--reason', 'stuck job']);
+    if (observer.forceRelease) {
+      expect(released.code).toBe(0);
+      expect(released.stdout).toMatch(/released/);
+      expect(await run.exited()).toBe(143); // the holder learns at its next renewal
+    } else {
+      expect(released.code).toBe(69);
+      expect(released.stderr).toMatch(/force-release on the redis provider/);
+    }
+  });
+});

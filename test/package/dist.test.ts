@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 
@@ -63,7 +63,9 @@ describe('built package', () => {
     cpSync(join(root, 'package.json'), join(pkg, 'package.json'));
     const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: object };
     for (const dep of Object.keys(manifest.dependencies)) {
-      symlinkSync(join(root, 'node_modules', dep), join(app, 'node_modules', dep));
+      const target = join(app, 'node_modules', dep);
+      mkdirSync(dirname(target), { recursive: true }); // a scoped name (@opentelemetry/api) has a folder
+      symlinkSync(join(root, 'node_modules', dep), target);
     }
     const program = join(app, 'check.mjs');
     writeFileSync(

@@ -1,4 +1,5 @@
 import { setMaxListeners } from 'node:events';
+import { metrics } from '@opentelemetry/api';
 import { jitteredDelays, sleepUnlessWoken } from './backoff.js';
 import { DEFAULT_DRIFT_RATE } from './clock.js';
 import {
@@ -12,6 +13,7 @@ import { type ProviderEventListener, type ProviderEventName, ProviderEvents } fr
 import type { OwnedLock } from './ownership.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import { linkSignals } from './signals.js';
+import { ProviderTelemetry, TELEMETRY, type TelemetryOptions } from './telemetry/telemetry.js';
 import { longTimeout } from './timers.js';
 import type { AcquireOptions, BackendName, Lock, LockInfo, LockProvider } from './types.js';
 import { validateAcquireOptions, validateKey, validateTtlMs, validateWaitMs } from './validate.js';
@@ -27,7 +29,7 @@ export interface LockRequest {
   payload?: string;
 }
 
-export interface ProviderDefaults {
+export interface ProviderDefaults extends TelemetryOptions {
   /** Lease length for acquires that give no ttlMs (per-lock-lease backends). Default 15 000 ms. */
   ttlMs?: number;
   /** How long acquire waits when it gives no waitMs. Default: without limit. */
@@ -90,6 +92,9 @@ export abstract class BaseLockProvider implements LockProvider {
   #reached = false;
   /** Operator events: adapters and the base emit through `this.events`. */
   protected readonly events = new ProviderEvents();
+  /** Options for the telemetry, made on first use (the subclass's `backend` is not set yet here). */
+  readonly #telemetryOptions: TelemetryOptions;
+  #telemetryInstance: ProviderTelemetry | undefined;
 
   constructor(defaults: ProviderDefaults = {}, callTimeoutDefaultMs = DEFAULT_CALL_TIMEOUT_MS) {
     this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
@@ -99,7 +104,24 @@ export abstract class BaseLockProvider implements LockProvider {
       throw new RangeError(`driftRate must be within 0..0.5, got ${defaults.driftRate}`);
     }
     this.callTimeoutMs = validateCallTimeoutMs(defaults.callTimeoutMs ?? callTimeoutDefaultMs);
+    // The whole options object (credentials to mask in logs); the global MeterProvider as of now.
+    this.#telemetryOptions = {
+      ...defaults,
+      meterProvider: defaults.meterProvider ?? metrics.getMeterProvider(),
+    };
   }
+
+  /** Metrics, events and log lines of this provider (issue #19). */
+  protected get telemetry(): ProviderTelemetry {
+    this.#telemetryInstance ??= new ProviderTelemetry(this.backend, this.events, this.#telemetryOptions);
+    return this.#telemetryInstance;
+  }
+
+  /**
+   * How runSingleton finds a provider's telemetry: an arrow function, so that it works through a
+   * Proxy of the provider too (a getter would run with the proxy as `this`, without private fields).
+   */
+  readonly [TELEMETRY] = (): ProviderTelemetry => this.telemetry;
 
   protected abstract request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
   protected abstract shutdown(): Promise<void>;
@@ -144,6 +166,7 @@ export abstract class BaseLockProvider implements LockProvider {
       callTimeoutMs: this.callTimeoutMs,
       closeSignal: this.closeSignal,
       track: (work) => this.trackWork(work),
+      telemetry: this.telemetry,
     };
   }
 
@@ -163,7 +186,7 @@ export abstract class BaseLockProvider implements LockProvider {
   }
 
   async acquire(key: string, opts?: AcquireOptions): Promise<Lock> {
-    const lock = await this.#obtain(key, opts, true);
+    const lock = await this.#observed(key, opts, true);
     if (lock === null) throw new LockTimeoutError(key, 0);
     return lock;
   }
@@ -174,13 +197,13 @@ export abstract class BaseLockProvider implements LockProvider {
     payload: string,
     opts?: AcquireOptions,
   ): Promise<OwnedLock> {
-    const lock = await this.#obtain(key, opts, true, payload);
+    const lock = await this.#observed(key, opts, true, payload);
     if (lock === null) throw new LockTimeoutError(key, 0);
     return lock;
   }
 
   tryAcquire(key: string, opts?: Omit<AcquireOptions, 'waitMs'>): Promise<Lock | null> {
-    return this.#obtain(key, opts, false);
+    return this.#observed(key, opts, false);
   }
 
   async withLock<T>(key: string, fn: (lock: Lock) => Promise<T>, opts?: AcquireOptions): Promise<T> {
@@ -221,6 +244,24 @@ export abstract class BaseLockProvider implements LockProvider {
 
   protected assertOpen(): void {
     if (this.closed) throw new ProviderClosedError(this.backend);
+  }
+
+  /** #obtain, timed and counted: wait duration by outcome, waiters meanwhile. */
+  async #observed(
+    key: string,
+    opts: AcquireOptions | undefined,
+    wait: boolean,
+    payload?: string,
+  ): Promise<OwnedLock | null> {
+    const done = this.telemetry.waitStarted('lock', key, wait && (opts?.waitMs ?? this.waitMs) !== 0);
+    try {
+      const lock = await this.#obtain(key, opts, wait, payload);
+      done(lock);
+      return lock;
+    } catch (error) {
+      done(error);
+      throw error;
+    }
   }
 
   async #obtain(
@@ -290,6 +331,7 @@ export abstract class BaseLockProvider implements LockProvider {
           throw new ProviderClosedError(this.backend);
         }
         this.#track(lock);
+        this.telemetry.granted(lock, 'lock', key, options.owner);
         return lock;
       }
     } finally {

@@ -113,6 +113,11 @@ export class OwnedLock implements Lock {
     if (this.#loss !== undefined) observer.ended(this.#loss.reason, this.#loss.cause);
   }
 
+  /** The grant's telemetry, if the provider attached one. */
+  get observer(): GrantObserver | undefined {
+    return this.#observer;
+  }
+
   /** The renewal watchdog (or session) reports each attempt: counted and, when failed, announced. */
   reportRenewal(outcome: RenewalOutcome, seconds: number, error?: unknown): void {
     this.#observer?.renewed(outcome, seconds, error);

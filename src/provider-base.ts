@@ -12,6 +12,7 @@ import {
 import { type ProviderEventListener, type ProviderEventName, ProviderEvents } from './events.js';
 import type { OwnedLock } from './ownership.js';
 import type { SemaphoreContext } from './semaphore/core.js';
+import type { SessionRenewalListener } from './session-liveness.js';
 import { linkSignals } from './signals.js';
 import { ProviderTelemetry, TELEMETRY, type TelemetryOptions } from './telemetry/telemetry.js';
 import { longTimeout } from './timers.js';
@@ -116,6 +117,13 @@ export abstract class BaseLockProvider implements LockProvider {
     this.#telemetryInstance ??= new ProviderTelemetry(this.backend, this.events, this.#telemetryOptions);
     return this.#telemetryInstance;
   }
+
+  /**
+   * For session backends (etcd, ZooKeeper): each heartbeat of the session that carries every lock.
+   * Counted once; a failed one is announced (renew-failed) for each lock the session carries.
+   */
+  protected readonly reportSessionRenewal: SessionRenewalListener = (outcome, seconds, error) =>
+    this.telemetry.sessionRenewal(outcome, seconds, error, this.#held);
 
   /**
    * How runSingleton finds a provider's telemetry: an arrow function, so that it works through a

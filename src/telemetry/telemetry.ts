@@ -53,7 +53,8 @@ export class ProviderTelemetry {
   }
 
   attributes(kind: string, name: string, extraName?: string, extraValue?: string): Attributes {
-    if (this.#withName) {
+    // A session's renewals have no name: they serve every lock of the provider.
+    if (this.#withName && name !== '') {
       const attrs: Attributes = { backend: this.backend, kind, name };
       if (extraName !== undefined) attrs[extraName] = extraValue;
       return attrs;
@@ -152,6 +153,25 @@ export class ProviderTelemetry {
       { backend: this.backend, key: name, fencingToken: grant.lock.fencingToken, error: safeError },
       `fencekit: renewing ${kind} "${name}" (token ${grant.lock.fencingToken}) failed: ${errorText(safeError)}`,
     );
+  }
+
+  /** @internal A session heartbeat (etcd, ZooKeeper): one renewal for all the locks it carries. */
+  sessionRenewal(outcome: RenewalOutcome, seconds: number, error: unknown, held: Iterable<OwnedLock>): void {
+    this.renewal(undefined, 'session', '', outcome, seconds);
+    if (outcome !== 'failed') return;
+    const safeError = this.redactor.error(error);
+    this.log.write(
+      'warn',
+      { backend: this.backend, error: safeError },
+      `fencekit: ${this.backend} session heartbeat failed: ${errorText(safeError)}`,
+    );
+    if (!this.events.has('renew-failed')) return;
+    for (const lock of held) {
+      const grant = lock.observer;
+      if (grant instanceof GrantRecord && lock.held) {
+        this.events.emit('renew-failed', { ...grant.facts(), error: safeError });
+      }
+    }
   }
 
   /** @internal */

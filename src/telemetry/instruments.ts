@@ -1,9 +1,10 @@
-import type { Counter, Histogram, Meter, UpDownCounter } from '@opentelemetry/api';
+import type { Counter, Histogram, Meter, ObservableGauge, UpDownCounter } from '@opentelemetry/api';
 
 /** Metric names and units, fixed by the README's table (issue #19): dashboards depend on them. */
 export const METRIC_NAMES = {
   waitDuration: 'fencekit.lock.wait.duration',
   holdDuration: 'fencekit.lock.hold.duration',
+  oldestHold: 'fencekit.lock.hold.oldest',
   held: 'fencekit.lock.held',
   waiters: 'fencekit.lock.waiters',
   renewals: 'fencekit.lock.renewals',
@@ -23,6 +24,7 @@ const SECONDS_BUCKETS = [
 export interface Instruments {
   waitDuration: Histogram;
   holdDuration: Histogram;
+  oldestHold: ObservableGauge;
   held: UpDownCounter;
   waiters: UpDownCounter;
   renewals: Counter;
@@ -47,6 +49,10 @@ export function createInstruments(meter: Meter): Instruments {
       'Time from an acquire call to its outcome (granted, timeout, aborted, error)',
     ),
     holdDuration: seconds(METRIC_NAMES.holdDuration, 'Time from a grant to its end (release or loss)'),
+    oldestHold: meter.createObservableGauge(METRIC_NAMES.oldestHold, {
+      description: 'Age of the oldest grant this process holds now (the hold time so far)',
+      unit: 's',
+    }),
     held: meter.createUpDownCounter(METRIC_NAMES.held, {
       description: 'Grants this process holds now',
       unit: '{lock}',

@@ -1,4 +1,4 @@
-import { type Attributes, type MeterProvider, metrics } from '@opentelemetry/api';
+import { type Attributes, type MeterProvider, metrics, type ObservableResult } from '@opentelemetry/api';
 import { monotonicNow } from '../clock.js';
 import { AbortError, LockTimeoutError, type LossReason, ProviderClosedError } from '../errors.js';
 import type { ProviderEvents } from '../events.js';
@@ -39,6 +39,8 @@ export class ProviderTelemetry {
   readonly #withName: boolean;
   /** Attribute sets without a name are few: made once, not per call. */
   readonly #shared = new Map<string, Attributes>();
+  /** Grants held now, for the age of the oldest: a hold time seen while it lasts, not only after. */
+  readonly #live = new Set<GrantRecord>();
 
   /** `options` is the provider's whole options object: credentials in it are masked in logs and events. */
   constructor(backend: string, events: ProviderEvents, options: TelemetryOptions = {}) {
@@ -47,6 +49,7 @@ export class ProviderTelemetry {
     // Taken now, not at import: an app that sets OpenTelemetry up after importing fencekit counts.
     const meterProvider = options.meterProvider ?? metrics.getMeterProvider();
     this.#instruments = createInstruments(meterProvider.getMeter(METER_NAME));
+    observeOldest(this.#instruments, new WeakRef(this));
     this.#withName = options.metricsNameAttribute === true;
     this.redactor = new Redactor(secretsIn(options));
     this.log = new SafeLog(options.logger, this.redactor);
@@ -92,6 +95,7 @@ export class ProviderTelemetry {
     const grant = new GrantRecord(this, kind, name, owner, lock);
     this.#instruments.held.add(1, this.attributes(kind, name));
     if (this.events.has('grant')) this.events.emit('grant', grant.facts());
+    this.#live.add(grant);
     lock.observe(grant);
   }
 
@@ -99,6 +103,7 @@ export class ProviderTelemetry {
   ended(grant: GrantRecord, reason: LossReason, cause: unknown): void {
     const i = this.#instruments;
     const { kind, name } = grant;
+    this.#live.delete(grant);
     i.held.add(-1, this.attributes(kind, name));
     i.holdDuration.record(
       (monotonicNow() - grant.since) / 1000,
@@ -153,6 +158,20 @@ export class ProviderTelemetry {
       { backend: this.backend, key: name, fencingToken: grant.lock.fencingToken, error: safeError },
       `fencekit: renewing ${kind} "${name}" (token ${grant.lock.fencingToken}) failed: ${errorText(safeError)}`,
     );
+  }
+
+  /** @internal The oldest live grant's age per attribute set (per kind, or per name when opted in). */
+  oldestAges(): Array<{ attributes: Attributes; seconds: number }> {
+    const now = monotonicNow();
+    const oldest = new Map<string, { attributes: Attributes; seconds: number }>();
+    for (const grant of this.#live) {
+      const id = this.#withName ? `${grant.kind}\0${grant.name}` : grant.kind;
+      const seconds = (now - grant.since) / 1000;
+      const seen = oldest.get(id);
+      if (!seen) oldest.set(id, { attributes: this.attributes(grant.kind, grant.name), seconds });
+      else if (seconds > seen.seconds) seen.seconds = seconds;
+    }
+    return [...oldest.values()];
   }
 
   /** @internal A session heartbeat (etcd, ZooKeeper): one renewal for all the locks it carries. */
@@ -241,6 +260,22 @@ class GrantRecord implements GrantObserver {
     this.term = true;
     this.telemetry.termBegan(this, election);
   }
+}
+
+/**
+ * The gauge's callback holds the telemetry weakly: a provider that is dropped is not kept alive by
+ * the (global) MeterProvider, and its callback goes at the next collection.
+ */
+function observeOldest(instruments: Instruments, telemetry: WeakRef<ProviderTelemetry>): void {
+  const callback = (result: ObservableResult): void => {
+    const live = telemetry.deref();
+    if (!live) {
+      instruments.oldestHold.removeCallback(callback);
+      return;
+    }
+    for (const { attributes, seconds } of live.oldestAges()) result.observe(seconds, attributes);
+  };
+  instruments.oldestHold.addCallback(callback);
 }
 
 function waitOutcome(result: unknown): WaitOutcome {

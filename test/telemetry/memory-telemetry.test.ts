@@ -59,6 +59,10 @@ describe('metrics and events on the memory provider', () => {
     expect(snap.total(METRIC_NAMES.held, { backend: 'memory', kind: 'lock' })).toBe(1);
     expect(snap.total(METRIC_NAMES.waitDuration, { outcome: 'granted' })).toBe(1);
     expect(snap.descriptor(METRIC_NAMES.waitDuration)?.unit).toBe('s');
+    await sleep(30);
+    const [oldest] = (await collect()).points(METRIC_NAMES.oldestHold);
+    expect(oldest?.attributes).toEqual({ backend: 'memory', kind: 'lock' });
+    expect(oldest?.value).toBeGreaterThanOrEqual(0.02);
     await lock.release();
     snap = await collect();
     expect(snap.total(METRIC_NAMES.held)).toBe(0);

@@ -116,6 +116,7 @@ export async function runSingleton(
     if (!lock) continue; // another replica has this tick
     // The job stops when the lock is lost or the runner is stopped, whichever comes first.
     const run = linkSignals([lock.signal, signal]);
+    let counted = false; // a throwing onRun is not a second, failed run
     try {
       const last = await ledger.lastRun(name);
       // A replica whose timer fired late finds the lock free again: the ledger says the tick ran.
@@ -132,9 +133,10 @@ export async function runSingleton(
       await job({ signal: run.signal, term: lock.fencingToken, tick: new Date(tick) });
       await ledger.recordRun(name, tick);
       telemetry.singletonRan(name, new Date(tick));
+      counted = true;
       options.onRun?.({ tick: new Date(tick), term: lock.fencingToken, replica });
     } catch (error) {
-      telemetry.singletonRan(name, new Date(tick), error);
+      if (!counted) telemetry.singletonRan(name, new Date(tick), error);
       options.onError?.(error, new Date(tick));
     } finally {
       run.dispose();

@@ -254,22 +254,17 @@ export abstract class BaseLockProvider implements LockProvider {
     if (this.closed) throw new ProviderClosedError(this.backend);
   }
 
-  /** #obtain, timed and counted: wait duration by outcome, waiters meanwhile. */
-  async #observed(
+  /** #obtain, timed and counted: wait duration by outcome, waiters meanwhile (no extra await). */
+  #observed(
     key: string,
     opts: AcquireOptions | undefined,
     wait: boolean,
     payload?: string,
   ): Promise<OwnedLock | null> {
     const done = this.telemetry.waitStarted('lock', key, wait && (opts?.waitMs ?? this.waitMs) !== 0);
-    try {
-      const lock = await this.#obtain(key, opts, wait, payload);
-      done(lock);
-      return lock;
-    } catch (error) {
-      done(error);
-      throw error;
-    }
+    const obtaining = this.#obtain(key, opts, wait, payload);
+    obtaining.then(done, done);
+    return obtaining;
   }
 
   async #obtain(

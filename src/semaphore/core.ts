@@ -132,8 +132,8 @@ export class GenericSemaphore implements Semaphore {
     if (this.#ctx.closeSignal.aborted) throw this.#ctx.closeSignal.reason;
   }
 
-  /** #obtain, timed and counted when the provider has telemetry. */
-  async #observed(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
+  /** #obtain, timed and counted when the provider has telemetry (no extra await). */
+  #observed(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
     const telemetry = this.#ctx.telemetry;
     if (!telemetry) return this.#obtain(opts, wait);
     const done = telemetry.waitStarted(
@@ -141,14 +141,9 @@ export class GenericSemaphore implements Semaphore {
       this.name,
       wait && (opts?.waitMs ?? this.#ctx.waitMs) !== 0,
     );
-    try {
-      const permit = await this.#obtain(opts, wait);
-      done(permit);
-      return permit;
-    } catch (error) {
-      done(error);
-      throw error;
-    }
+    const obtaining = this.#obtain(opts, wait);
+    obtaining.then(done, done);
+    return obtaining;
   }
 
   async #obtain(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {

@@ -38,7 +38,7 @@ export class ProviderTelemetry {
   readonly #instruments: Instruments;
   readonly #withName: boolean;
   /** Attribute sets without a name are few: made once, not per call. */
-  readonly #shared = new Map<string, Attributes>();
+  readonly #shared = new Map<string, Map<string, Attributes>>();
   /** Grants held now, for the age of the oldest: a hold time seen while it lasts, not only after. */
   readonly #live = new Set<GrantRecord>();
 
@@ -62,12 +62,18 @@ export class ProviderTelemetry {
       if (extraName !== undefined) attrs[extraName] = extraValue;
       return attrs;
     }
-    const id = `${kind}\0${extraName ?? ''}\0${extraValue ?? ''}`;
-    let attrs = this.#shared.get(id);
+    // Nested maps, not a joined string: this runs several times per acquire.
+    let byKind = this.#shared.get(kind);
+    if (!byKind) {
+      byKind = new Map();
+      this.#shared.set(kind, byKind);
+    }
+    const id = extraName === undefined ? '' : `${extraName}=${extraValue}`;
+    let attrs = byKind.get(id);
     if (!attrs) {
       attrs = { backend: this.backend, kind };
       if (extraName !== undefined) attrs[extraName] = extraValue;
-      this.#shared.set(id, attrs);
+      byKind.set(id, attrs);
     }
     return attrs;
   }

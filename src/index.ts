@@ -61,6 +61,9 @@ export {
   type TenantLimiterOptions,
   withDeadline,
 } from './semaphore/index.js';
+export { METRIC_NAMES } from './telemetry/instruments.js';
+export type { FencekitLogger } from './telemetry/logger.js';
+export type { GrantKind, TelemetryOptions, WaitOutcome } from './telemetry/telemetry.js';
 export type {
   AcquireOptions,
   BackendName,

@@ -38,13 +38,17 @@ export function keepRenewing(lock: OwnedLock, opts: RenewalOptions): void {
     try {
       const stillOurs = await opts.renew();
       if (!lock.held) return;
+      const rttMs = monotonicNow() - sentAt;
+      lock.reportRenewal(stillOurs === true ? 'renewed' : 'rejected', rttMs / 1000);
       if (stillOurs !== true) {
         lock.lose(stillOurs === 'revoked' ? 'revoked' : 'expired');
         return;
       }
-      lock.confirmUntil(safeDeadline(sentAt, opts.ttlMs, monotonicNow() - sentAt, opts.driftRate));
+      lock.confirmUntil(safeDeadline(sentAt, opts.ttlMs, rttMs, opts.driftRate));
       schedule(interval);
-    } catch {
+    } catch (error) {
+      if (!lock.held) return;
+      lock.reportRenewal('failed', (monotonicNow() - sentAt) / 1000, error);
       // Unreachable backend: the deadline set by the last confirmation decides; keep trying until then.
       schedule(retryInterval);
     }

@@ -16,6 +16,17 @@ export interface OwnedLockInit {
   trustedWhile?: () => boolean;
 }
 
+/** How a renewal went: extended, refused by the backend (not ours any more), or not answered. */
+export type RenewalOutcome = 'renewed' | 'rejected' | 'failed';
+
+/** Telemetry of one grant (metrics, events, logs), attached by the provider when it hands it out. */
+export interface GrantObserver {
+  ended(reason: LossReason, cause: unknown): void;
+  renewed(outcome: RenewalOutcome, seconds: number, error?: unknown): void;
+  /** The grant is a leader's term of `election`. */
+  becameTerm(election: string): void;
+}
+
 /**
  * The Lock handle every backend returns. It owns the `signal`: the backend reports what it learns
  * (confirmed until a deadline, lost), and the handle turns that into one abort with a LockLostError
@@ -36,6 +47,7 @@ export class OwnedLock implements Lock {
   #deadline = Number.POSITIVE_INFINITY;
   readonly #trustedWhile: (() => boolean) | undefined;
   #released: Promise<void> | undefined;
+  #observer: GrantObserver | undefined;
 
   constructor(init: OwnedLockInit) {
     this.key = init.key;
@@ -91,6 +103,29 @@ export class OwnedLock implements Lock {
     clearTimeout(this.#deadlineTimer);
     this.#controller?.abort(this.#lossError(this.#loss));
     for (const listener of this.#endListeners.splice(0)) listener();
+    // Told last: the work has been stopped by then.
+    this.#observer?.ended(reason, cause);
+  }
+
+  /** Attaches the grant's telemetry (once, at grant time); told at once if already lost. */
+  observe(observer: GrantObserver): void {
+    this.#observer = observer;
+    if (this.#loss !== undefined) observer.ended(this.#loss.reason, this.#loss.cause);
+  }
+
+  /** The grant's telemetry, if the provider attached one. */
+  get observer(): GrantObserver | undefined {
+    return this.#observer;
+  }
+
+  /** The renewal watchdog (or session) reports each attempt: counted and, when failed, announced. */
+  reportRenewal(outcome: RenewalOutcome, seconds: number, error?: unknown): void {
+    this.#observer?.renewed(outcome, seconds, error);
+  }
+
+  /** This grant is a term of `election` (leadershipOf): counted as a term, its loss as a failover. */
+  markTerm(election: string): void {
+    this.#observer?.becameTerm(election);
   }
 
   #lossError(loss: { reason: LossReason; cause: unknown }): LockLostError {

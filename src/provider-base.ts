@@ -1,4 +1,5 @@
 import { setMaxListeners } from 'node:events';
+import { metrics } from '@opentelemetry/api';
 import {
   forceReleaseLine,
   heldNamesUnder,
@@ -17,7 +18,9 @@ import {
 import { type ProviderEventListener, type ProviderEventName, ProviderEvents } from './events.js';
 import type { OwnedLock } from './ownership.js';
 import type { SemaphoreContext } from './semaphore/core.js';
+import type { SessionRenewalListener } from './session-liveness.js';
 import { linkSignals } from './signals.js';
+import { ProviderTelemetry, TELEMETRY, type TelemetryOptions } from './telemetry/telemetry.js';
 import { longTimeout } from './timers.js';
 import type {
   AcquireOptions,
@@ -41,7 +44,7 @@ export interface LockRequest {
   payload?: string;
 }
 
-export interface ProviderDefaults {
+export interface ProviderDefaults extends TelemetryOptions {
   /** Lease length for acquires that give no ttlMs (per-lock-lease backends). Default 15 000 ms. */
   ttlMs?: number;
   /** How long acquire waits when it gives no waitMs. Default: without limit. */
@@ -104,6 +107,9 @@ export abstract class BaseLockProvider implements LockProvider {
   #reached = false;
   /** Operator events: adapters and the base emit through `this.events`. */
   protected readonly events = new ProviderEvents();
+  /** Options for the telemetry, made on first use (the subclass's `backend` is not set yet here). */
+  readonly #telemetryOptions: TelemetryOptions;
+  #telemetryInstance: ProviderTelemetry | undefined;
 
   constructor(defaults: ProviderDefaults = {}, callTimeoutDefaultMs = DEFAULT_CALL_TIMEOUT_MS) {
     this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
@@ -113,7 +119,31 @@ export abstract class BaseLockProvider implements LockProvider {
       throw new RangeError(`driftRate must be within 0..0.5, got ${defaults.driftRate}`);
     }
     this.callTimeoutMs = validateCallTimeoutMs(defaults.callTimeoutMs ?? callTimeoutDefaultMs);
+    // The whole options object (credentials to mask in logs); the global MeterProvider as of now.
+    this.#telemetryOptions = {
+      ...defaults,
+      meterProvider: defaults.meterProvider ?? metrics.getMeterProvider(),
+    };
   }
+
+  /** Metrics, events and log lines of this provider (issue #19). */
+  protected get telemetry(): ProviderTelemetry {
+    this.#telemetryInstance ??= new ProviderTelemetry(this.backend, this.events, this.#telemetryOptions);
+    return this.#telemetryInstance;
+  }
+
+  /**
+   * For session backends (etcd, ZooKeeper): each heartbeat of the session that carries every lock.
+   * Counted once; a failed one is announced (renew-failed) for each lock the session carries.
+   */
+  protected readonly reportSessionRenewal: SessionRenewalListener = (outcome, seconds, error) =>
+    this.telemetry.sessionRenewal(outcome, seconds, error, this.#held);
+
+  /**
+   * How runSingleton finds a provider's telemetry: an arrow function, so that it works through a
+   * Proxy of the provider too (a getter would run with the proxy as `this`, without private fields).
+   */
+  readonly [TELEMETRY] = (): ProviderTelemetry => this.telemetry;
 
   protected abstract request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
   protected abstract shutdown(): Promise<void>;
@@ -147,7 +177,13 @@ export abstract class BaseLockProvider implements LockProvider {
     this.assertOpen();
     const removed = await this.removeGrant(key, request.fencingToken);
     if (removed === null) return null;
-    this.audit(forceReleaseLine(this.backend, key, removed, request));
+    this.audit(forceReleaseLine(this.backend, key, removed, request), {
+      event: 'force-release',
+      key,
+      fencingToken: removed.fencingToken,
+      reason: request.reason,
+      by: request.by,
+    });
     this.events.emit('force-release', {
       backend: this.backend,
       key,
@@ -166,9 +202,13 @@ export abstract class BaseLockProvider implements LockProvider {
     return heldNamesUnder(under, await this.heldNames(under));
   }
 
-  /** Where operator actions are recorded: the process's warning channel (type 'FencekitAudit'). */
-  protected audit(line: string): void {
-    process.emitWarning(line, { type: 'FencekitAudit', code: 'FENCEKIT_FORCE_RELEASE' });
+  /**
+   * Where operator actions are recorded: the `logger` option's warn (credentials masked) when there
+   * is one, else the process's warning channel (type 'FencekitAudit').
+   */
+  protected audit(line: string, fields: Record<string, unknown>): void {
+    if (this.#telemetryOptions.logger) this.telemetry.log.write('warn', fields, line);
+    else process.emitWarning(line, { type: 'FencekitAudit', code: 'FENCEKIT_FORCE_RELEASE' });
   }
 
   get closed(): boolean {
@@ -202,6 +242,7 @@ export abstract class BaseLockProvider implements LockProvider {
       callTimeoutMs: this.callTimeoutMs,
       closeSignal: this.closeSignal,
       track: (work) => this.trackWork(work),
+      telemetry: this.telemetry,
     };
   }
 
@@ -221,7 +262,7 @@ export abstract class BaseLockProvider implements LockProvider {
   }
 
   async acquire(key: string, opts?: AcquireOptions): Promise<Lock> {
-    const lock = await this.#obtain(key, opts, true);
+    const lock = await this.#observed(key, opts, true);
     if (lock === null) throw new LockTimeoutError(key, 0);
     return lock;
   }
@@ -232,13 +273,13 @@ export abstract class BaseLockProvider implements LockProvider {
     payload: string,
     opts?: AcquireOptions,
   ): Promise<OwnedLock> {
-    const lock = await this.#obtain(key, opts, true, payload);
+    const lock = await this.#observed(key, opts, true, payload);
     if (lock === null) throw new LockTimeoutError(key, 0);
     return lock;
   }
 
   tryAcquire(key: string, opts?: Omit<AcquireOptions, 'waitMs'>): Promise<Lock | null> {
-    return this.#obtain(key, opts, false);
+    return this.#observed(key, opts, false);
   }
 
   async withLock<T>(key: string, fn: (lock: Lock) => Promise<T>, opts?: AcquireOptions): Promise<T> {
@@ -279,6 +320,19 @@ export abstract class BaseLockProvider implements LockProvider {
 
   protected assertOpen(): void {
     if (this.closed) throw new ProviderClosedError(this.backend);
+  }
+
+  /** #obtain, timed and counted: wait duration by outcome, waiters meanwhile (no extra await). */
+  #observed(
+    key: string,
+    opts: AcquireOptions | undefined,
+    wait: boolean,
+    payload?: string,
+  ): Promise<OwnedLock | null> {
+    const done = this.telemetry.waitStarted('lock', key, wait && (opts?.waitMs ?? this.waitMs) !== 0);
+    const obtaining = this.#obtain(key, opts, wait, payload);
+    obtaining.then(done, done);
+    return obtaining;
   }
 
   async #obtain(
@@ -348,6 +402,7 @@ export abstract class BaseLockProvider implements LockProvider {
           throw new ProviderClosedError(this.backend);
         }
         this.#track(lock);
+        this.telemetry.granted(lock, 'lock', key, options.owner);
         return lock;
       }
     } finally {

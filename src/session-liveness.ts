@@ -1,5 +1,9 @@
 import { monotonicNow, safeDeadline } from './clock.js';
 import type { LossReason } from './errors.js';
+import type { RenewalOutcome } from './ownership.js';
+
+/** Told of every heartbeat of a session (etcd keepalive, ZooKeeper ping): the provider's telemetry. */
+export type SessionRenewalListener = (outcome: RenewalOutcome, seconds: number, error?: unknown) => void;
 
 /**
  * How far a backend session (an etcd lease, a ZooKeeper session) can be trusted: each answered

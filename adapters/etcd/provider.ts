@@ -367,6 +367,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       ttlMs: this.#sessionTtlMs,
       driftRate: this.driftRate,
       callTimeoutMs: this.callTimeoutMs,
+      onRenewal: this.reportSessionRenewal,
     });
     const opening = Promise.all([granting, watched]).then(([session]) => session);
     this.#session = opening;

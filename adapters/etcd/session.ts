@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { Etcd3 } from 'etcd3';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
-import { SessionLiveness } from '../../src/session-liveness.js';
+import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
 import { bounded } from './bounded.js';
 import { deleteUntilConfirmed, settledRevision } from './cleanup.js';
 import { leaseHex } from './keys.js';
@@ -13,6 +13,8 @@ export interface SessionOptions {
   driftRate: number;
   /** Deadline of each call to etcd. */
   callTimeoutMs: number;
+  /** Told of each keepalive (metrics, renew-failed events). */
+  onRenewal?: SessionRenewalListener;
 }
 
 /**
@@ -174,6 +176,7 @@ export class EtcdSession {
     try {
       const ttl = await this.#keepaliveOnce();
       if (!this.alive) return;
+      this.#options.onRenewal?.(ttl > 0 ? 'renewed' : 'rejected', (monotonicNow() - sentAt) / 1000);
       if (ttl <= 0) {
         this.#lose('session-lost'); // etcd says the lease is gone
         return;
@@ -181,8 +184,9 @@ export class EtcdSession {
       this.#liveness.confirmed(sentAt, ttl * 1000);
       this.#answering = true;
       this.#scheduleKeepalive(this.#interval);
-    } catch {
+    } catch (error) {
       this.#answering = false;
+      if (this.alive) this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);
       // No answer in time: the deadline set by the last answer decides; retry sooner meanwhile.
       this.#scheduleKeepalive(Math.max(this.#options.ttlMs / 10, 50));
     }

@@ -1,6 +1,6 @@
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
-import { SessionLiveness } from '../../src/session-liveness.js';
+import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
 import { confirmThroughLeader, trustedSpanMs } from './heartbeat.js';
 import { ZkClient } from './wire/client.js';
 
@@ -18,6 +18,8 @@ export interface ZkSessionOptions {
   serverTickMs: number;
   /** 'user:password' for digest auth, added before any call. */
   digest?: string;
+  /** Told of each heartbeat (metrics, renew-failed events). */
+  onRenewal?: SessionRenewalListener;
 }
 
 /**
@@ -129,9 +131,11 @@ export class ZkSession {
     try {
       await confirmThroughLeader(this.client, Math.min(this.#interval, this.#options.callTimeoutMs));
       if (!this.alive) return;
+      this.#options.onRenewal?.('renewed', (monotonicNow() - sentAt) / 1000);
       this.#liveness.confirmed(sentAt, this.#trustedSpan);
       this.#scheduleHeartbeat(this.#interval);
-    } catch {
+    } catch (error) {
+      if (this.alive) this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);
       // Not answered: try again soon; the liveness deadline decides when the session is lost.
       this.#scheduleHeartbeat(Math.max(this.#trustedSpan / 10, 50));
     }

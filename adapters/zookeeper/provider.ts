@@ -282,6 +282,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         // A backend never reached fails within callTimeoutMs, not after a session timeout or two.
         connectTimeoutMs: this.callTimeoutMs,
         serverTickMs: this.#serverTickMs,
+        onRenewal: this.reportSessionRenewal,
         ...(this.#options.digest ? { digest: this.#options.digest } : {}),
       },
       this.closeSignal,

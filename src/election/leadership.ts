@@ -12,6 +12,7 @@ export function leadershipOf(
   lock: OwnedLock,
   proclaim: (value: string) => Promise<boolean>,
 ): Leadership {
+  lock.markTerm(name);
   return {
     name,
     term: lock.fencingToken,

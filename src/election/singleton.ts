@@ -2,7 +2,9 @@ import { hostname } from 'node:os';
 import { Cron } from 'croner';
 import { sleepUnlessWoken } from '../backoff.js';
 import { InvalidArgumentError } from '../errors.js';
+import { ProviderEvents } from '../events.js';
 import { linkSignals } from '../signals.js';
+import { telemetryOf } from '../telemetry/telemetry.js';
 import type { LockProvider } from '../types.js';
 import { MAX_TTL_MS, MIN_TTL_MS, validateTtlMs } from '../validate.js';
 
@@ -90,6 +92,7 @@ export async function runSingleton(
   const now = options.clock ?? Date.now;
   const replica = options.replica ?? `${hostname()}/${process.pid}`;
   const signal = options.signal;
+  const telemetry = telemetryOf(provider, () => new ProviderEvents());
   while (!signal?.aborted) {
     const tick = schedule.next(now());
     if (!Number.isFinite(tick)) return; // a cron with no future run
@@ -113,6 +116,7 @@ export async function runSingleton(
     if (!lock) continue; // another replica has this tick
     // The job stops when the lock is lost or the runner is stopped, whichever comes first.
     const run = linkSignals([lock.signal, signal]);
+    let counted = false; // a throwing onRun is not a second, failed run
     try {
       const last = await ledger.lastRun(name);
       // A replica whose timer fired late finds the lock free again: the ledger says the tick ran.
@@ -121,14 +125,18 @@ export async function runSingleton(
         // At most MAX_MISSED_REPORTED: after a long outage the count matters, not every tick.
         let missed = schedule.next(last);
         for (let n = 0; missed < tick && n < MAX_MISSED_REPORTED; n++, missed = schedule.next(missed)) {
+          telemetry.singletonMissed(name, new Date(missed));
           options.onMissed?.(new Date(missed));
         }
       }
       if (run.signal.aborted) continue; // lost before it began: not this replica's run
       await job({ signal: run.signal, term: lock.fencingToken, tick: new Date(tick) });
       await ledger.recordRun(name, tick);
+      telemetry.singletonRan(name, new Date(tick));
+      counted = true;
       options.onRun?.({ tick: new Date(tick), term: lock.fencingToken, replica });
     } catch (error) {
+      if (!counted) telemetry.singletonRan(name, new Date(tick), error);
       options.onError?.(error, new Date(tick));
     } finally {
       run.dispose();

@@ -2,6 +2,7 @@ import { jitteredDelays, sleepUnlessWoken } from '../backoff.js';
 import { AbortError, BackendUnavailableError, InvalidArgumentError, LockTimeoutError } from '../errors.js';
 import type { OwnedLock } from '../ownership.js';
 import { linkSignals } from '../signals.js';
+import type { ProviderTelemetry } from '../telemetry/telemetry.js';
 import { longTimeout } from '../timers.js';
 import { withDeadline } from './deadline.js';
 import { PermitHandle } from './permit.js';
@@ -49,6 +50,8 @@ export interface SemaphoreContext {
   closeSignal: AbortSignal;
   /** Hands close() work to wait for (bounded there): pending requests, releases on close. */
   track?: (work: Promise<unknown>) => void;
+  /** The provider's metrics, events and logs: permits count as grants of kind 'semaphore'. */
+  telemetry?: ProviderTelemetry;
 }
 
 const TIMED_OUT = Symbol('timed out');
@@ -87,13 +90,13 @@ export class GenericSemaphore implements Semaphore {
   }
 
   async acquire(opts?: PermitOptions): Promise<Permit> {
-    const permit = await this.#obtain(opts, true);
+    const permit = await this.#observed(opts, true);
     if (permit === null) throw new LockTimeoutError(this.name, 0);
     return permit;
   }
 
   tryAcquire(opts?: Omit<PermitOptions, 'waitMs'>): Promise<Permit | null> {
-    return this.#obtain(opts, false);
+    return this.#observed(opts, false);
   }
 
   async withPermit<T>(fn: (permit: Permit) => Promise<T>, opts?: PermitOptions): Promise<T> {
@@ -127,6 +130,20 @@ export class GenericSemaphore implements Semaphore {
 
   #assertOpen(): void {
     if (this.#ctx.closeSignal.aborted) throw this.#ctx.closeSignal.reason;
+  }
+
+  /** #obtain, timed and counted when the provider has telemetry (no extra await). */
+  #observed(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
+    const telemetry = this.#ctx.telemetry;
+    if (!telemetry) return this.#obtain(opts, wait);
+    const done = telemetry.waitStarted(
+      'semaphore',
+      this.name,
+      wait && (opts?.waitMs ?? this.#ctx.waitMs) !== 0,
+    );
+    const obtaining = this.#obtain(opts, wait);
+    obtaining.then(done, done);
+    return obtaining;
   }
 
   async #obtain(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
@@ -197,6 +214,7 @@ export class GenericSemaphore implements Semaphore {
           throw this.#ctx.closeSignal.reason;
         }
         this.#track(lock);
+        this.#ctx.telemetry?.granted(lock, 'semaphore', this.name, options.owner);
         return new PermitHandle(lock, options.permits);
       }
     } finally {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_REASON_BYTES, validateForceReleaseOptions, validateListPrefix } from '../../src/admin.js';
 import type { InvalidArgumentError } from '../../src/errors.js';
+import { MemoryLockProvider } from '../../src/index.js';
 
 /** The argument an InvalidArgumentError names, or a failure when fn does not throw one. */
 function refusedArgument(fn: () => unknown): string {
@@ -54,5 +55,42 @@ describe('list prefix', () => {
     expect(validateListPrefix('jobs/ni')).toBe('jobs/ni');
     expect(refusedArgument(() => validateListPrefix(42))).toBe('prefix');
     expect(refusedArgument(() => validateListPrefix('a\nb'))).toBe('prefix');
+  });
+});
+
+describe('the force-release audit line', () => {
+  it('goes to the logger option (warn, with key, token, reason, by) instead of the warning channel', async () => {
+    const lines: Array<{ level: string; fields: Record<string, unknown>; message: string }> = [];
+    const at = (level: string) => (fields: Record<string, unknown>, message: string) =>
+      lines.push({ level, fields, message });
+    const provider = new MemoryLockProvider({
+      logger: { info: at('info'), warn: at('warn'), error: at('error') },
+    });
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', onWarning);
+    try {
+      const lock = await provider.acquire('audited');
+      await provider.forceRelease('audited', { reason: 'stuck job', by: 'ops@bastion' });
+      await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+      const audit = lines.filter((l) => l.fields.event === 'force-release');
+      expect(audit).toEqual([
+        {
+          level: 'warn',
+          fields: {
+            event: 'force-release',
+            key: 'audited',
+            fencingToken: `${lock.fencingToken}`,
+            reason: 'stuck job',
+            by: 'ops@bastion',
+          },
+          message: expect.stringContaining('stuck job'),
+        },
+      ]);
+      expect(warnings.filter((w) => w.includes('stuck job'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+      await provider.close();
+    }
   });
 });

@@ -1,0 +1,90 @@
+import type { Counter, Histogram, Meter, ObservableGauge, UpDownCounter } from '@opentelemetry/api';
+
+/** Metric names and units, fixed by the README's table (issue #19): dashboards depend on them. */
+export const METRIC_NAMES = {
+  waitDuration: 'fencekit.lock.wait.duration',
+  holdDuration: 'fencekit.lock.hold.duration',
+  oldestHold: 'fencekit.lock.hold.oldest',
+  held: 'fencekit.lock.held',
+  waiters: 'fencekit.lock.waiters',
+  renewals: 'fencekit.lock.renewals',
+  renewalDuration: 'fencekit.lock.renewal.duration',
+  losses: 'fencekit.lock.losses',
+  electionTerms: 'fencekit.election.terms',
+  electionFailovers: 'fencekit.election.failovers',
+  singletonRuns: 'fencekit.singleton.runs',
+  singletonMissed: 'fencekit.singleton.missed',
+} as const;
+
+/** Buckets for waits, holds and renewals: 1 ms to 10 min, in seconds. */
+const SECONDS_BUCKETS = [
+  0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+];
+
+export interface Instruments {
+  waitDuration: Histogram;
+  holdDuration: Histogram;
+  oldestHold: ObservableGauge;
+  held: UpDownCounter;
+  waiters: UpDownCounter;
+  renewals: Counter;
+  renewalDuration: Histogram;
+  losses: Counter;
+  electionTerms: Counter;
+  electionFailovers: Counter;
+  singletonRuns: Counter;
+  singletonMissed: Counter;
+}
+
+export function createInstruments(meter: Meter): Instruments {
+  const seconds = (name: string, description: string) =>
+    meter.createHistogram(name, {
+      description,
+      unit: 's',
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+    });
+  return {
+    waitDuration: seconds(
+      METRIC_NAMES.waitDuration,
+      'Time from an acquire call to its outcome (granted, timeout, aborted, error)',
+    ),
+    holdDuration: seconds(METRIC_NAMES.holdDuration, 'Time from a grant to its end (release or loss)'),
+    oldestHold: meter.createObservableGauge(METRIC_NAMES.oldestHold, {
+      description: 'Age of the oldest grant this process holds now (the hold time so far)',
+      unit: 's',
+    }),
+    held: meter.createUpDownCounter(METRIC_NAMES.held, {
+      description: 'Grants this process holds now',
+      unit: '{lock}',
+    }),
+    waiters: meter.createUpDownCounter(METRIC_NAMES.waiters, {
+      description: 'Acquire calls of this process waiting now',
+      unit: '{request}',
+    }),
+    renewals: meter.createCounter(METRIC_NAMES.renewals, {
+      description: 'Lease or session renewals by outcome (renewed, rejected, failed)',
+      unit: '{renewal}',
+    }),
+    renewalDuration: seconds(METRIC_NAMES.renewalDuration, 'Round trip of a renewal'),
+    losses: meter.createCounter(METRIC_NAMES.losses, {
+      description: 'Grants ended, by reason (released, expired, unconfirmed, session-lost, ...)',
+      unit: '{lock}',
+    }),
+    electionTerms: meter.createCounter(METRIC_NAMES.electionTerms, {
+      description: 'Terms this process won as leader',
+      unit: '{term}',
+    }),
+    electionFailovers: meter.createCounter(METRIC_NAMES.electionFailovers, {
+      description: 'Terms of this process that ended without its resignation (lost leadership)',
+      unit: '{term}',
+    }),
+    singletonRuns: meter.createCounter(METRIC_NAMES.singletonRuns, {
+      description: 'Singleton job runs on this replica by outcome (ok, error)',
+      unit: '{run}',
+    }),
+    singletonMissed: meter.createCounter(METRIC_NAMES.singletonMissed, {
+      description: 'Singleton ticks that no replica ran',
+      unit: '{tick}',
+    }),
+  };
+}

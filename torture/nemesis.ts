@@ -2,6 +2,7 @@ import type { TortureBackend, TortureCluster } from './cluster.js';
 import { now, type TortureEvent } from './history.js';
 import { between, pick } from './random.js';
 import { sleep } from './sleep.js';
+import { STALL_KIND } from './stall.js';
 import type { WorkerHandle, WorkerPool } from './workers.js';
 
 export interface NemesisContext {
@@ -78,6 +79,40 @@ const pauseAfterRequest: Fault = async (ctx, stop) => {
   await sleep(ms, stop);
   frozen.freeze(false);
   return { target: `${frozen.id} for ${ms} ms`, pausedWorkers: [frozen.id] };
+};
+
+/**
+ * A worker's event loop stalls (a long GC pause) right after its next acquire() call, past the
+ * lease: the grant's reply is read after the lease ran out. No SIGSTOP timing luck: the worker
+ * stalls itself, and records the stall as this fault (so the nemesis records nothing of its own).
+ */
+const stallAfterAcquire: Fault = async (ctx, stop) => {
+  // A worker granted before: connected, so its next request leaves at once.
+  const granted = new Set(ctx.pool.history.flatMap((e) => (e.type === 'grant' ? [e.worker] : [])));
+  const candidates = workers(ctx).filter((w) => granted.has(w.id));
+  if (candidates.length === 0) return null;
+  const w = pick(ctx.random, candidates);
+  const ms = between(ctx.random, ctx.ttlMs + 200, ctx.ttlMs * 2);
+  const stalled = new Promise<boolean>((resolve) => {
+    const done = (happened: boolean) => {
+      clearTimeout(timer);
+      unlisten();
+      stop.removeEventListener('abort', onStop);
+      resolve(happened);
+    };
+    const onStop = () => done(false);
+    const timer = setTimeout(() => done(false), ms + 5_000);
+    const unlisten = ctx.pool.listen((event: TortureEvent) => {
+      if (event.type === 'fault' && event.kind === STALL_KIND && event.pausedWorkers.includes(w.id))
+        done(true);
+    });
+    stop.addEventListener('abort', onStop, { once: true });
+  });
+  w.stallAfterAcquire(ms);
+  if (!(await stalled))
+    w.stallAfterAcquire(0); // no acquire in time (a leader in its term): disarm
+  else ctx.log(`nemesis: ${STALL_KIND} ${w.id} for ${ms} ms`);
+  return null;
 };
 
 /** SIGKILL (or simulated crash) of a holder; a fresh worker takes its place. */
@@ -202,7 +237,14 @@ const pgTerminate: Fault = async (ctx) => {
   return { target: `${ended} sessions` };
 };
 
-const PROCESS_FAULTS = { pauseHolder, pauseAfterRequest, killWorker, partitionWorker, delayWorker };
+const PROCESS_FAULTS = {
+  pauseHolder,
+  pauseAfterRequest,
+  stallAfterAcquire,
+  killWorker,
+  partitionWorker,
+  delayWorker,
+};
 
 /** The faults that make sense for each backend. */
 export const FAULTS: Record<TortureBackend, Record<string, Fault>> = {

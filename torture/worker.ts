@@ -2,6 +2,7 @@ import { connect, type Lock, type LockProvider, runAsLeader } from 'fencekit';
 import { now, type TortureEvent } from './history.js';
 import { between, pick, seeded } from './random.js';
 import { sleep } from './sleep.js';
+import { StallSwitch, stallingProvider } from './stall.js';
 import { FencedStorage } from './storage.js';
 import { type Unsafety, unsafeProvider } from './unsafe-provider.js';
 
@@ -36,10 +37,16 @@ export async function runWorker(
   emit: Emit,
   stop: AbortSignal,
   onProvider?: (provider: LockProvider) => void,
+  stalls: StallSwitch = new StallSwitch(),
 ): Promise<void> {
   const random = seeded(config.seed);
   const real = await connect(config.url, config.connectOptions);
-  const provider = config.unsafe ? unsafeProvider(real, config.unsafe) : real;
+  const provider = stallingProvider(
+    config.unsafe ? unsafeProvider(real, config.unsafe) : real,
+    stalls,
+    config.id,
+    emit,
+  );
   onProvider?.(real);
   const storage = new FencedStorage(config.storageUrl, config.fencing);
   let grants = 0;
@@ -102,7 +109,10 @@ export async function runWorker(
     }
     while (!stop.aborted) {
       // Mostly the first key: contention, so a holder that wrongly believes it holds meets another.
-      const key = random() < 0.7 ? (config.keys[0] ?? '') : pick(random, config.keys);
+      const picked = random() < 0.7 ? (config.keys[0] ?? '') : pick(random, config.keys);
+      // A stalled request goes to the least used key: uncontended, its grant comes in the reply
+      // that the stall holds back (a waiter's grant comes later, in a call made after the stall).
+      const key = stalls.armed ? (config.keys.at(-1) ?? picked) : picked;
       emit({ type: 'request', t: now(), worker: config.id, key });
       let lock: Lock;
       try {

@@ -1,0 +1,77 @@
+import type { LockProvider } from 'fencekit';
+import { now, type TortureEvent } from './history.js';
+
+/** The fault kind a stall is recorded under (see FAULTS in nemesis.ts). */
+export const STALL_KIND = 'stallAfterAcquire';
+
+/** A stall the nemesis armed in a worker: it happens right after the worker's next acquire(). */
+export class StallSwitch {
+  #armedMs: number | undefined;
+
+  /** Arms a stall of `ms` (0 disarms). */
+  arm(ms: number): void {
+    this.#armedMs = ms > 0 ? ms : undefined;
+  }
+
+  get armed(): boolean {
+    return this.#armedMs !== undefined;
+  }
+
+  take(): number | undefined {
+    const ms = this.#armedMs;
+    this.#armedMs = undefined;
+    return ms;
+  }
+}
+
+/**
+ * The provider as the worker's code sees it: the same, except that an armed stall blocks the
+ * event loop right after acquire() was called (a GC pause): the request is on its way, but its
+ * reply is read only after the lease it grants has run out.
+ *
+ * Where in the event loop matters. The call and the stall run as two timers of one timers phase:
+ * the call's first steps (up to its request's write) run as microtasks between the two, and after
+ * the stall the loop polls sockets before it runs timers again, so the reply is read before the
+ * call's own deadline timer can fire, as after a real pause (SIGSTOP stops a process in its poll).
+ * A stall in a later phase would let the deadline timer win and turn the late grant into a retry.
+ * The worker records the stall as a fault: the checker distrusts the worker's view while it stalled.
+ */
+export function stallingProvider(
+  real: LockProvider,
+  stalls: StallSwitch,
+  worker: string,
+  emit: (event: TortureEvent) => void,
+): LockProvider {
+  const acquire: LockProvider['acquire'] = (key, options) => {
+    const ms = stalls.take();
+    if (ms === undefined) return real.acquire(key, options);
+    return new Promise((resolve, reject) => {
+      setTimeout(() => real.acquire(key, options).then(resolve, reject), 1);
+      setTimeout(() => emit(stall(ms, worker)), 1);
+    });
+  };
+  // Everything else is the real provider's own, bound to it (its methods use private fields).
+  return new Proxy(real, {
+    get(target, property) {
+      if (property === 'acquire') return acquire;
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/** Blocks this thread for `ms`: nothing else of the process runs, timers and sockets included. */
+function stall(ms: number, worker: string): TortureEvent {
+  const t = now();
+  while (now() - t < ms) {
+    // busy on purpose
+  }
+  return {
+    type: 'fault',
+    t,
+    tEnd: now(),
+    kind: STALL_KIND,
+    target: `${worker} for ${ms} ms`,
+    pausedWorkers: [worker],
+  };
+}

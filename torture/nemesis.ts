@@ -87,11 +87,8 @@ const pauseAfterRequest: Fault = async (ctx, stop) => {
  * stalls itself, and records the stall as this fault (so the nemesis records nothing of its own).
  */
 const stallAfterAcquire: Fault = async (ctx, stop) => {
-  // A worker granted before: connected, so its next request leaves at once.
-  const granted = new Set(ctx.pool.history.flatMap((e) => (e.type === 'grant' ? [e.worker] : [])));
-  const candidates = workers(ctx).filter((w) => granted.has(w.id));
-  if (candidates.length === 0) return null;
-  const w = pick(ctx.random, candidates);
+  // (A worker not granted yet stalls only after its first grant: connected, its requests leave at once.)
+  const w = pick(ctx.random, workers(ctx));
   const ms = between(ctx.random, ctx.ttlMs + 200, ctx.ttlMs * 2);
   const stalled = new Promise<boolean>((resolve) => {
     const done = (happened: boolean) => {

@@ -7,6 +7,12 @@ export const STALL_KIND = 'stallAfterAcquire';
 /** A stall the nemesis armed in a worker: it happens right after the worker's next acquire(). */
 export class StallSwitch {
   #armedMs: number | undefined;
+  #connected = false;
+
+  /** The worker was granted once: its requests now leave at once (not queued behind a connect). */
+  connected(): void {
+    this.#connected = true;
+  }
 
   /** Arms a stall of `ms` (0 disarms). */
   arm(ms: number): void {
@@ -14,10 +20,11 @@ export class StallSwitch {
   }
 
   get armed(): boolean {
-    return this.#armedMs !== undefined;
+    return this.#connected && this.#armedMs !== undefined;
   }
 
   take(): number | undefined {
+    if (!this.#connected) return undefined;
     const ms = this.#armedMs;
     this.#armedMs = undefined;
     return ms;

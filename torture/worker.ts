@@ -77,6 +77,7 @@ export async function runWorker(
 
   const onGrant = (key: string, kind: 'lock' | 'term', token: bigint, signal: AbortSignal): string => {
     const grant = `${config.id}#${++grants}`;
+    stalls.connected();
     emit({
       type: 'grant',
       t: now(),

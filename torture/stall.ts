@@ -1,4 +1,4 @@
-import type { LockProvider } from 'fencekit';
+import type { AcquireOptions, Lock, LockProvider } from 'fencekit';
 import { now, type TortureEvent } from './history.js';
 
 /** The fault kind a stall is recorded under (see FAULTS in nemesis.ts). */
@@ -48,14 +48,19 @@ export function stallingProvider(
   stalls: StallSwitch,
   worker: string,
   emit: (event: TortureEvent) => void,
+  /** Sees every lock acquire() resolves with (runAsLeader's included). */
+  onLock: (lock: Lock) => void = () => undefined,
 ): LockProvider {
-  const acquire: LockProvider['acquire'] = (key, options) => {
-    const ms = stalls.take();
-    if (ms === undefined) return real.acquire(key, options);
-    return new Promise((resolve, reject) => {
+  const stalled = (key: string, options: AcquireOptions | undefined, ms: number) =>
+    new Promise<Lock>((resolve, reject) => {
       setTimeout(() => real.acquire(key, options).then(resolve, reject), 1);
       setTimeout(() => emit(stall(ms, worker)), 1);
     });
+  const acquire: LockProvider['acquire'] = async (key, options) => {
+    const ms = stalls.take();
+    const lock = await (ms === undefined ? real.acquire(key, options) : stalled(key, options, ms));
+    onLock(lock);
+    return lock;
   };
   // Everything else is the real provider's own, bound to it (its methods use private fields).
   return new Proxy(real, {

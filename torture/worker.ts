@@ -41,11 +41,14 @@ export async function runWorker(
 ): Promise<void> {
   const random = seeded(config.seed);
   const real = await connect(config.url, config.connectOptions);
+  // The last lock acquire() gave per key: a term's own lock (runAsLeader acquires through it).
+  const locks = new Map<string, Lock>();
   const provider = stallingProvider(
     config.unsafe ? unsafeProvider(real, config.unsafe) : real,
     stalls,
     config.id,
     emit,
+    (lock) => locks.set(lock.key, lock),
   );
   onProvider?.(real);
   const storage = new FencedStorage(config.storageUrl, config.fencing);
@@ -87,6 +90,7 @@ export async function runWorker(
       kind,
       token: String(token),
       abortedAtGrant: signal.aborted,
+      ...(kind === 'term' ? lockState(locks.get(key), token) : {}),
     });
     signal.addEventListener('abort', () =>
       emit({ type: 'abort', t: now(), worker: config.id, grant, reason: describe(signal.reason) }),
@@ -134,6 +138,11 @@ export async function runWorker(
     await provider.close().catch(() => undefined);
     await storage.close();
   }
+}
+
+/** For a term: whether the lock it was won with had already lost its signal (unknown: not seen). */
+function lockState(lock: Lock | undefined, token: bigint): { lockAborted?: boolean } {
+  return lock && lock.fencingToken === token ? { lockAborted: lock.signal.aborted } : {};
 }
 
 function codeOf(error: unknown): string {

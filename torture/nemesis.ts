@@ -87,8 +87,13 @@ const pauseAfterRequest: Fault = async (ctx, stop) => {
  * stalls itself, and records the stall as this fault (so the nemesis records nothing of its own).
  */
 const stallAfterAcquire: Fault = async (ctx, stop) => {
-  // (A worker not granted yet stalls only after its first grant: connected, its requests leave at once.)
-  const w = pick(ctx.random, workers(ctx));
+  // A worker granted before (connected: its request leaves at once), and that calls acquire()
+  // itself or through runAsLeader (etcd's and ZooKeeper's native elections do not).
+  const granted = new Set(ctx.pool.history.flatMap((e) => (e.type === 'grant' ? [e.worker] : [])));
+  const native = ctx.backend === 'etcd' || ctx.backend === 'zookeeper';
+  const candidates = workers(ctx).filter((w) => granted.has(w.id) && (w.config.mode === 'lock' || !native));
+  if (candidates.length === 0) return null;
+  const w = pick(ctx.random, candidates);
   const ms = between(ctx.random, ctx.ttlMs + 200, ctx.ttlMs * 2);
   const stalled = new Promise<boolean>((resolve) => {
     const done = (happened: boolean) => {

@@ -82,7 +82,7 @@ describe('torture suite', () => {
   });
 
   it('redis: a worker stalled right after acquire() is never handed a lost grant', async () => {
-    const args = ['--backend', 'redis', '--seconds', '12', '--faults', 'stallAfterAcquire'];
+    const args = ['--backend', 'redis', '--seconds', '15', '--faults', 'stallAfterAcquire'];
     const report = await torture(args);
     expect(violations(report)).toEqual([]);
     expect(report.faults.stallAfterAcquire ?? 0).toBeGreaterThan(0);

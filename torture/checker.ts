@@ -4,7 +4,7 @@ type Grant = Extract<TortureEvent, { type: 'grant' }>;
 type Write = Extract<TortureEvent, { type: 'write' }>;
 type Fault = Extract<TortureEvent, { type: 'fault' }>;
 
-export type Rule = 'tokens' | 'overlap' | 'born-lost' | 'stale-write' | 'progress' | 'leftover';
+export type Rule = 'tokens' | 'overlap' | 'born-lost' | 'stale-write' | 'progress' | 'leftover' | 'crash';
 
 export interface Violation {
   rule: Rule;
@@ -48,6 +48,7 @@ export function checkHistory(events: readonly TortureEvent[], options: CheckOpti
     ...checkLateGrants(grants, faults, options.ttlMs),
     ...checkOverlaps(grants, writes, faults),
     ...checkStaleWrites(writes),
+    ...checkCrashes(sorted),
   ];
   const progress = checkProgress(grants, faults, options.progressBoundMs);
   violations.push(...progress.violations);
@@ -103,16 +104,45 @@ function checkTokens(grants: readonly Grant[]): Violation[] {
   return out;
 }
 
-/** Rule 2b: no grant or term reaches the user already aborted. */
+/**
+ * Rule 2b: no grant or term reaches the user already aborted; and no term reaches it live when
+ * its own lock had already lost its signal (a term signal that does not derive from its lock's).
+ */
 function checkBornLost(grants: readonly Grant[]): Violation[] {
-  return grants
-    .filter((g) => g.abortedAtGrant)
-    .map((g) => ({
-      rule: 'born-lost' as const,
-      message: `${g.key}: ${g.kind} ${g.token} (${g.grant}) handed out with its signal already aborted`,
-      events: [g],
-    }));
+  const out: Violation[] = [];
+  for (const g of grants) {
+    if (g.abortedAtGrant) {
+      out.push({
+        rule: 'born-lost',
+        message: `${g.key}: ${g.kind} ${g.token} (${g.grant}) handed out with its signal already aborted`,
+        events: [g],
+      });
+    } else if (g.lockAborted) {
+      out.push({
+        rule: 'born-lost',
+        message: `${g.key}: term ${g.token} (${g.grant}) handed out live though its lock's signal was already aborted`,
+        events: [g],
+      });
+    }
+  }
+  return out;
 }
+
+/**
+ * Rule 6: a worker ends only when asked or killed by the nemesis. Any other end (an uncaught
+ * error, a stop that did not finish in time) is the library crashing the process or hanging close().
+ */
+function checkCrashes(events: readonly TortureEvent[]): Violation[] {
+  const out: Violation[] = [];
+  for (const e of events) {
+    if (e.type !== 'crash' || NEMESIS_CRASHES.includes(e.detail)) continue;
+    out.push({ rule: 'crash', message: `${e.worker}: ${e.detail}`, events: [e] });
+  }
+  return out;
+}
+
+/** How the nemesis's own kills are recorded (SIGKILL of a process, the memory client's crash). */
+const NEMESIS_CRASHES = ['exit SIGKILL', 'simulated crash'];
 
 /**
  * Rule 2b, seen from outside: while a delay fault holds back a worker's replies longer than the

@@ -19,6 +19,11 @@ export type TortureEvent =
       token: string;
       /** signal.aborted when the grant (or term) reached the user's code. */
       abortedAtGrant: boolean;
+      /**
+       * Terms only, where the election acquires through the provider the worker gave it: whether
+       * the term's own lock had already lost its signal then (the term's signal must derive from it).
+       */
+      lockAborted?: boolean;
     }
   | { type: 'abort'; t: number; worker: string; grant: string; reason: string }
   | {

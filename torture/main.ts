@@ -1,12 +1,14 @@
+import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { TortureBackend } from './cluster.js';
+import { LIBRARY_ACTIVE, LIBRARY_ENV } from './library-env.js';
 import { runTorture, type TortureReport } from './run.js';
 import { formatTable } from './table.js';
 import type { Unsafety } from './unsafe-provider.js';
 
 // npm run torture -- --backend <name|all> [--seconds N] [--workers N] [--seed S] [--faults a,b]
-//   [--no-fencing] [--no-nemesis] [--unsafe no-exclusion|born-lost] [--json]
+//   [--no-fencing] [--no-nemesis] [--unsafe no-exclusion|born-lost] [--json] [--lib DIR]
 const ALL: TortureBackend[] = ['memory', 'redis', 'postgres', 'etcd', 'zookeeper', 'redlock'];
 const { values } = parseArgs({
   options: {
@@ -19,8 +21,20 @@ const { values } = parseArgs({
     unsafe: { type: 'string' },
     faults: { type: 'string' },
     json: { type: 'boolean', default: false },
+    /** Drive another checkout's build (e.g. a worktree of an old commit) instead of this one's. */
+    lib: { type: 'string' },
   },
 });
+const lib = values.lib ?? process.env[LIBRARY_ENV];
+if (lib && (globalThis as Record<symbol, unknown>)[LIBRARY_ACTIVE] !== resolve(lib)) {
+  // The resolve hook must be in place before the package is first imported: run again with it.
+  const hook = resolve(import.meta.dirname, 'library.js');
+  const again = spawnSync(process.execPath, ['--import', hook, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, [LIBRARY_ENV]: resolve(lib) },
+  });
+  process.exit(again.status ?? 1);
+}
 const backends = values.backend === 'all' ? ALL : [values.backend as TortureBackend];
 for (const b of backends)
   if (!ALL.includes(b)) throw new Error(`unknown backend ${b}; one of ${ALL.join(', ')}, all`);
@@ -48,7 +62,19 @@ for (const backend of backends) {
 }
 const output = values.json
   ? JSON.stringify(reports)
-  : `${formatTable(reports)}\nreplay: npm run torture -- --backend ${values.backend} --seed ${seed}`;
+  : `${formatTable(reports)}\nreplay: npm run torture -- ${replayArgs()}`;
 // Exit explicitly once the output is flushed: after redis runs the runner was seen idling on with
 // an open TCP socket and timers (not yet traced to their owner); a finished run must not hang CI.
 process.stdout.write(`${output}\n`, () => process.exit(reports.some((r) => r.violations.length > 0) ? 1 : 0));
+
+/** The command line of this run with its seed fixed: the same faults, workload and library. */
+function replayArgs(): string {
+  const args = process.argv.slice(2);
+  const kept: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? '';
+    if (arg === '--seed') i++;
+    else if (!arg.startsWith('--seed=')) kept.push(arg);
+  }
+  return [...kept, '--seed', String(seed)].join(' ');
+}

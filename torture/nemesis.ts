@@ -2,6 +2,7 @@ import type { TortureBackend, TortureCluster } from './cluster.js';
 import { now, type TortureEvent } from './history.js';
 import { between, pick } from './random.js';
 import { sleep } from './sleep.js';
+import { STALL_KIND } from './stall.js';
 import type { WorkerHandle, WorkerPool } from './workers.js';
 
 export interface NemesisContext {
@@ -78,6 +79,27 @@ const pauseAfterRequest: Fault = async (ctx, stop) => {
   await sleep(ms, stop);
   frozen.freeze(false);
   return { target: `${frozen.id} for ${ms} ms`, pausedWorkers: [frozen.id] };
+};
+
+/**
+ * A worker's event loop stalls (a long GC pause) right after its next acquire() call, past the
+ * lease: the grant's reply is read after the lease ran out. No SIGSTOP timing luck: the worker
+ * stalls itself and records the stall as this fault when it is over. The nemesis only arms it and
+ * goes on (waiting for it kept short runs from injecting anything else); runNemesis disarms
+ * every worker when it stops, so no stall starts in the quiet tail.
+ */
+const stallAfterAcquire: Fault = async (ctx) => {
+  // A worker granted before (connected: its request leaves at once), and that calls acquire()
+  // itself or through runAsLeader (etcd's and ZooKeeper's native elections do not).
+  const granted = new Set(ctx.pool.history.flatMap((e) => (e.type === 'grant' ? [e.worker] : [])));
+  const native = ctx.backend === 'etcd' || ctx.backend === 'zookeeper';
+  const candidates = workers(ctx).filter((w) => granted.has(w.id) && (w.config.mode === 'lock' || !native));
+  if (candidates.length === 0) return null;
+  const w = pick(ctx.random, candidates);
+  const ms = between(ctx.random, ctx.ttlMs + 200, ctx.ttlMs * 2);
+  w.stallAfterAcquire(ms);
+  ctx.log(`nemesis: ${STALL_KIND} armed in ${w.id} for ${ms} ms`);
+  return null;
 };
 
 /** SIGKILL (or simulated crash) of a holder; a fresh worker takes its place. */
@@ -202,7 +224,14 @@ const pgTerminate: Fault = async (ctx) => {
   return { target: `${ended} sessions` };
 };
 
-const PROCESS_FAULTS = { pauseHolder, pauseAfterRequest, killWorker, partitionWorker, delayWorker };
+const PROCESS_FAULTS = {
+  pauseHolder,
+  pauseAfterRequest,
+  stallAfterAcquire,
+  killWorker,
+  partitionWorker,
+  delayWorker,
+};
 
 /** The faults that make sense for each backend. */
 export const FAULTS: Record<TortureBackend, Record<string, Fault>> = {
@@ -250,4 +279,5 @@ export async function runNemesis(ctx: NemesisContext, stop: AbortSignal): Promis
     }
     await sleep(between(ctx.random, 500, 3_000), stop);
   }
+  for (const w of workers(ctx)) w.stallAfterAcquire(0);
 }

@@ -4,6 +4,7 @@ import { connect } from 'fencekit';
 import { type CheckResult, checkHistory } from './checker.js';
 import { type TortureBackend, TortureCluster } from './cluster.js';
 import { now } from './history.js';
+import { LIBRARY_ENV } from './library-env.js';
 import { runNemesis } from './nemesis.js';
 import { seeded } from './random.js';
 import { FencedStorage } from './storage.js';
@@ -51,7 +52,7 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
   const log = options.log ?? (() => undefined);
   const random = seeded(options.seed);
   log(
-    `torture ${options.backend} seed=${options.seed} workers=${options.workers} seconds=${options.seconds}`,
+    `torture ${options.backend} seed=${options.seed} workers=${options.workers} seconds=${options.seconds} library=${process.env[LIBRARY_ENV] ?? 'this checkout'}`,
   );
   const cluster = await TortureCluster.start(options.backend);
   const pool = new WorkerPool(options.workerScript);

@@ -1,19 +1,26 @@
 import type { TortureEvent } from './history.js';
+import { StallSwitch } from './stall.js';
 import { runWorker, type WorkerConfig } from './worker.js';
 
 // A forked worker process: gets its config from the runner, streams events back over IPC, and
 // stops (closing its provider) when told to or when the runner goes away.
 const stop = new AbortController();
+const stalls = new StallSwitch();
 process.on('disconnect', () => stop.abort());
-process.on('message', (message: { type: 'start'; config: WorkerConfig } | { type: 'stop' }) => {
+type Message = { type: 'start'; config: WorkerConfig } | { type: 'stop' } | { type: 'stall'; ms: number };
+process.on('message', (message: Message) => {
   if (message.type === 'stop') {
     stop.abort();
+    return;
+  }
+  if (message.type === 'stall') {
+    stalls.arm(message.ms);
     return;
   }
   const emit = (event: TortureEvent) => {
     if (process.connected) process.send?.(event);
   };
-  runWorker(message.config, emit, stop.signal).then(
+  runWorker(message.config, emit, stop.signal, undefined, stalls).then(
     () => process.disconnect(),
     (error: unknown) => {
       emit({

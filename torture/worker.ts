@@ -2,6 +2,7 @@ import { connect, type Lock, type LockProvider, runAsLeader } from 'fencekit';
 import { now, type TortureEvent } from './history.js';
 import { between, pick, seeded } from './random.js';
 import { sleep } from './sleep.js';
+import { StallSwitch, stallingProvider } from './stall.js';
 import { FencedStorage } from './storage.js';
 import { type Unsafety, unsafeProvider } from './unsafe-provider.js';
 
@@ -36,10 +37,19 @@ export async function runWorker(
   emit: Emit,
   stop: AbortSignal,
   onProvider?: (provider: LockProvider) => void,
+  stalls: StallSwitch = new StallSwitch(),
 ): Promise<void> {
   const random = seeded(config.seed);
   const real = await connect(config.url, config.connectOptions);
-  const provider = config.unsafe ? unsafeProvider(real, config.unsafe) : real;
+  // The last lock acquire() gave per key: a term's own lock (runAsLeader acquires through it).
+  const locks = new Map<string, Lock>();
+  const provider = stallingProvider(
+    config.unsafe ? unsafeProvider(real, config.unsafe) : real,
+    stalls,
+    config.id,
+    emit,
+    (lock) => locks.set(lock.key, lock),
+  );
   onProvider?.(real);
   const storage = new FencedStorage(config.storageUrl, config.fencing);
   let grants = 0;
@@ -70,6 +80,7 @@ export async function runWorker(
 
   const onGrant = (key: string, kind: 'lock' | 'term', token: bigint, signal: AbortSignal): string => {
     const grant = `${config.id}#${++grants}`;
+    stalls.connected();
     emit({
       type: 'grant',
       t: now(),
@@ -79,6 +90,7 @@ export async function runWorker(
       kind,
       token: String(token),
       abortedAtGrant: signal.aborted,
+      ...(kind === 'term' ? lockState(locks.get(key), token) : {}),
     });
     signal.addEventListener('abort', () =>
       emit({ type: 'abort', t: now(), worker: config.id, grant, reason: describe(signal.reason) }),
@@ -102,7 +114,10 @@ export async function runWorker(
     }
     while (!stop.aborted) {
       // Mostly the first key: contention, so a holder that wrongly believes it holds meets another.
-      const key = random() < 0.7 ? (config.keys[0] ?? '') : pick(random, config.keys);
+      const picked = random() < 0.7 ? (config.keys[0] ?? '') : pick(random, config.keys);
+      // A stalled request goes to the least used key: uncontended, its grant comes in the reply
+      // that the stall holds back (a waiter's grant comes later, in a call made after the stall).
+      const key = stalls.armed ? (config.keys.at(-1) ?? picked) : picked;
       emit({ type: 'request', t: now(), worker: config.id, key });
       let lock: Lock;
       try {
@@ -123,6 +138,11 @@ export async function runWorker(
     await provider.close().catch(() => undefined);
     await storage.close();
   }
+}
+
+/** For a term: whether the lock it was won with had already lost its signal (unknown: not seen). */
+function lockState(lock: Lock | undefined, token: bigint): { lockAborted?: boolean } {
+  return lock && lock.fencingToken === token ? { lockAborted: lock.signal.aborted } : {};
 }
 
 function codeOf(error: unknown): string {

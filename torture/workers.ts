@@ -2,6 +2,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import type { LockProvider, MemoryLockProvider } from 'fencekit';
 import { now, type TortureEvent } from './history.js';
+import { StallSwitch } from './stall.js';
 import { runWorker, type WorkerConfig } from './worker.js';
 
 /** One running worker, as the nemesis sees it. */
@@ -12,6 +13,8 @@ export interface WorkerHandle {
   freeze?: (frozen: boolean) => void;
   /** memory:// only: cut or heal this worker's link to the in-process server. */
   partition?: (cut: boolean) => void;
+  /** Stall the worker's event loop for `ms` right after its next acquire() call (0 disarms). */
+  stallAfterAcquire(ms: number): void;
   /** Dies without clean-up: SIGKILL, or the memory client's simulated crash. */
   crash(): void;
   /** Asks it to stop and close; bounded. */
@@ -77,6 +80,9 @@ export class WorkerPool {
       id: config.id,
       config,
       freeze: (frozen) => signalChild(frozen ? 'SIGSTOP' : 'SIGCONT'),
+      stallAfterAcquire: (ms) => {
+        if (child.connected) child.send({ type: 'stall', ms });
+      },
       crash: () => signalChild('SIGKILL'),
       stop: async () => {
         expectedExit = true;
@@ -94,18 +100,26 @@ export class WorkerPool {
 
   #startInProcess(config: WorkerConfig): WorkerHandle {
     const stop = new AbortController();
+    const stalls = new StallSwitch();
     let provider: MemoryLockProvider | undefined;
     let dead = false;
     const emit = (event: TortureEvent) => {
       if (!dead) this.record(event);
     };
-    const done = runWorker(config, emit, stop.signal, (p: LockProvider) => {
-      provider = p as MemoryLockProvider;
-    }).catch((error: unknown) => emit({ type: 'crash', t: now(), worker: config.id, detail: String(error) }));
+    const done = runWorker(
+      config,
+      emit,
+      stop.signal,
+      (p: LockProvider) => {
+        provider = p as MemoryLockProvider;
+      },
+      stalls,
+    ).catch((error: unknown) => emit({ type: 'crash', t: now(), worker: config.id, detail: String(error) }));
     return {
       id: config.id,
       config,
       partition: (cut) => provider?.simulate.partition(cut),
+      stallAfterAcquire: (ms) => stalls.arm(ms),
       crash: () => {
         // The client vanishes: nothing renewed or released; its loop runs on unheard, then stops.
         provider?.simulate.crash();

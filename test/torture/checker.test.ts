@@ -69,6 +69,13 @@ describe('torture checker', () => {
     expect(rulesOf([grant(0, 'a', 1, { abortedAtGrant: true }), grant(30, 'b', 2)])).toEqual(['born-lost']);
   });
 
+  it('rule born-lost: a term handed out live though its own lock had already lost its signal', () => {
+    const term = (lockAborted: boolean) =>
+      grant(0, 'a', 1, { kind: 'term', lockAborted } as Partial<TortureEvent>);
+    expect(rulesOf([term(true), grant(30, 'b', 2)])).toEqual(['born-lost']);
+    expect(rulesOf([term(false), grant(30, 'b', 2)])).toEqual([]);
+  });
+
   it('rule born-lost: a grant handed out live though its reply came later than the lease', () => {
     const delay: TortureEvent = {
       type: 'fault',
@@ -150,6 +157,14 @@ describe('torture checker', () => {
     expect(rulesOf([...good, fault, grant(900, 'c', 3)])).toEqual([]);
     expect(rulesOf([...good, fault, grant(1_200, 'c', 3)])).toEqual(['progress']);
     expect(rulesOf([])).toEqual(['progress']);
+  });
+
+  it('rule crash: a worker that ends unasked, unless the nemesis killed it', () => {
+    const crash = (detail: string): TortureEvent => ({ type: 'crash', t: 60, worker: 'a', detail });
+    expect(rulesOf([...good, crash('exit 1')])).toEqual(['crash']);
+    expect(rulesOf([...good, crash('did not stop within 15 s')])).toEqual(['crash']);
+    expect(rulesOf([...good, crash('exit SIGKILL')])).toEqual([]);
+    expect(rulesOf([...good, crash('simulated crash')])).toEqual([]);
   });
 
   it('rule leftover: something still held after every worker closed', () => {

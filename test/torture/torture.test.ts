@@ -12,11 +12,19 @@ const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
 const SEED = 20261201;
 
-async function torture(args: string[]): Promise<TortureReport> {
-  const { stdout } = await run('node', ['.tmp/torture/main.js', '--json', '--seed', String(SEED), ...args], {
+/** A built checkout of an old commit to run against (see README, Torture suite); unset: skipped. */
+const OLD_LIB = process.env.FENCEKIT_TORTURE_OLD_LIB;
+
+async function torture(args: string[], lib?: string): Promise<TortureReport> {
+  // Another build is loaded through the resolve hook given here (not by main.js running itself
+  // again), so the timeout below ends the run itself.
+  const hook = lib ? ['--import', './.tmp/torture/library.js'] : [];
+  const argv = [...hook, '.tmp/torture/main.js', '--json', '--seed', String(SEED), ...args];
+  const { stdout } = await run('node', argv, {
     cwd: root,
     timeout: 150_000,
     maxBuffer: 64 * 1024 * 1024,
+    env: lib ? { ...process.env, FENCEKIT_TORTURE_LIB: lib } : process.env,
   }).catch((error: { stdout?: string; code?: number }) => {
     // Exit code 1 means violations: the report on stdout says which; anything else is a failure.
     if (error.code === 1 && error.stdout) return { stdout: error.stdout };
@@ -62,6 +70,24 @@ describe('torture suite', () => {
       expect(report.violations.some((v) => v.rule === 'born-lost')).toBe(true);
     }, 120_000);
   });
+
+  describe.skipIf(!OLD_LIB)('against the old build in FENCEKIT_TORTURE_OLD_LIB (f35576d)', () => {
+    it('the stall fault finds grants and terms handed out already lost', async () => {
+      const args = ['--backend', 'redis', '--seconds', '40', '--faults', 'stallAfterAcquire', '--seed', '3'];
+      const report = await torture(args, OLD_LIB);
+      const messages = report.violations.filter((v) => v.rule === 'born-lost').map((v) => v.message);
+      expect(messages.some((m) => m.includes('signal already aborted'))).toBe(true);
+      expect(messages.some((m) => m.includes("its lock's signal was already aborted"))).toBe(true);
+    }, 150_000);
+  });
+
+  it('redis: a worker stalled right after acquire() is never handed a lost grant', async () => {
+    const args = ['--backend', 'redis', '--seconds', '15', '--faults', 'stallAfterAcquire'];
+    const report = await torture(args);
+    expect(violations(report)).toEqual([]);
+    expect(report.faults.stallAfterAcquire ?? 0).toBeGreaterThan(0);
+    expect(report.grants).toBeGreaterThan(10);
+  }, 150_000);
 
   const cases: [TortureBackend, number][] = [
     ['memory', 6],

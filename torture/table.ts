@@ -1,3 +1,4 @@
+import type { Rule } from './checker.js';
 import type { TortureReport } from './run.js';
 
 /** The summary table: one row per backend. */
@@ -9,6 +10,9 @@ export function formatTable(reports: readonly TortureReport[]): string {
     'writes ok',
     'rejected',
     'stale rejected',
+    'stale accepted',
+    'overlaps',
+    'leftovers',
     'faults',
     'max progress ms',
     'violations',
@@ -20,6 +24,9 @@ export function formatTable(reports: readonly TortureReport[]): string {
     String(r.writesAccepted),
     String(r.writesRejected),
     String(r.staleRejected),
+    count(r, 'stale-write'),
+    count(r, 'overlap'),
+    count(r, 'leftover'),
     Object.entries(r.faults)
       .map(([kind, n]) => `${kind}:${n}`)
       .join(' ') || '-',
@@ -29,6 +36,11 @@ export function formatTable(reports: readonly TortureReport[]): string {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/** The issue's own columns, out of the violations: one row reads as the checker's verdict. */
+function count(report: TortureReport, rule: Rule): string {
+  return String(report.violations.filter((v) => v.rule === rule).length);
 }
 
 function summarize(report: TortureReport): string {

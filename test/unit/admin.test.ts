@@ -61,8 +61,12 @@ describe('list prefix', () => {
 describe('the force-release audit line', () => {
   it('goes to the logger option (warn, with key, token, reason, by) instead of the warning channel', async () => {
     const lines: Array<{ level: string; fields: Record<string, unknown>; message: string }> = [];
-    const at = (level: string) => (fields: Record<string, unknown>, message: string) =>
-      lines.push({ level, fields, message });
+    const at =
+      (level: string) =>
+      (...args: unknown[]) => {
+        const [fields, message] = args as [Record<string, unknown>, string];
+        lines.push({ level, fields, message });
+      };
     const provider = new MemoryLockProvider({
       logger: { info: at('info'), warn: at('warn'), error: at('error') },
     });

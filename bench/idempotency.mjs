@@ -5,6 +5,7 @@
 // record (PostgreSQL), a claim script + a result script (Redis); a replay's floor is one write
 // attempt that finds the record. The cases run in interleaved rounds; on a shared machine only the
 // ratio of neighbours in one round means much, so each round's ratio is printed (min–max).
+import { readFileSync } from 'node:fs';
 import { createIdempotencyStore } from 'fencekit/idempotency';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -64,6 +65,15 @@ async function benchPostgres(url) {
     `\nPostgreSQL, store statements: new key ${await counted(() => store.run(crypto.randomUUID(), payload, fn))}, replay ${await counted(() => store.run(replayKey, payload, fn))}`,
   );
   pool.query = query;
+  // Each client's own server process (one connection each), for the CPU time it spends serving it.
+  const backendPid = async (client) => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+  const [bare, own] = [await backendPid(raw), await backendPid(pool)];
+  const serverPids = {
+    'bare INSERT + UPDATE of a record (new key)': bare,
+    'fencekit store.run, new key': own,
+    'bare INSERT … ON CONFLICT finding the record': bare,
+    'fencekit store.run, replay': own,
+  };
   const rounds = await measureRounds(
     {
       'bare INSERT + UPDATE of a record (new key)': async () => {
@@ -79,6 +89,7 @@ async function benchPostgres(url) {
       'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
     },
     options,
+    serverPids,
   );
   printPairs('PostgreSQL', rounds);
   await raw.query('DROP TABLE bench_bare');
@@ -132,6 +143,8 @@ async function benchRedis(url) {
       },
     )}`,
   );
+  const pid = Number(/process_id:(\d+)/.exec(await raw.info('server'))[1]);
+  const serverPids = new Proxy({}, { get: () => pid }); // one server process serves both clients
   const rounds = await measureRounds(
     {
       'bare claim + result scripts (new key)': async () => {
@@ -144,28 +157,41 @@ async function benchRedis(url) {
       'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
     },
     options,
+    serverPids,
   );
   printPairs('Redis', rounds);
   raw.disconnect();
   await store.close();
 }
 
+/** CPU time (µs) a process has used so far, from the scheduler's own count (ns precision). */
+function cpuMicros(pid) {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1_000;
+}
+
 /**
- * Interleaved rounds (A B C D A B C D …): returns, per case, every sample and each round's p50, so
- * that a ratio can be taken between neighbours of the same round.
+ * Interleaved rounds (A B C D A B C D …): returns, per case, every sample, each round's p50 (so that
+ * a ratio can be taken between neighbours of the same round), and the CPU time per call of this
+ * process and of the server process serving it (`serverPids[name]`): work, which the machine's load
+ * distorts far less than latency.
  */
-async function measureRounds(cases, { rounds, iterations, warmup }) {
+async function measureRounds(cases, { rounds, iterations, warmup }, serverPids) {
   const entries = Object.entries(cases);
   for (const [, run] of entries) for (let i = 0; i < warmup; i++) await run();
-  const results = entries.map(([name]) => ({ name, samples: [], roundP50: [] }));
+  const results = entries.map(([name]) => ({ name, samples: [], roundP50: [], clientCpu: 0, serverCpu: 0 }));
   for (let round = 0; round < rounds; round++) {
-    for (const [index, [, run]] of entries.entries()) {
+    for (const [index, [name, run]] of entries.entries()) {
       const samples = new Float64Array(iterations);
+      const server = cpuMicros(serverPids[name]);
+      const client = process.cpuUsage();
       for (let i = 0; i < iterations; i++) {
         const start = process.hrtime.bigint();
         await run();
         samples[i] = Number(process.hrtime.bigint() - start) / 1_000;
       }
+      const used = process.cpuUsage(client);
+      results[index].clientCpu += (used.user + used.system) / iterations / rounds;
+      results[index].serverCpu += (cpuMicros(serverPids[name]) - server) / iterations / rounds;
       results[index].samples.push(...samples);
       results[index].roundP50.push(samples.sort()[iterations >> 1]);
     }
@@ -189,5 +215,8 @@ function printPairs(backend, results) {
     console.log(
       `${'per-round p50 ratios'.padEnd(48)} ${ratios.map((r) => r.toFixed(2)).join(' ')} (median ${ratios[ratios.length >> 1].toFixed(2)})`,
     );
+    const [floor, fencekit] = pair.map((r) => `${r.clientCpu.toFixed(1)} + ${r.serverCpu.toFixed(1)}`);
+    const ratio = (pair[1].clientCpu + pair[1].serverCpu) / (pair[0].clientCpu + pair[0].serverCpu);
+    console.log(`${'CPU µs/call, client + server'.padEnd(48)} ${floor} → ${fencekit} (${ratio.toFixed(2)}×)`);
   }
 }

@@ -190,7 +190,13 @@ export class IdempotencyStore {
     let value: T | undefined;
     let final: FinalError | undefined;
     try {
-      value = await fn({ signal: lease.signal, fencingToken: token });
+      // The signal is a getter: a run that never reads it never has one made.
+      value = await fn({
+        get signal() {
+          return lease.signal;
+        },
+        fencingToken: token,
+      });
       outcome = { kind: 'value', body: this.codec.encode(value) };
     } catch (error) {
       lease.stop();

@@ -66,9 +66,8 @@ export class LeaseKeeper {
   private fire(): void {
     if (this.stopped || this.lost) return;
     // A renewal timer that fires late (a paused process) finds the deadline passed: lost.
-    if (this.armedFor === 'deadline' || performance.now() >= this.trustedUntil)
-      return this.lose('unconfirmed');
-    void this.renewOnce();
+    if (this.armedFor === 'deadline' || performance.now() >= this.trustedUntil) this.lose('unconfirmed');
+    else void this.renewOnce();
   }
 
   private async renewOnce(): Promise<void> {
@@ -78,7 +77,10 @@ export class LeaseKeeper {
     try {
       const ok = await this.renew();
       if (this.stopped || this.lost) return;
-      if (!ok) return this.lose('revoked');
+      if (!ok) {
+        this.lose('revoked');
+        return;
+      }
       this.trustedUntil = sent + this.leaseMs * (1 - DEFAULT_DRIFT_RATE);
     } catch {
       // Not confirmed: the deadline stands unless a later renewal succeeds.

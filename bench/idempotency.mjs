@@ -1,16 +1,22 @@
 // Idempotency keys: what store.run costs per request (a new key: begin + fn + fenced completion; a
 // replay: one begin that finds the result) against the bare writes any idempotency store must make
-// on the same server: INSERT + UPDATE of a record (new key), one write attempt that finds it (replay).
+// on the same server. A new key needs two round trips whatever the store: a claim before fn (or a
+// concurrent repeat would run fn too) and the result after it. So the floor is INSERT + UPDATE of a
+// record (PostgreSQL), a claim script + a result script (Redis); a replay's floor is one write
+// attempt that finds the record. The cases run in interleaved rounds; on a shared machine only the
+// ratio of neighbours in one round means much, so each round's ratio is printed (min–max).
+import { readFileSync } from 'node:fs';
 import { createIdempotencyStore } from 'fencekit/idempotency';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { startServer } from './servers.mjs';
-import { measureSideBySide, printTable } from './table.mjs';
+import { printTable } from './table.mjs';
 
 const fn = async () => ({ charge: 'ch_1', amountCents: 4200 });
 const payload = { order: 42, amountCents: 4200, card: '4242' };
 const body = JSON.stringify({ charge: 'ch_1', amountCents: 4200 });
-const options = { rounds: 5, iterations: 300, warmup: 200 };
+const options = { rounds: 7, iterations: 300, warmup: 200 };
+const COUNTED_RUNS = 200;
 
 export async function benchIdempotency() {
   const [postgres, redis] = await Promise.all([
@@ -42,7 +48,33 @@ async function benchPostgres(url) {
   ]);
   const insert = `INSERT INTO bench_bare VALUES ($1, $2, 'running', 1, now() + interval '30 s', NULL,
     now() + interval '1 day') ON CONFLICT (key) DO NOTHING RETURNING key`;
-  const rows = await measureSideBySide(
+  // Statements per run, counted at the store's pool: each query is one round trip.
+  const pool = store.records.pool;
+  let queries = 0;
+  const query = pool.query.bind(pool);
+  pool.query = (...args) => {
+    queries += 1;
+    return query(...args);
+  };
+  const counted = async (run) => {
+    queries = 0;
+    for (let i = 0; i < COUNTED_RUNS; i++) await run();
+    return `${(queries / COUNTED_RUNS).toFixed(2)} round trips/run`;
+  };
+  console.log(
+    `\nPostgreSQL, store statements: new key ${await counted(() => store.run(crypto.randomUUID(), payload, fn))}, replay ${await counted(() => store.run(replayKey, payload, fn))}`,
+  );
+  pool.query = query;
+  // Each client's own server process (one connection each), for the CPU time it spends serving it.
+  const backendPid = async (client) => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+  const [bare, own] = [await backendPid(raw), await backendPid(pool)];
+  const serverPids = {
+    'bare INSERT + UPDATE of a record (new key)': bare,
+    'fencekit store.run, new key': own,
+    'bare INSERT … ON CONFLICT finding the record': bare,
+    'fencekit store.run, replay': own,
+  };
+  const rounds = await measureRounds(
     {
       'bare INSERT + UPDATE of a record (new key)': async () => {
         const key = crypto.randomUUID();
@@ -57,8 +89,9 @@ async function benchPostgres(url) {
       'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
     },
     options,
+    serverPids,
   );
-  printPairs('PostgreSQL', rows);
+  printPairs('PostgreSQL', rounds);
   await raw.query('DROP TABLE bench_bare');
   await raw.end();
   await store.close();
@@ -70,7 +103,8 @@ async function benchRedis(url) {
   const replayKey = `replay-${crypto.randomUUID()}`;
   await store.run(replayKey, payload, fn);
   const hash = store.hash(payload);
-  // The least a script-based store does: create the hash with an expiry, later fill in the result.
+  // The least a script-based store does: claim the key (or find it) with an expiry, later store the
+  // result. Neither reads the server's clock nor draws a token: those are what fencing costs.
   raw.defineCommand('bareBegin', {
     numberOfKeys: 1,
     lua: `if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HMGET', KEYS[1], 'h', 's', 'b') end
@@ -82,26 +116,107 @@ async function benchRedis(url) {
     lua: `redis.call('HSET', KEYS[1], 's', 'd', 'b', ARGV[1]) return 1`,
   });
   await raw.bareBegin(`bare:${replayKey}`, hash);
-  const rows = await measureSideBySide(
+  // Commands per run, from the server's own counts (INFO commandstats): the calls (round trips)
+  // and the commands the scripts ran.
+  const stats = async () => {
+    const text = await raw.info('commandstats');
+    return new Map(
+      [...text.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)].map(([, name, calls]) => [name, Number(calls)]),
+    );
+  };
+  const counted = async (run) => {
+    const before = await stats();
+    for (let i = 0; i < COUNTED_RUNS; i++) await run();
+    const after = await stats();
+    const per = [...after]
+      .filter(([name]) => name !== 'info')
+      .map(([name, calls]) => [name, (calls - (before.get(name) ?? 0)) / COUNTED_RUNS])
+      .filter(([, n]) => n > 0);
+    return per.map(([name, n]) => `${name} ${n}`).join(', ');
+  };
+  console.log(
+    `\nRedis, commands per run: new key: ${await counted(() => store.run(crypto.randomUUID(), payload, fn))}; replay: ${await counted(() => store.run(replayKey, payload, fn))}; bare new key: ${await counted(
+      async () => {
+        const key = `bare:${crypto.randomUUID()}`;
+        await raw.bareBegin(key, hash);
+        await raw.bareComplete(key, body);
+      },
+    )}`,
+  );
+  const pid = Number(/process_id:(\d+)/.exec(await raw.info('server'))[1]);
+  const serverPids = new Proxy({}, { get: () => pid }); // one server process serves both clients
+  const rounds = await measureRounds(
     {
-      'bare begin + complete scripts (new key)': async () => {
+      'bare claim + result scripts (new key)': async () => {
         const key = `bare:${crypto.randomUUID()}`;
         await raw.bareBegin(key, hash);
         await raw.bareComplete(key, body);
       },
       'fencekit store.run, new key': () => store.run(crypto.randomUUID(), payload, fn),
-      'bare begin script finding the record': () => raw.bareBegin(`bare:${replayKey}`, hash),
+      'bare claim script finding the record': () => raw.bareBegin(`bare:${replayKey}`, hash),
       'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
     },
     options,
+    serverPids,
   );
-  printPairs('Redis', rows);
+  printPairs('Redis', rounds);
   raw.disconnect();
   await store.close();
 }
 
-/** Rows come as (floor, fencekit) pairs: each pair is its own table, the ratio against its floor. */
-function printPairs(backend, rows) {
-  printTable(`${backend}, idempotency: new key (1 client, loopback)`, rows.slice(0, 2));
-  printTable(`${backend}, idempotency: replay (1 client, loopback)`, rows.slice(2, 4));
+/** CPU time (µs) a process has used so far, from the scheduler's own count (ns precision). */
+function cpuMicros(pid) {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1_000;
+}
+
+/**
+ * Interleaved rounds (A B C D A B C D …): returns, per case, every sample, each round's p50 (so that
+ * a ratio can be taken between neighbours of the same round), and the CPU time per call of this
+ * process and of the server process serving it (`serverPids[name]`): work, which the machine's load
+ * distorts far less than latency.
+ */
+async function measureRounds(cases, { rounds, iterations, warmup }, serverPids) {
+  const entries = Object.entries(cases);
+  for (const [, run] of entries) for (let i = 0; i < warmup; i++) await run();
+  const results = entries.map(([name]) => ({ name, samples: [], roundP50: [], clientCpu: 0, serverCpu: 0 }));
+  for (let round = 0; round < rounds; round++) {
+    for (const [index, [name, run]] of entries.entries()) {
+      const samples = new Float64Array(iterations);
+      const server = cpuMicros(serverPids[name]);
+      const client = process.cpuUsage();
+      for (let i = 0; i < iterations; i++) {
+        const start = process.hrtime.bigint();
+        await run();
+        samples[i] = Number(process.hrtime.bigint() - start) / 1_000;
+      }
+      const used = process.cpuUsage(client);
+      results[index].clientCpu += (used.user + used.system) / iterations / rounds;
+      results[index].serverCpu += (cpuMicros(serverPids[name]) - server) / iterations / rounds;
+      results[index].samples.push(...samples);
+      results[index].roundP50.push(samples.sort()[iterations >> 1]);
+    }
+  }
+  return results;
+}
+
+/** Rows come as (floor, fencekit) pairs: each pair is its own table, the ratios against its floor. */
+function printPairs(backend, results) {
+  for (const [title, pair] of [
+    ['new key', results.slice(0, 2)],
+    ['replay', results.slice(2, 4)],
+  ]) {
+    const rows = pair.map(({ name, samples }) => {
+      const sorted = Float64Array.from(samples).sort();
+      const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+      return { name, p50: at(0.5), p99: at(0.99) };
+    });
+    printTable(`${backend}, idempotency: ${title} (1 client, loopback)`, rows);
+    const ratios = pair[1].roundP50.map((p50, round) => p50 / pair[0].roundP50[round]).sort((a, b) => a - b);
+    console.log(
+      `${'per-round p50 ratios'.padEnd(48)} ${ratios.map((r) => r.toFixed(2)).join(' ')} (median ${ratios[ratios.length >> 1].toFixed(2)})`,
+    );
+    const [floor, fencekit] = pair.map((r) => `${r.clientCpu.toFixed(1)} + ${r.serverCpu.toFixed(1)}`);
+    const ratio = (pair[1].clientCpu + pair[1].serverCpu) / (pair[0].clientCpu + pair[0].serverCpu);
+    console.log(`${'CPU µs/call, client + server'.padEnd(48)} ${floor} → ${fencekit} (${ratio.toFixed(2)}×)`);
+  }
 }

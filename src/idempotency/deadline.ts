@@ -37,3 +37,94 @@ export async function within<T>(
     attempt.catch(() => undefined); // a late failure of a call we gave up on is not unhandled
   }
 }
+
+interface PendingCall {
+  what: string;
+  deadline: number;
+  fail(error: Error): void;
+}
+
+/**
+ * within() for the many calls of one store, which all share one timeout: instead of a timer and an
+ * abort listener per call (a large part of a call's client work here), one timer armed at the
+ * oldest pending deadline (calls are kept in start order, so the oldest expires first), and the
+ * store's close signal handled once by failAll(). Only a caller's own signal is listened to per call.
+ */
+export class CallDeadlines {
+  private readonly pending = new Set<PendingCall>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly ms: number,
+    /** The store's close signal: close() calls failAll(), so calls need not listen to it. */
+    private readonly closing: AbortSignal,
+  ) {}
+
+  run<T>(what: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+    if (signal.aborted) return Promise.reject(new AbortError(what, signal.reason));
+    return new Promise<T>((resolve, reject) => {
+      let onAbort: (() => void) | undefined;
+      const entry: PendingCall = {
+        what,
+        deadline: performance.now() + this.ms,
+        fail: (error) => {
+          if (!this.pending.delete(entry)) return; // settled already
+          if (onAbort) signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      };
+      if (signal !== this.closing) {
+        onAbort = () => entry.fail(new AbortError(what, signal.reason));
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+      this.pending.add(entry);
+      this.timer ??= this.arm();
+      let attempt: Promise<T>;
+      try {
+        attempt = call();
+      } catch (error) {
+        attempt = Promise.reject(error);
+      }
+      // A call given up on (deadline, abort) may still end later: its outcome is then ignored.
+      attempt.then(
+        (value) => {
+          if (!this.pending.delete(entry)) return;
+          if (onAbort) signal.removeEventListener('abort', onAbort);
+          resolve(value);
+        },
+        (error: unknown) =>
+          entry.fail(
+            error instanceof FencekitError
+              ? error
+              : new BackendUnavailableError(`${what}: ${(error as Error)?.message ?? String(error)}`, {
+                  cause: error,
+                }),
+          ),
+      );
+    });
+  }
+
+  /** Fails every pending call with AbortError (the store is closing). */
+  failAll(reason: unknown): void {
+    for (const entry of this.pending) entry.fail(new AbortError(entry.what, reason));
+  }
+
+  private arm(): NodeJS.Timeout | undefined {
+    const oldest = this.pending.values().next().value;
+    if (!oldest) return undefined;
+    const timer = setTimeout(() => this.expire(), Math.max(0, oldest.deadline - performance.now()));
+    // Unreferenced: it may outlive the calls it was armed for; a pending call holds its own socket.
+    timer.unref();
+    return timer;
+  }
+
+  private expire(): void {
+    this.timer = undefined;
+    const now = performance.now();
+    for (const entry of this.pending) {
+      if (entry.deadline > now) break;
+      entry.fail(new BackendUnavailableError(`${entry.what}: the store did not answer within ${this.ms} ms`));
+    }
+    this.timer = this.arm();
+  }
+}

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { InvalidArgumentError } from '../errors.js';
 
 /** Turns a payload into the bytes whose SHA-256 identifies it. Replace it to choose your own canonical form. */
@@ -57,5 +57,13 @@ export function payloadHash(payload: unknown, canonicalize: Canonicalize): strin
   }
   if (typeof form !== 'string' && !(form instanceof Uint8Array))
     throw new InvalidArgumentError('payload', 'the canonical form must be a string or bytes');
-  return createHash('sha256').update(form).digest('hex');
+  return sha256Hex(form);
 }
+
+// One-shot hashing (Node >= 20.12) skips making a Hash object per payload; older Node 20 falls back.
+const oneShot = (
+  crypto as { hash?: (algorithm: string, data: string | Uint8Array, encoding: 'hex') => string }
+).hash;
+const sha256Hex = oneShot
+  ? (form: string | Uint8Array) => oneShot('sha256', form, 'hex')
+  : (form: string | Uint8Array) => crypto.createHash('sha256').update(form).digest('hex');

@@ -8,11 +8,16 @@ import { type LinkedSignal, linkSignals } from '../signals.js';
  * last confirmed renewal (LockLostError 'unconfirmed'), or at once when the store says another
  * request has taken the record over ('revoked'). A paused process cannot notice either: its
  * completion is then refused by the token.
+ *
+ * Per run it costs one timer, armed for whichever comes first, the next renewal or the deadline;
+ * the signal is made only when fn first reads it (most runs end long before any renewal).
  */
 export class LeaseKeeper {
-  private readonly linked: LinkedSignal;
-  private deadlineTimer: NodeJS.Timeout | undefined;
-  private renewTimer: NodeJS.Timeout | undefined;
+  private linked: LinkedSignal | undefined;
+  private lost: LockLostError | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** What the armed timer is for: a renewal, or the end of the trusted lease. */
+  private armedFor: 'renewal' | 'deadline' = 'renewal';
   private stopped = false;
   /** When the lease may last be trusted, by this process's monotonic clock. */
   trustedUntil: number;
@@ -22,56 +27,71 @@ export class LeaseKeeper {
     private readonly token: bigint,
     private readonly leaseMs: number,
     beganAt: number,
-    parent: AbortSignal | undefined,
+    private readonly parent: AbortSignal | undefined,
     private readonly renew: () => Promise<boolean>,
   ) {
-    this.linked = linkSignals([parent]);
     this.trustedUntil = beganAt + leaseMs * (1 - DEFAULT_DRIFT_RATE);
-    this.armDeadline();
-    this.scheduleRenewal();
+    this.armNext();
   }
 
+  /** Aborts when the lease is lost or the parent aborts; already aborted if that happened before. */
   get signal(): AbortSignal {
+    if (!this.linked) {
+      this.linked = linkSignals([this.parent]);
+      if (this.lost) this.linked.abort(this.lost);
+    }
     return this.linked.signal;
   }
 
   private lose(reason: 'unconfirmed' | 'revoked'): void {
-    this.linked.abort(new LockLostError(`idempotency:${this.key}`, this.token, reason));
+    if (this.lost) return;
+    this.lost = new LockLostError(`idempotency:${this.key}`, this.token, reason);
+    this.linked?.abort(this.lost);
   }
 
-  private armDeadline(): void {
-    clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = setTimeout(
-      () => this.lose('unconfirmed'),
-      Math.max(0, this.trustedUntil - performance.now()),
-    );
-    this.deadlineTimer.unref();
+  /** The next renewal at leaseMs/3 from now, or the deadline if that comes first. */
+  private armNext(): void {
+    const renewAt = performance.now() + this.leaseMs / 3;
+    if (renewAt < this.trustedUntil) this.arm('renewal', renewAt);
+    else this.arm('deadline', this.trustedUntil);
   }
 
-  private scheduleRenewal(): void {
-    if (this.stopped || this.linked.signal.aborted) return;
-    this.renewTimer = setTimeout(() => void this.renewOnce(), this.leaseMs / 3);
-    this.renewTimer.unref();
+  private arm(what: 'renewal' | 'deadline', at: number): void {
+    clearTimeout(this.timer);
+    this.armedFor = what;
+    this.timer = setTimeout(() => this.fire(), Math.max(0, at - performance.now()));
+    this.timer.unref();
+  }
+
+  private fire(): void {
+    if (this.stopped || this.lost) return;
+    // A renewal timer that fires late (a paused process) finds the deadline passed: lost.
+    if (this.armedFor === 'deadline' || performance.now() >= this.trustedUntil) this.lose('unconfirmed');
+    else void this.renewOnce();
   }
 
   private async renewOnce(): Promise<void> {
     const sent = performance.now();
+    // While the renewal is out, the timer watches the deadline.
+    this.arm('deadline', this.trustedUntil);
     try {
       const ok = await this.renew();
-      if (this.stopped) return;
-      if (!ok) return this.lose('revoked');
+      if (this.stopped || this.lost) return;
+      if (!ok) {
+        this.lose('revoked');
+        return;
+      }
       this.trustedUntil = sent + this.leaseMs * (1 - DEFAULT_DRIFT_RATE);
-      this.armDeadline();
     } catch {
-      // Not confirmed: the deadline timer aborts the signal if no later renewal succeeds.
+      // Not confirmed: the deadline stands unless a later renewal succeeds.
+      if (this.stopped || this.lost) return;
     }
-    this.scheduleRenewal();
+    this.armNext();
   }
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.renewTimer);
-    clearTimeout(this.deadlineTimer);
-    this.linked.dispose();
+    clearTimeout(this.timer);
+    this.linked?.dispose();
   }
 }

@@ -7,22 +7,26 @@ import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from '
 const NOW = `local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)`;
 
-const BEGIN = `${NOW}
-local r = redis.call('HMGET', KEYS[1], 'h', 's', 't', 'l', 'o', 'b', 'a')
+// A replay or a mismatch is answered before reading the clock: it needs no time.
+const BEGIN = `local r = redis.call('HMGET', KEYS[1], 'h', 's', 't', 'l', 'o', 'b', 'a')
+if r[1] and r[1] ~= ARGV[1] then return {'mismatch'} end
+if r[2] == 'd' then return {'completed', r[5], r[6]} end
+${NOW}
 if r[1] then
-  if r[1] ~= ARGV[1] then return {'mismatch'} end
-  if r[2] == 'd' then return {'completed', r[5], r[6]} end
   if r[7] == ARGV[4] then
     redis.call('HSET', KEYS[1], 'l', now + tonumber(ARGV[2]))
     return {'started', r[3]}
   end
   local left = tonumber(r[4]) - now
   if left > 0 then return {'in-flight', tostring(left)} end
-else
-  redis.call('HSET', KEYS[1], 'c', now)
 end
 local token = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', now + tonumber(ARGV[2]), 'a', ARGV[4])
+local lease = now + tonumber(ARGV[2])
+if r[1] then -- a takeover: the record keeps its created time
+  redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', lease, 'a', ARGV[4])
+else
+  redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', lease, 'a', ARGV[4], 'c', now)
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {'started', tostring(token)}`;
 
@@ -76,7 +80,7 @@ export class RedisRecords implements RecordBackend {
   }
 
   private async script(name: string, ...args: (string | number)[]): Promise<unknown> {
-    await this.ready();
+    if (this.client.status !== 'ready') await this.ready(); // no extra turn once connected
     return ((this.client as unknown as Record<string, Script>)[name] as Script).call(this.client, ...args);
   }
 

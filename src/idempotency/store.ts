@@ -9,12 +9,17 @@ import {
 } from '../errors.js';
 import { linkSignals } from '../signals.js';
 import { jsonCodec, type ResultCodec } from './codec.js';
-import { within } from './deadline.js';
+import { CallDeadlines, within } from './deadline.js';
 import { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from './errors.js';
 import { type Canonicalize, canonicalJson, payloadHash } from './hash.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { BeginResult, RecordBackend, StoredOutcome } from './records.js';
-import { type RunOptions, validateIdempotencyKey, validateRunOptions } from './validate.js';
+import {
+  type RunOptions,
+  type ValidRunOptions,
+  validateIdempotencyKey,
+  validateRunOptions,
+} from './validate.js';
 
 /** Starts answered after their lease ran out, in a row, before a run gives up as unavailable. */
 const MAX_LATE_STARTS = 3;
@@ -54,6 +59,8 @@ export class IdempotencyStore {
   private readonly codec: ResultCodec;
   private readonly defaults: Omit<RunOptions, 'signal'>;
   private readonly closing = new AbortController();
+  private readonly deadlines: CallDeadlines;
+  private validDefaults: ValidRunOptions | undefined;
 
   constructor(
     private readonly records: RecordBackend,
@@ -63,6 +70,7 @@ export class IdempotencyStore {
     this.canonicalize = options.canonicalize ?? canonicalJson;
     this.codec = options.codec ?? jsonCodec;
     this.defaults = options.defaults ?? {};
+    this.deadlines = new CallDeadlines(this.callTimeoutMs, this.closing.signal);
   }
 
   get backend(): RecordBackend['name'] {
@@ -91,7 +99,7 @@ export class IdempotencyStore {
     options?: RunOptions,
   ): Promise<Execution<T>> {
     validateIdempotencyKey(key);
-    const opts = validateRunOptions(options, this.defaults);
+    const opts = this.runOptions(options);
     const hash = this.hash(payload);
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     if (this.closing.signal.aborted) throw new ProviderClosedError(`idempotency (${this.records.name})`);
@@ -160,12 +168,19 @@ export class IdempotencyStore {
     }
   }
 
+  /** Most runs take the store's defaults: those are validated once. */
+  private runOptions(options: RunOptions | undefined): ValidRunOptions {
+    if (options !== undefined) return validateRunOptions(options, this.defaults);
+    this.validDefaults ??= validateRunOptions(undefined, this.defaults);
+    return this.validDefaults;
+  }
+
   private async runFirst<T>(
     key: string,
     token: bigint,
     beganAt: number,
     fn: (ctx: RunContext) => T | Promise<T>,
-    opts: ReturnType<typeof validateRunOptions>,
+    opts: ValidRunOptions,
     signal: AbortSignal,
   ): Promise<T> {
     const lease = new LeaseKeeper(key, token, opts.leaseMs, beganAt, signal, () =>
@@ -175,7 +190,13 @@ export class IdempotencyStore {
     let value: T | undefined;
     let final: FinalError | undefined;
     try {
-      value = await fn({ signal: lease.signal, fencingToken: token });
+      // The signal is a getter: a run that never reads it never has one made.
+      value = await fn({
+        get signal() {
+          return lease.signal;
+        },
+        fencingToken: token,
+      });
       outcome = { kind: 'value', body: this.codec.encode(value) };
     } catch (error) {
       lease.stop();
@@ -232,13 +253,14 @@ export class IdempotencyStore {
   }
 
   private call<R>(what: string, signal: AbortSignal | undefined, fn: () => Promise<R>): Promise<R> {
-    return within(`idempotency ${what}`, this.callTimeoutMs, signal ?? this.closing.signal, fn);
+    return this.deadlines.run(`idempotency ${what}`, signal ?? this.closing.signal, fn);
   }
 
   /** Stops new runs, fails waiting ones, and closes the store's connections (bounded by callTimeoutMs). */
   async close(): Promise<void> {
     if (this.closing.signal.aborted) return;
     this.closing.abort(new ProviderClosedError(`idempotency (${this.records.name})`));
+    this.deadlines.failAll(this.closing.signal.reason);
     await within('idempotency close', this.callTimeoutMs, undefined, () => this.records.close()).catch(
       () => undefined,
     );

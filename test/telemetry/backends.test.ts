@@ -1,3 +1,4 @@
+import type { MeterProvider } from '@opentelemetry/api';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider } from '../../adapters/etcd/index.js';
@@ -44,38 +45,67 @@ async function expectGrantAndRelease(
   expect(events).toEqual(['grant', 'release']);
 }
 
-describe('telemetry on etcd', () => {
-  let etcd: ServerGroup;
+/** The session backends: a provider through a fault proxy, whose session's renewals can be cut off. */
+const sessionBackends = [
+  {
+    backend: 'etcd' as const,
+    renewal: 'keepalive',
+    target: (group: ServerGroup) => {
+      const { hostname, port } = new URL(endpoint(group, 'ETCD_ENDPOINTS').split(',')[0] as string);
+      return { host: hostname, port: Number(port) };
+    },
+    open: (address: string, meterProvider: MeterProvider) =>
+      new EtcdLockProvider({
+        endpoints: [`http://${address}`],
+        sessionTtlMs: 2_000,
+        callTimeoutMs: 1_000,
+        meterProvider,
+      }),
+  },
+  {
+    backend: 'zookeeper' as const,
+    renewal: 'heartbeat',
+    target: (group: ServerGroup) => {
+      const [host, port] = (endpoint(group, 'ZK_CONNECT').split(',')[0] as string).split(':');
+      return { host: host as string, port: Number(port) };
+    },
+    open: (address: string, meterProvider: MeterProvider) =>
+      new ZooKeeperLockProvider({
+        connectString: address,
+        sessionTimeoutMs: 2_000,
+        serverTickMs: 200,
+        callTimeoutMs: 1_000,
+        meterProvider,
+      }),
+  },
+];
+
+describe.each(sessionBackends)('telemetry on $backend', ({ backend, renewal, target, open }) => {
+  let group: ServerGroup;
   let proxy: FaultProxy;
-  let provider: EtcdLockProvider;
+  let provider: LockProvider;
   const { meterProvider, collect } = testMetrics();
   beforeAll(async () => {
-    etcd = await startServers('etcd');
-    const { hostname, port } = new URL(endpoint(etcd, 'ETCD_ENDPOINTS').split(',')[0] as string);
-    proxy = await FaultProxy.start({ host: hostname, port: Number(port) });
-    provider = new EtcdLockProvider({
-      endpoints: [`http://${proxy.address}`],
-      sessionTtlMs: 2_000,
-      callTimeoutMs: 1_000,
-      meterProvider,
-    });
+    group = await startServers(backend);
+    proxy = await FaultProxy.start(target(group));
+    provider = open(proxy.address, meterProvider);
   });
   afterAll(async () => {
     proxy?.setMode({ kind: 'pass' });
     await provider?.close();
     await proxy?.close();
-    await etcd?.stop();
+    await group?.stop();
   });
 
   it('counts a grant and a release', async () => {
-    await expectGrantAndRelease(provider, 'etcd', collect);
+    await expectGrantAndRelease(provider, backend, collect);
   });
 
-  it('session keepalives are renewals; cut off, they fail (renew-failed) and the lock is lost', async () => {
+  it(`session ${renewal}s are renewals; cut off, they fail (renew-failed) and the lock is lost`, async () => {
     const events = recordEvents(provider);
     const lock = await provider.acquire(uniqueKey('telemetry-loss'));
     await eventually(
-      'a keepalive counted',
+      `a ${renewal} counted`,
       async () => (await collect()).total(METRIC_NAMES.renewals, { kind: 'session', outcome: 'renewed' }) > 0,
     );
     proxy.setMode({ kind: 'blackhole' });
@@ -83,56 +113,7 @@ describe('telemetry on etcd', () => {
     proxy.setMode({ kind: 'pass' });
     const reason = (lock.signal.reason as LockLostError).reason;
     const snap = await collect();
-    expect(snap.total(METRIC_NAMES.losses, { backend: 'etcd', reason })).toBe(1);
-    expect(snap.total(METRIC_NAMES.renewals, { kind: 'session', outcome: 'failed' })).toBeGreaterThan(0);
-    expect(events[0]).toBe('grant');
-    expect(events).toContain('renew-failed');
-    expect(events.at(-1)).toBe('loss');
-    await lock.release();
-  });
-});
-
-describe('telemetry on ZooKeeper', () => {
-  let zk: ServerGroup;
-  let proxy: FaultProxy;
-  let provider: ZooKeeperLockProvider;
-  const { meterProvider, collect } = testMetrics();
-  beforeAll(async () => {
-    zk = await startServers('zookeeper');
-    const [host, port] = (endpoint(zk, 'ZK_CONNECT').split(',')[0] as string).split(':');
-    proxy = await FaultProxy.start({ host: host as string, port: Number(port) });
-    provider = new ZooKeeperLockProvider({
-      connectString: proxy.address,
-      sessionTimeoutMs: 2_000,
-      serverTickMs: 200,
-      callTimeoutMs: 1_000,
-      meterProvider,
-    });
-  });
-  afterAll(async () => {
-    proxy?.setMode({ kind: 'pass' });
-    await provider?.close();
-    await proxy?.close();
-    await zk?.stop();
-  });
-
-  it('counts a grant and a release', async () => {
-    await expectGrantAndRelease(provider, 'zookeeper', collect);
-  });
-
-  it('heartbeats are renewals; cut off, they fail (renew-failed) and the lock is lost', async () => {
-    const events = recordEvents(provider);
-    const lock = await provider.acquire(uniqueKey('telemetry-loss'));
-    await eventually(
-      'a heartbeat counted',
-      async () => (await collect()).total(METRIC_NAMES.renewals, { kind: 'session', outcome: 'renewed' }) > 0,
-    );
-    proxy.setMode({ kind: 'blackhole' });
-    await eventually('lock lost', async () => lock.signal.aborted, 10_000);
-    proxy.setMode({ kind: 'pass' });
-    const reason = (lock.signal.reason as LockLostError).reason;
-    const snap = await collect();
-    expect(snap.total(METRIC_NAMES.losses, { backend: 'zookeeper', reason })).toBe(1);
+    expect(snap.total(METRIC_NAMES.losses, { backend, reason })).toBe(1);
     expect(snap.total(METRIC_NAMES.renewals, { kind: 'session', outcome: 'failed' })).toBeGreaterThan(0);
     expect(events[0]).toBe('grant');
     expect(events).toContain('renew-failed');

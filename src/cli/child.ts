@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { EXIT, exitCodeForSignal } from './exit-codes.js';
 import type { Interrupts } from './interrupts.js';
 import { warn } from './output.js';
@@ -24,13 +24,15 @@ export interface ChildRun {
 export function runChild(run: ChildRun): Promise<number> {
   if (run.stop.aborted) return Promise.reject(run.stop.reason);
   const [file = '', ...args] = run.command;
-  const child = spawn(file, args, { stdio: 'inherit', env: { ...process.env, ...run.env } });
+  // A process group of its own: a lost lock must stop the command's children too (a shell script's
+  // `sleep`, a pipeline), not only the process we started, or they write on after the release.
+  const child = spawn(file, args, { stdio: 'inherit', env: { ...process.env, ...run.env }, detached: true });
   run.interrupts.childStarted(child);
   let killTimer: NodeJS.Timeout | undefined;
   const onStop = () => {
     run.onStop(run.stop.reason);
-    child.kill('SIGTERM');
-    killTimer = setTimeout(() => child.kill('SIGKILL'), run.graceMs);
+    signalGroup(child, 'SIGTERM');
+    killTimer = setTimeout(() => signalGroup(child, 'SIGKILL'), run.graceMs);
   };
   run.stop.addEventListener('abort', onStop, { once: true });
   return new Promise<number>((resolve) => {
@@ -48,4 +50,13 @@ export function runChild(run: ChildRun): Promise<number> {
       finish(error.code === 'ENOENT' ? EXIT.commandNotFound : EXIT.commandNotExecutable);
     });
   });
+}
+
+/** Signals the command's whole process group; the command alone when the group is gone. */
+export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    if (child.pid !== undefined) process.kill(-child.pid, signal);
+  } catch {
+    child.kill(signal);
+  }
 }

@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { AbortError } from '../errors.js';
+import { signalGroup } from './child.js';
 import { exitCodeForSignal } from './exit-codes.js';
 
 const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
@@ -17,7 +18,7 @@ export class Interrupts {
   readonly #onSignal = (signal: NodeJS.Signals) => {
     this.#received = signal;
     if (this.#child && this.#child.exitCode === null && this.#child.signalCode === null) {
-      this.#child.kill(signal);
+      signalGroup(this.#child, signal); // its own group: a terminal's Ctrl-C reaches it only through us
     } else if (this.#stop.signal.aborted) {
       // A second signal while cleaning up (a release or close that hangs): leave now, the lease frees it.
       process.exit(exitCodeForSignal(signal));

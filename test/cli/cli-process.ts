@@ -66,11 +66,18 @@ export class CliProcesses {
     return { code, stdout: run.stdout(), stderr: run.stderr() };
   }
 
-  /** SIGKILL to the process group of every CLI still running (its command included). */
+  /**
+   * Stops every CLI still running: SIGTERM first, which the CLI forwards to its command's own
+   * process group, then SIGKILL to the CLI's group after a second.
+   */
   async stop(): Promise<void> {
     for (const run of this.#runs.splice(0)) {
       const { child } = run;
       if (child.pid === undefined) continue;
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        await run.exited(1_000).catch(() => undefined);
+      }
       killGroup(child.pid);
       await run.exited(5_000);
     }

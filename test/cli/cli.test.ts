@@ -158,6 +158,19 @@ describe('the fencekit command', () => {
       expect(run.stderr()).toMatch(/no longer held.*SIGTERM/);
     });
 
+    it("the command's own children are stopped too: nothing of it runs after the release", async () => {
+      const key = name('lost-group');
+      const file = log();
+      // A shell whose child outlives a SIGTERM to the shell alone (as any script's `sleep` would).
+      const script = `echo start >> ${JSON.stringify(file)}; (sleep 3; echo late >> ${JSON.stringify(file)}); true`;
+      const run = cli.start(['lock', key, '--url', redisUrl, '--ttl', '1500', '--', 'sh', '-c', script]);
+      await until('the command runs', () => logLines(file).length === 1);
+      expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
+      expect(await run.exited()).toBe(143);
+      await new Promise((r) => setTimeout(r, 4_000)); // past the child's sleep
+      expect(logLines(file)).toEqual(['start']);
+    });
+
     it('a command that ignores SIGTERM gets SIGKILL after --grace (exit 137)', async () => {
       const key = name('grace');
       const file = log();
@@ -316,9 +329,11 @@ describe('the fencekit command', () => {
       expect(leader.code).toBe(0);
       expect(JSON.parse(leader.stdout)).toEqual({ name: key, leader: `node-${first}`, term: firstTerm });
       expect(logLines(file)).toHaveLength(1); // the other candidate waits
-      // kill -9 of the leader CLI's process group (its command too, as a service manager does).
+      // kill -9 of the leader CLI and of its command (a process group of its own), as a service
+      // manager stopping the unit's cgroup does.
       const leaderRun = candidates[first === 'A' ? 0 : 1];
       process.kill(-(leaderRun?.child.pid ?? 0), 'SIGKILL');
+      process.kill(-Number(firstPid), 'SIGKILL');
       await until('the other candidate takes over', () => logLines(file).length === 2, 20_000);
       const [, second, secondTerm] = logLines(file)[1]?.split(' ') ?? [];
       expect(second).not.toBe(first);

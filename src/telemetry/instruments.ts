@@ -1,4 +1,11 @@
-import type { Counter, Histogram, Meter, ObservableGauge, UpDownCounter } from '@opentelemetry/api';
+import {
+  type Counter,
+  createNoopMeter,
+  type Histogram,
+  type Meter,
+  type ObservableGauge,
+  type UpDownCounter,
+} from '@opentelemetry/api';
 
 /** Metric names and units, fixed by the README's table (issue #19): dashboards depend on them. */
 export const METRIC_NAMES = {
@@ -36,7 +43,41 @@ export interface Instruments {
   singletonMissed: Counter;
 }
 
+/**
+ * The instruments, made so that they never throw into a grant, a release or a heartbeat: a broken
+ * SDK or exporter costs the metrics, never a lock (OpenTelemetry says they must not throw; not
+ * every implementation keeps that). A meter that cannot even make them gives no-op instruments.
+ */
 export function createInstruments(meter: Meter): Instruments {
+  try {
+    return guarded(makeInstruments(meter));
+  } catch {
+    return makeInstruments(createNoopMeter());
+  }
+}
+
+function guarded(instruments: Instruments): Instruments {
+  const out = { ...instruments } as Record<string, object>;
+  for (const [name, instrument] of Object.entries(out)) {
+    if (name === 'oldestHold') continue; // observed by callback, not called from a grant's path
+    const safe = Object.create(instrument) as Record<string, unknown>;
+    for (const method of ['add', 'record']) {
+      const call = (instrument as Record<string, unknown>)[method];
+      if (typeof call !== 'function') continue;
+      safe[method] = (...args: unknown[]) => {
+        try {
+          call.apply(instrument, args);
+        } catch {
+          // the metric point is lost; the caller's grant or release goes on
+        }
+      };
+    }
+    out[name] = safe;
+  }
+  return out as unknown as Instruments;
+}
+
+function makeInstruments(meter: Meter): Instruments {
   const seconds = (name: string, description: string) =>
     meter.createHistogram(name, {
       description,

@@ -1,4 +1,11 @@
-import { type Attributes, type MeterProvider, metrics, type ObservableResult } from '@opentelemetry/api';
+import {
+  type Attributes,
+  createNoopMeter,
+  type Meter,
+  type MeterProvider,
+  metrics,
+  type ObservableResult,
+} from '@opentelemetry/api';
 import { monotonicNow } from '../clock.js';
 import { AbortError, LockTimeoutError, type LossReason, ProviderClosedError } from '../errors.js';
 import type { ProviderEvents } from '../events.js';
@@ -48,8 +55,12 @@ export class ProviderTelemetry {
     this.events = events;
     // Taken now, not at import: an app that sets OpenTelemetry up after importing fencekit counts.
     const meterProvider = options.meterProvider ?? metrics.getMeterProvider();
-    this.#instruments = createInstruments(meterProvider.getMeter(METER_NAME));
-    observeOldest(this.#instruments, new WeakRef(this));
+    this.#instruments = createInstruments(meterOf(meterProvider));
+    try {
+      observeOldest(this.#instruments, new WeakRef(this));
+    } catch {
+      // no oldest-hold gauge from a meter that refuses callbacks; everything else still counts
+    }
     this.#withName = options.metricsNameAttribute === true;
     this.redactor = new Redactor(secretsIn(options));
     this.log = new SafeLog(options.logger, this.redactor);
@@ -310,4 +321,13 @@ export function telemetryOf(provider: { backend: string }, events: () => Provide
     forCustomProviders.set(provider, telemetry);
   }
   return telemetry;
+}
+
+/** The provider's meter, or a no-op one when the MeterProvider throws (metrics never break locks). */
+function meterOf(meterProvider: MeterProvider): Meter {
+  try {
+    return meterProvider.getMeter(METER_NAME);
+  } catch {
+    return createNoopMeter();
+  }
 }

@@ -11,6 +11,7 @@ import {
   type SingletonLedger,
 } from '../../src/index.js';
 import { Redactor, secretsIn } from '../../src/telemetry/redact.js';
+import { uniqueKey } from '../../src/testing/index.js';
 import { testMetrics } from './metric-reader.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -307,5 +308,22 @@ describe('no secrets in log lines and events', () => {
     expect(safe.code).toBe('AUTH');
     const harmless = new Error('timeout');
     expect(redactor.error(harmless)).toBe(harmless);
+  });
+});
+
+describe('a broken metrics SDK', () => {
+  it('instruments that throw cost the metrics, never a grant, a release or a lease', async () => {
+    const broken = () => {
+      throw new Error('meter broke');
+    };
+    const instrument = { add: broken, record: broken, addCallback: broken, removeCallback: broken };
+    const meter = new Proxy({}, { get: () => () => instrument });
+    const provider = memory({ meterProvider: { getMeter: () => meter } as never, ttlMs: 300 });
+    const lock = await provider.tryAcquire(uniqueKey('broken-meter'));
+    expect(lock?.held).toBe(true);
+    await sleep(700); // two lease periods: renewals (which report) must go on
+    expect(lock?.held).toBe(true);
+    await lock?.release();
+    expect(await provider.inspect(lock?.key ?? '')).toBeNull();
   });
 });

@@ -85,6 +85,26 @@ export function forceReleaseLine(
   );
 }
 
+/** The audit line of a force-release whose outcome is unknown (no answer in time, connection lost). */
+export function forceReleaseUnknownLine(
+  backend: BackendName,
+  key: string,
+  request: ValidForceRelease,
+  error: unknown,
+): string {
+  const guard = request.fencingToken === undefined ? '' : ` (token ${request.fencingToken})`;
+  return (
+    `fencekit: ${backend} lock ${JSON.stringify(key)}${guard} force-release by ${JSON.stringify(request.by)} ` +
+    `(${JSON.stringify(request.reason)}) has an unknown outcome (${errorCode(error)}): it may have been applied`
+  );
+}
+
+/** The error's code or name only: its message may carry an address with credentials. */
+function errorCode(error: unknown): string {
+  const e = error as { code?: unknown; name?: unknown } | null;
+  return String(e?.code ?? e?.name ?? 'error');
+}
+
 /** Sorted, without duplicates, only names under prefix: what every backend's list() returns. */
 export function heldNamesUnder(prefix: string, names: Iterable<string>): string[] {
   return [...new Set(names)].filter((name) => name.startsWith(prefix)).sort();

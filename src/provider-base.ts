@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { metrics } from '@opentelemetry/api';
 import {
   forceReleaseLine,
+  forceReleaseUnknownLine,
   heldNamesUnder,
   validateForceReleaseOptions,
   validateListPrefix,
@@ -175,7 +176,20 @@ export abstract class BaseLockProvider implements LockProvider {
     validateKey(key);
     const request = validateForceReleaseOptions(options);
     this.assertOpen();
-    const removed = await this.removeGrant(key, request.fencingToken);
+    let removed: HolderInfo | null;
+    try {
+      removed = await this.removeGrant(key, request.fencingToken);
+    } catch (error) {
+      // The removal may have been applied all the same: record the attempt, so an operator who
+      // retries knows the first one may have removed the holder (pass fencingToken to retry safely).
+      this.audit(forceReleaseUnknownLine(this.backend, key, request, error), {
+        event: 'force-release-unknown',
+        key,
+        reason: request.reason,
+        by: request.by,
+      });
+      throw error;
+    }
     if (removed === null) return null;
     this.audit(forceReleaseLine(this.backend, key, removed, request), {
       event: 'force-release',

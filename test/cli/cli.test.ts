@@ -398,6 +398,31 @@ describe('the fencekit command', () => {
     const ls = await cli.run(['ls', 'cli-test/admin/', '--url', redisUrl]);
     expect(ls.code).toBe(0);
     expect(ls.stdout.split('\n')).toContain(key);
+    // Guarded by a token that is not the holder's: nothing is removed, the command runs on.
+    const spared = await cli.run([
+      'force-release',
+      key,
+      '--url',
+      redisUrl,
+      '--reason',
+      'stale',
+      '--token',
+      '999999999',
+    ]);
+    expect(spared.code).toBe(0);
+    expect(spared.stdout).toMatch(/was not held with token 999999999/);
+    expect((await observer.inspect(key))?.holder).not.toBeNull();
+    const badToken = await cli.run([
+      'force-release',
+      key,
+      '--url',
+      redisUrl,
+      '--reason',
+      'x',
+      '--token',
+      '-1',
+    ]);
+    expect(badToken.code).toBe(64);
     const released = await cli.run(['force-release', key, '--url', redisUrl, '--reason', 'stuck job']);
     expect(released.code).toBe(0);
     expect(released.stdout).toMatch(/released/);

@@ -62,20 +62,38 @@ export function registerAdminCommands(program: Command): void {
     .argument('<name>', 'lock name')
     .addOption(urlOption())
     .requiredOption('--reason <text>', 'why, recorded with the release')
+    .option(
+      '--token <n>',
+      'remove the grant only if it still has this fencing token (the one inspect showed): never a newer holder',
+    )
     .option('--json', 'print the removed holder as JSON (null when nobody held it)')
     .action(
-      cliAction((_interrupts, name: string, flags: { url?: string; reason: string; json?: boolean }) =>
-        withProvider(flags.url, async (provider) => {
-          if (flags.reason.trim() === '') throw new InvalidArgumentError('--reason', 'must not be empty');
-          if (!provider.forceRelease)
-            throw new NotImplementedError(`force-release on the ${provider.backend} provider`);
-          const removed = await provider.forceRelease(name, { reason: flags.reason, by: operator() });
-          if (flags.json) console.log(JSON.stringify(removed ? holderJson(removed) : null));
-          else if (removed)
-            console.log(`released "${name}": holder ${removed.owner ?? '-'} token ${removed.fencingToken}`);
-          else console.log(`"${name}" was not held`);
-          return EXIT.ok;
-        }),
+      cliAction(
+        (
+          _interrupts,
+          name: string,
+          flags: { url?: string; reason: string; token?: string; json?: boolean },
+        ) =>
+          withProvider(flags.url, async (provider) => {
+            if (flags.reason.trim() === '') throw new InvalidArgumentError('--reason', 'must not be empty');
+            if (flags.token !== undefined && !/^[1-9][0-9]*$/.test(flags.token))
+              throw new InvalidArgumentError('--token', 'must be a positive integer (a fencing token)');
+            if (!provider.forceRelease)
+              throw new NotImplementedError(`force-release on the ${provider.backend} provider`);
+            const removed = await provider.forceRelease(name, {
+              reason: flags.reason,
+              by: operator(),
+              ...(flags.token === undefined ? {} : { fencingToken: BigInt(flags.token) }),
+            });
+            if (flags.json) console.log(JSON.stringify(removed ? holderJson(removed) : null));
+            else if (removed)
+              console.log(`released "${name}": holder ${removed.owner ?? '-'} token ${removed.fencingToken}`);
+            else
+              console.log(
+                `"${name}" was not held${flags.token === undefined ? '' : ` with token ${flags.token}`}`,
+              );
+            return EXIT.ok;
+          }),
       ),
     );
 }

@@ -145,9 +145,14 @@ export class RedisLockProvider extends BaseLockProvider {
   }
 
   /** SCAN for the lock keys under the prefix (every master of a cluster); a lock key exists only while held. */
-  protected heldNames(prefix: string): Promise<string[]> {
-    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
-    return heldNamesScan(nodes, this.prefix, prefix, (what, run) => this.#call(what, run));
+  protected async heldNames(prefix: string): Promise<string[]> {
+    const call = <T>(what: string, run: () => Promise<T>) => this.#call(what, run);
+    const { redis } = this;
+    if (!(redis instanceof Cluster)) return heldNamesScan([redis], this.prefix, prefix, call);
+    // The client knows every master once it has loaded the slots: a command through the cluster
+    // waits for that (a client seeded with one node would otherwise scan that node alone).
+    await call('list', () => redis.ping());
+    return heldNamesScan(redis.nodes('master'), this.prefix, prefix, call);
   }
 
   /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */

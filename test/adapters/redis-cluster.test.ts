@@ -75,6 +75,10 @@ describe('Redis Cluster', () => {
     const braced = await a.acquire(brace, { ttlMs: 1_000 });
     expect(await operator.list?.(prefix)).toEqual([...names].sort());
     expect(await operator.list?.('}fencekit-conformance/cluster-list-brace/')).toEqual([brace]);
+    // A fresh provider that knows one seed node: its first list() must still scan every master.
+    const seeded = await connect(`redis+cluster://${cluster.nodes[0]}`);
+    providers.push(seeded);
+    expect(await seeded.list?.(prefix)).toEqual([...names].sort());
     const [first] = locks;
     if (!first) throw new Error('no lock');
     const waiting = b.acquire(first.key, { ttlMs: 1_000, waitMs: 5_000 });

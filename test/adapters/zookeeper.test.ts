@@ -306,6 +306,22 @@ describe('ZooKeeper adapter on a real server', () => {
     controller.abort();
     await watching;
   });
+
+  it("a semaphore's internal mutex is neither listed nor force-released (that would stall the semaphore)", async () => {
+    const [holder, waiter, operator] = [open(), open(), open()];
+    const name = uniqueKey('sem-internals');
+    const held = await holder.semaphore(name, { limit: 1 }).acquire();
+    const waiting = waiter.semaphore(name, { limit: 1 }).acquire({ waitMs: 10_000 });
+    await eventually('the waiter holds the mutex', async () =>
+      Boolean((await children(raw, `/fencekit/locks/${name}/locks`)).length),
+    );
+    expect(await operator.list(name)).toEqual([]);
+    await expect(operator.forceRelease(`${name}/locks`, { reason: 'test' })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    await held.release();
+    await (await waiting).release(); // the semaphore still hands over
+  });
 });
 
 describe('ZooKeeper adapter on a 3-node ensemble with faults', () => {

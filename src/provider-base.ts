@@ -180,8 +180,10 @@ export abstract class BaseLockProvider implements LockProvider {
     try {
       removed = await this.removeGrant(key, request.fencingToken);
     } catch (error) {
-      // The removal may have been applied all the same: record the attempt, so an operator who
-      // retries knows the first one may have removed the holder (pass fencingToken to retry safely).
+      // A refusal (InvalidArgumentError) removed nothing; any other failure may have been applied
+      // all the same: record the attempt, so an operator who retries knows the first one may have
+      // removed the holder (pass fencingToken to retry safely).
+      if (error instanceof InvalidArgumentError) throw error;
       this.audit(forceReleaseUnknownLine(this.backend, key, request, error), {
         event: 'force-release-unknown',
         key,

@@ -308,7 +308,10 @@ describe('ZooKeeper adapter on a real server', () => {
   });
 
   it("a semaphore's internal mutex is neither listed nor force-released (that would stall the semaphore)", async () => {
-    const [holder, waiter, operator] = [open(), open(), open()];
+    const audit: unknown[] = [];
+    const record = (...args: unknown[]) => audit.push(args[0]);
+    const [holder, waiter] = [open(), open()];
+    const operator = open({ logger: { info: record, warn: record, error: record } });
     const name = uniqueKey('sem-internals');
     const held = await holder.semaphore(name, { limit: 1 }).acquire();
     const waiting = waiter.semaphore(name, { limit: 1 }).acquire({ waitMs: 10_000 });
@@ -319,6 +322,7 @@ describe('ZooKeeper adapter on a real server', () => {
     await expect(operator.forceRelease(`${name}/locks`, { reason: 'test' })).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
     });
+    expect(audit).toEqual([]); // a refusal removed nothing: no "unknown outcome" record
     await held.release();
     await (await waiting).release(); // the semaphore still hands over
   });

@@ -76,13 +76,14 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
     };
     pool.start(config, inProcess);
   };
+  let nemesis: Promise<unknown> = Promise.resolve();
   try {
     const storage = new FencedStorage(cluster.storageUrl, true);
     await storage.setup([...KEYS, ELECTION]);
     await storage.close();
     // One in four workers leads through runAsLeader; the rest take locks.
     for (let i = 0; i < options.workers; i++) await start(i % 4 === 3 ? 'leader' : 'lock');
-    const nemesis =
+    nemesis =
       options.nemesis === false
         ? Promise.resolve()
         : runNemesis(
@@ -109,6 +110,9 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
     await pool.stopAll();
     await checkLeftovers(cluster, options, pool);
   } finally {
+    // A fault still running (after an error above) could restart a member into a stopped cluster.
+    stopping.abort();
+    await nemesis.catch(() => undefined);
     await cluster.stop();
   }
   const result = checkHistory(pool.history, { progressBoundMs: PROGRESS_BOUND_MS, ttlMs: TTL_MS });

@@ -6,6 +6,7 @@ source "$(dirname "$0")/lib.sh"
 members=${1:-1}
 command -v etcd >/dev/null || { echo "etcd.sh: etcd not installed (apt-get install etcd-server etcd-client)" >&2; exit 1; }
 dir=$(new_state_dir etcd)
+stop_on_failure "$dir"
 read -r -a ports <<<"$(free_ports $((members * 2)))"
 cluster=()
 for ((i = 0; i < members; i++)); do

@@ -10,7 +10,12 @@ redis=$(pgrep -a redis-server | grep -v ':6379' || true)
 procs="$procs${redis:+$'\n'$redis}"
 if [ -n "$dirs$procs" ]; then
   echo "leftovers: test servers were not stopped:" >&2
-  [ -n "$dirs" ] && echo "$dirs" >&2
+  # What each directory still holds tells which step failed (a start, a stop, a late restart).
+  for dir in $dirs; do
+    echo "$dir:" >&2
+    find "$dir" -maxdepth 2 -printf '  %p %s bytes %TT\n' >&2
+    tail -n 5 "$dir"/*.log 2>/dev/null | sed 's/^/    /' >&2
+  done
   [ -n "$procs" ] && echo "$procs" >&2
   exit 1
 fi

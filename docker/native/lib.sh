@@ -11,6 +11,23 @@ new_state_dir() {
   mktemp -d "$base/fencekit-$kind.XXXXXX"
 }
 
+# A start script that fails (a server that never serves, a port taken meanwhile, a timeout that
+# ends the script) stops what it had started and deletes its state directory, so that nothing is
+# left behind for leftovers.sh to find. Call it right after new_state_dir.
+stop_on_failure() {
+  _fencekit_state_dir=$1
+  trap '_fencekit_on_exit $?' EXIT
+  # A signal ends the script through the EXIT trap above (bash skips it on an untrapped SIGTERM).
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
+}
+_fencekit_on_exit() {
+  local status=$1
+  ((status == 0)) && return 0
+  echo "start script failed (exit $status): stopping what it started in $_fencekit_state_dir" >&2
+  bash "$(dirname "${BASH_SOURCE[0]}")/stop.sh" "$_fencekit_state_dir" >&2 || true
+}
+
 # N free TCP ports on 127.0.0.1, space-separated (asked from the kernel, all held until all are known).
 free_ports() {
   node -e '

@@ -7,6 +7,7 @@ source "$(dirname "$0")/lib.sh"
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
 [ -x "$bin/initdb" ] || { echo "postgres.sh: PostgreSQL not installed (apt-get install postgresql)" >&2; exit 1; }
 dir=$(new_state_dir postgres)
+stop_on_failure "$dir"
 read -r port <<<"$(free_ports 1)"
 # initdb refuses to run as root: run the server as the postgres user, in a directory it owns.
 as_owner=()

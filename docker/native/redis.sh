@@ -6,6 +6,7 @@ source "$(dirname "$0")/lib.sh"
 count=${1:-1}
 command -v redis-server >/dev/null || { echo "redis.sh: redis-server not installed (apt-get install redis-server)" >&2; exit 1; }
 dir=$(new_state_dir redis)
+stop_on_failure "$dir"
 read -r -a ports <<<"$(free_ports "$count")"
 for ((i = 0; i < count; i++)); do
   start_bg "$dir" "r$i" redis-server --bind 127.0.0.1 --port "${ports[$i]}" --save '' --appendonly no \

@@ -13,6 +13,7 @@ jar=/usr/share/java/zookeeper.jar
 [ -e "$jar" ] || { echo "zookeeper.sh: ZooKeeper not installed (apt-get install zookeeper)" >&2; exit 1; }
 classpath="$jar:/usr/share/java/slf4j-simple.jar"
 dir=$(new_state_dir zookeeper)
+stop_on_failure "$dir"
 read -r -a ports <<<"${ZK_PORTS:-$(free_ports $((nodes * 3)))}"
 declare -A view=()
 for entry in ${ZK_PEER_VIEW:-}; do

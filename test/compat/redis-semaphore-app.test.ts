@@ -5,7 +5,7 @@ import { lockKeys } from '../../adapters/redis/scripts.js';
 import * as facade from '../../src/compat/redis-semaphore/index.js';
 import { connect, type LockProvider } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
 // One app's use of redis-semaphore, written against its documented behaviour, run on
 // redis-semaphore itself and on fencekit's facade over an ioredis client, etcd and ZooKeeper, with
@@ -94,7 +94,7 @@ const key = () => uniqueKey('rs-app').replace(/\//g, ':');
 const quick = { acquireTimeout: 150, retryInterval: 10 };
 
 beforeAll(async () => {
-  [redisServer, etcdServer, zkServer] = await Promise.all([
+  [redisServer, etcdServer, zkServer] = await startAll([
     startServers('redis'),
     startServers('etcd'),
     startServers('zookeeper'),

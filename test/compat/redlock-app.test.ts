@@ -9,7 +9,7 @@ import { lockKeys } from '../../adapters/redis/scripts.js';
 import * as facade from '../../src/compat/redlock/index.js';
 import { connect, type LockProvider } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
 // One app's use of redlock, written against redlock's documented behaviour, run on redlock itself
 // (v5 = 5.0.0-beta.2 under the alias `redlock5`, and v4) and on fencekit's facade over Redis
@@ -117,7 +117,7 @@ const subjects: Subject[] = [
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(async () => {
-  [redisServer, etcdServer, zkServer] = await Promise.all([
+  [redisServer, etcdServer, zkServer] = await startAll([
     startServers('redis'),
     startServers('etcd'),
     startServers('zookeeper'),

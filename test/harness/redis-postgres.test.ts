@@ -1,13 +1,13 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
 describe('Redis (real servers)', () => {
   let single: ServerGroup;
   let three: ServerGroup;
   beforeAll(async () => {
-    [single, three] = await Promise.all([
+    [single, three] = await startAll([
       startServers('redis'),
       startServers('redis', { size: 3, faults: true }),
     ]);

@@ -72,12 +72,12 @@ describe.skipIf(process.env.FENCEKIT_OFFLINE === '1')(
     beforeAll(async () => {
       if (!existsSync(join(root, 'dist', 'index.js')))
         await run(npm, ['run', 'build', '--silent'], { cwd: root });
-      const [packed, redis] = await Promise.all([
-        run(npm, ['pack', '--silent', '--pack-destination', scratch], { cwd: root }),
-        startServers('redis'),
-      ]);
+      // The server first: afterAll stops it even if packing fails.
+      const packing = run(npm, ['pack', '--silent', '--pack-destination', scratch], { cwd: root });
+      packing.catch(() => undefined);
+      server = await startServers('redis');
+      const packed = await packing;
       tarball = join(scratch, packed.stdout.trim().split('\n').pop() as string);
-      server = redis;
       url = endpoint(server, 'REDIS_URL');
     }, 120_000);
     afterAll(async () => {

@@ -56,6 +56,24 @@ export async function startServers(kind: ServerKind, request: ServerRequest = {}
   return startNative(kind, args);
 }
 
+/**
+ * Starts several groups at once; if one fails, stops those that started before throwing, so a
+ * failed start leaves no server running for the rest of the run.
+ */
+export async function startAll<const T extends readonly Promise<ServerGroup>[]>(
+  starts: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(starts);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) {
+    await Promise.allSettled(settled.map((s) => (s.status === 'fulfilled' ? s.value.stop() : undefined)));
+    throw failed.reason;
+  }
+  return settled.map((s) => (s as PromiseFulfilledResult<ServerGroup>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
+}
+
 /** The value a start script printed, or a clear failure naming what is missing. */
 export function endpoint(group: ServerGroup, name: string): string {
   const value = group.vars.get(name);
@@ -74,7 +92,7 @@ export interface EveryBackend {
 
 /** Starts one server of every network backend at once (for tests that run a story on each). */
 export async function startEveryBackend(): Promise<EveryBackend> {
-  const [etcd, zookeeper, redis, postgres] = await Promise.all([
+  const [etcd, zookeeper, redis, postgres] = await startAll([
     startServers('etcd'),
     startServers('zookeeper'),
     startServers('redis'),

@@ -31,6 +31,12 @@ export async function createIdempotencyStore(
       break;
     }
     case 'redis': {
+      // One token counter key for every record: a Cluster would answer CROSSSLOT (see README).
+      if (/^redis\+cluster:/i.test(url))
+        throw new InvalidArgumentError(
+          'url',
+          'idempotency stores do not run on a Redis Cluster (redis+cluster://); use redis:// or postgres://',
+        );
       await requirePeer('ioredis', 'redis');
       const [{ Redis }, { RedisRecords }] = await Promise.all([
         import('ioredis'),

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { AbortError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { createIdempotencyStore } from '../../src/idempotency/create.js';
 import { CallDeadlines } from '../../src/idempotency/deadline.js';
 import { canonicalJson, payloadHash } from '../../src/idempotency/hash.js';
 
@@ -80,5 +81,16 @@ describe('payloadHash', () => {
     expect(payloadHash(new Uint8Array([0, 1, 255]), canonicalJson)).toBe(sha(new Uint8Array([0, 1, 255])));
     expect(payloadHash({ b: 1, a: [2] }, canonicalJson)).toBe(sha('{"a":[2],"b":1}'));
     expect(() => payloadHash({ n: Number.NaN }, canonicalJson)).toThrow(InvalidArgumentError);
+  });
+});
+
+describe('createIdempotencyStore', () => {
+  it('refuses a Redis Cluster URL with a typed error instead of failing later with CROSSSLOT', async () => {
+    const error = await createIdempotencyStore('redis+cluster://127.0.0.1:7000,127.0.0.1:7001').catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(error).toMatchObject({ argument: 'url' });
+    expect(String((error as Error).message)).toContain('Redis Cluster');
   });
 });

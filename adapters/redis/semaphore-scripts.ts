@@ -18,9 +18,11 @@ const PRELUDE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- A waiter is in all three of queue, waiters and pending or in none (added and removed together):
+-- the waiters ZSET says which, so a request that never queued costs one ZREM here.
 local function unqueue(id)
+  if redis.call('ZREM', KEYS[6], id) == 0 then return end
   redis.call('LREM', KEYS[5], 0, id)
-  redis.call('ZREM', KEYS[6], id)
   redis.call('HDEL', KEYS[7], id)
 end
 
@@ -91,13 +93,14 @@ end
 -- finds the grant.
 local function handOver(limit)
   local free = limit - redis.call('ZCARD', KEYS[1])
+  local granted = 0
   while free > 0 do
     local id = redis.call('LINDEX', KEYS[5], 0)
     local spec = id and redis.call('HGET', KEYS[7], id)
-    if not spec then return end
+    if not spec then return granted end
     local permits, ttl, length, rest = string.match(spec, '^(%d+) (%d+) (%d+) (.*)$')
     permits = tonumber(permits)
-    if permits > free then return end
+    if permits > free then return granted end
     local channel = string.sub(rest, 1, tonumber(length))
     local owner = string.sub(rest, tonumber(length) + 2)
     ttl = tonumber(ttl)
@@ -107,7 +110,9 @@ local function handOver(limit)
     local token = grant(id, permits, ttl, owner)
     if channel ~= '' then redis.call('PUBLISH', channel, id .. ' ' .. token) end
     free = free - permits
+    granted = granted + 1
   end
+  return granted
 end
 `;
 
@@ -151,9 +156,10 @@ if ARGV[4] == '1' then
   keep(waiterTtl * 2, 3, 3)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
   -- Permits freed by an expiry (found by this look) go to whoever is first, granted in place.
-  handOver(limit)
-  token = renewed()
-  if token then return token end
+  if handOver(limit) > 0 then
+    token = renewed()
+    if token then return token end
+  end
 end
 local soonest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
 return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1), redis.call('GET', KEYS[4]) or '0' }
@@ -164,8 +170,9 @@ return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1), redis.call('G
  * freed permits to the first waiters, in the same script.
  */
 export const SEM_RELEASE = `${PRELUDE}
-unqueue(ARGV[1])
+-- A holder has left the queue (granted in the same script that unqueued it).
 local dropped = dropGrant(ARGV[1])
+if not dropped then unqueue(ARGV[1]) end
 handOver(tonumber(redis.call('GET', KEYS[3]) or ARGV[2]))
 if dropped then return 1 end
 return 0

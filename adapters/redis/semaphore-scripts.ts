@@ -54,16 +54,17 @@ local function wantOf(id)
 end
 
 -- Whether permits for me fit beside those of every waiter queued before me (FIFO, no overtaking;
--- a newcomer, not queued, comes after all of them). Looks at most free + 1 entries.
+-- a newcomer, not queued, comes after all of them), and whether I am queued (true: a fit without
+-- finding me looked at the whole queue). Looks at most free + 1 entries.
 local function fits(me, permits, limit)
   local free = limit - redis.call('ZCARD', KEYS[1]) - permits
   if free < 0 then return false end
   for _, id in ipairs(redis.call('LRANGE', KEYS[5], 0, free)) do
-    if id == me then return true end
+    if id == me then return true, true end
     free = free - wantOf(id)
     if free < 0 then return false end
   end
-  return true
+  return true, false
 end
 
 -- A new fencing token. A counter Redis lost (restart without AOF, eviction) restarts past every
@@ -140,8 +141,9 @@ local function renewed()
 end
 local token = renewed()
 if token then return token end
-if fits(me, permits, limit) then
-  unqueue(me)
+local fit, queued = fits(me, permits, limit)
+if fit then
+  if queued then unqueue(me) end
   local token = grant(me, permits, ttl, ARGV[3])
   if not stored then redis.call('SET', KEYS[3], limit, 'PX', ttl * 2) end
   return token

@@ -18,9 +18,11 @@ const PRELUDE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- A waiter is in all three of queue, waiters and pending or in none (added and removed together):
+-- the waiters ZSET says which, so a request that never queued costs one ZREM here.
 local function unqueue(id)
+  if redis.call('ZREM', KEYS[6], id) == 0 then return end
   redis.call('LREM', KEYS[5], 0, id)
-  redis.call('ZREM', KEYS[6], id)
   redis.call('HDEL', KEYS[7], id)
 end
 
@@ -52,16 +54,17 @@ local function wantOf(id)
 end
 
 -- Whether permits for me fit beside those of every waiter queued before me (FIFO, no overtaking;
--- a newcomer, not queued, comes after all of them). Looks at most free + 1 entries.
+-- a newcomer, not queued, comes after all of them), and whether I am queued (true: a fit without
+-- finding me looked at the whole queue). Looks at most free + 1 entries.
 local function fits(me, permits, limit)
   local free = limit - redis.call('ZCARD', KEYS[1]) - permits
   if free < 0 then return false end
   for _, id in ipairs(redis.call('LRANGE', KEYS[5], 0, free)) do
-    if id == me then return true end
+    if id == me then return true, true end
     free = free - wantOf(id)
     if free < 0 then return false end
   end
-  return true
+  return true, false
 end
 
 -- A new fencing token. A counter Redis lost (restart without AOF, eviction) restarts past every
@@ -91,13 +94,14 @@ end
 -- finds the grant.
 local function handOver(limit)
   local free = limit - redis.call('ZCARD', KEYS[1])
+  local granted = 0
   while free > 0 do
     local id = redis.call('LINDEX', KEYS[5], 0)
     local spec = id and redis.call('HGET', KEYS[7], id)
-    if not spec then return end
+    if not spec then return granted end
     local permits, ttl, length, rest = string.match(spec, '^(%d+) (%d+) (%d+) (.*)$')
     permits = tonumber(permits)
-    if permits > free then return end
+    if permits > free then return granted end
     local channel = string.sub(rest, 1, tonumber(length))
     local owner = string.sub(rest, tonumber(length) + 2)
     ttl = tonumber(ttl)
@@ -107,7 +111,9 @@ local function handOver(limit)
     local token = grant(id, permits, ttl, owner)
     if channel ~= '' then redis.call('PUBLISH', channel, id .. ' ' .. token) end
     free = free - permits
+    granted = granted + 1
   end
+  return granted
 end
 `;
 
@@ -135,8 +141,9 @@ local function renewed()
 end
 local token = renewed()
 if token then return token end
-if fits(me, permits, limit) then
-  unqueue(me)
+local fit, queued = fits(me, permits, limit)
+if fit then
+  if queued then unqueue(me) end
   local token = grant(me, permits, ttl, ARGV[3])
   if not stored then redis.call('SET', KEYS[3], limit, 'PX', ttl * 2) end
   return token
@@ -151,9 +158,10 @@ if ARGV[4] == '1' then
   keep(waiterTtl * 2, 3, 3)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
   -- Permits freed by an expiry (found by this look) go to whoever is first, granted in place.
-  handOver(limit)
-  token = renewed()
-  if token then return token end
+  if handOver(limit) > 0 then
+    token = renewed()
+    if token then return token end
+  end
 end
 local soonest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
 return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1), redis.call('GET', KEYS[4]) or '0' }
@@ -164,8 +172,9 @@ return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1), redis.call('G
  * freed permits to the first waiters, in the same script.
  */
 export const SEM_RELEASE = `${PRELUDE}
-unqueue(ARGV[1])
+-- A holder has left the queue (granted in the same script that unqueued it).
 local dropped = dropGrant(ARGV[1])
+if not dropped then unqueue(ARGV[1]) end
 handOver(tonumber(redis.call('GET', KEYS[3]) or ARGV[2]))
 if dropped then return 1 end
 return 0

@@ -176,10 +176,13 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
     try {
       // Best effort: without notices the waiter still polls, so it waits for the subscription no
       // longer than one poll (a grant it cannot hear must be found by a poll before it lapses).
-      const subscribeMs = Math.min(this.#client.callTimeoutMs, maxPollMs);
-      await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
-        () => undefined,
-      );
+      // Already subscribed (every wait but a provider's first): no timer, no await.
+      if (!notices.subscribed) {
+        const subscribeMs = Math.min(this.#client.callTimeoutMs, maxPollMs);
+        await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
+          () => undefined,
+        );
+      }
       const delays = jitteredDelays({ initialMs: maxPollMs / 2, maxMs: maxPollMs });
       for (;;) {
         if (cancel.aborted) throw cancel.reason;

@@ -99,4 +99,27 @@ describe('Redis semaphore hand-over in the release script', () => {
     expect(next.fencingToken).toBeGreaterThan(holders[0]?.fencingToken ?? 0n);
     await next.release();
   });
+  it('an uncontended acquire + release sends 2 EVALSHA and runs at most 24 commands in their scripts', async () => {
+    // INFO commandstats counts the commands scripts run too; this file's server runs nothing else now.
+    const calls = async (): Promise<Map<string, number>> =>
+      new Map(
+        [...(await raw.info('commandstats')).matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)].map((m) => [
+          m[1] as string,
+          Number(m[2]),
+        ]),
+      );
+    const semaphore = open().semaphore(uniqueKey('sem-commands'), { limit: 5 });
+    for (let i = 0; i < 5; i++) await (await semaphore.acquire({ ttlMs: 10_000 })).release();
+    const before = await calls();
+    const rounds = 50;
+    for (let i = 0; i < rounds; i++) await (await semaphore.acquire({ ttlMs: 10_000 })).release();
+    const after = await calls();
+    const per = (name: string) => ((after.get(name) ?? 0) - (before.get(name) ?? 0)) / rounds;
+    const inner = [...after.keys()]
+      .filter((name) => !['evalsha', 'eval', 'info'].includes(name))
+      .reduce((sum, name) => sum + per(name), 0);
+    expect(per('evalsha') + per('eval')).toBe(2);
+    // Before the queue clean-up ran only for queued requests: 28.9 (LREM 2, ZREM 3, HDEL 3); now 22.9.
+    expect(inner).toBeLessThanOrEqual(24);
+  });
 });

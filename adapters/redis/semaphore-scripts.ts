@@ -18,11 +18,11 @@ const PRELUDE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- A waiter is in all three of queue, waiters and pending or in none (added and removed together):
--- the waiters ZSET says which, so a request that never queued costs one ZREM here.
+-- From all three keys every time: if one was lost (evicted, deleted), a waiter left in the queue
+-- list would be granted again and again and block everyone behind it (safety review).
 local function unqueue(id)
-  if redis.call('ZREM', KEYS[6], id) == 0 then return end
   redis.call('LREM', KEYS[5], 0, id)
+  redis.call('ZREM', KEYS[6], id)
   redis.call('HDEL', KEYS[7], id)
 end
 

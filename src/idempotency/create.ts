@@ -32,7 +32,7 @@ export async function createIdempotencyStore(
     }
     case 'redis': {
       // One token counter key for every record: a Cluster would answer CROSSSLOT (see README).
-      if (/^redis\+cluster:/i.test(url))
+      if (/^redis\+cluster:/i.test(url.trim()))
         throw new InvalidArgumentError(
           'url',
           'idempotency stores do not run on a Redis Cluster (redis+cluster://); use redis:// or postgres://',

@@ -28,7 +28,8 @@ describe('Redis semaphore hand-over in the release script', () => {
     return scored.filter((_, i) => i % 2 === 1).map((score) => Number(score) - now);
   };
   beforeAll(async () => {
-    server = await startServers('redis');
+    // A private server even where FENCEKIT_REDIS_URL names a shared one: INFO commandstats below.
+    server = await startServers('redis', { faults: true });
     url = endpoint(server, 'REDIS_URL');
     raw = new Redis(url);
     scripts = new SemaphoreScripts(raw);
@@ -99,6 +100,74 @@ describe('Redis semaphore hand-over in the release script', () => {
     expect(next.fencingToken).toBeGreaterThan(holders[0]?.fencingToken ?? 0n);
     await next.release();
   });
+  /** What the queue keys (list, waiters ZSET, pending hash) of a name still hold. */
+  const queueOf = async (name: string) => {
+    const keys = semaphoreKeys('fencekit:', name);
+    return {
+      queue: await raw.lrange(keys[4] as string, 0, -1),
+      waiters: await raw.zrange(keys[5] as string, 0, -1),
+      pending: await raw.hkeys(keys[6] as string),
+    };
+  };
+  const EMPTY = { queue: [], waiters: [], pending: [] };
+
+  it('a waiter granted by its own poll after a dead holder expired leaves nothing in the queue keys', async () => {
+    const name = uniqueKey('sem-own-poll');
+    const keys = semaphoreKeys('fencekit:', name);
+    // A holder that never renews: its lease ends in 600 ms, no release hands over.
+    const dead = await scripts.acquire(
+      keys,
+      { ownerToken: 'dead', ttlMs: 600, owner: 'dead', wait: false, limit: 1, permits: 1 },
+      2_000,
+      '',
+    );
+    expect(typeof dead).toBe('string');
+    const w = open({ maxPollMs: 200 });
+    const permit = await w.semaphore(name, { limit: 1 }).acquire({ ttlMs: 10_000, waitMs: 5_000 });
+    expect(await queueOf(name)).toEqual(EMPTY);
+    await permit.release();
+  });
+
+  it('a waiter that gives up leaves the queue keys at once, not when its place would lapse', async () => {
+    const name = uniqueKey('sem-give-up');
+    const held = await open().semaphore(name, { limit: 1 }).acquire({ ttlMs: 60_000 });
+    // Its place would live max(5 × 4,000, 2,000) ms = 20 s if nothing removed it.
+    const w = open({ maxPollMs: 4_000 });
+    const error = await w
+      .semaphore(name, { limit: 1 })
+      .acquire({ ttlMs: 10_000, waitMs: 400 })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Error);
+    await eventually(
+      'the give-up left the queue',
+      async () => {
+        const left = await queueOf(name);
+        return left.queue.length + left.waiters.length + left.pending.length === 0;
+      },
+      3_000,
+    );
+    await held.release();
+  });
+
+  it('a lost waiters key (eviction) does not leave a waiter in the queue list, granted again and again', async () => {
+    const name = uniqueKey('sem-lost-waiters');
+    const keys = semaphoreKeys('fencekit:', name);
+    const sem = (p: RedisLockProvider) => p.semaphore(name, { limit: 1 });
+    const held = await sem(open()).acquire({ ttlMs: 60_000 });
+    // A polls rarely (every 4 s), so nothing of its own puts its place back before the release.
+    const waiting = sem(open({ maxPollMs: 4_000 })).acquire({ ttlMs: 1_000, waitMs: 10_000, owner: 'a' });
+    await eventually('A queued', async () => (await raw.hlen(keys[6] as string)) === 1);
+    await raw.del(keys[5] as string); // as maxmemory eviction of a key with a TTL could
+    await held.release(); // hands over to A
+    const a = await waiting;
+    await a.release();
+    // Before the fix A stayed first in the list: every hand-over granted it again, B never.
+    const b = await sem(open()).acquire({ ttlMs: 1_000, waitMs: 3_000, owner: 'b' });
+    expect(b.held).toBe(true);
+    await b.release();
+    expect((await queueOf(name)).queue).toEqual([]);
+  });
+
   it('an uncontended acquire + release sends 2 EVALSHA and runs at most 24 commands in their scripts', async () => {
     // INFO commandstats counts the commands scripts run too; this file's server runs nothing else now.
     const calls = async (): Promise<Map<string, number>> =>

@@ -86,7 +86,7 @@ describe('payloadHash', () => {
 
 describe('createIdempotencyStore', () => {
   it('refuses a Redis Cluster URL with a typed error instead of failing later with CROSSSLOT', async () => {
-    const error = await createIdempotencyStore('redis+cluster://127.0.0.1:7000,127.0.0.1:7001').catch(
+    const error = await createIdempotencyStore(' REDIS+CLUSTER://127.0.0.1:7000,127.0.0.1:7001').catch(
       (e: unknown) => e,
     );
     expect(error).toBeInstanceOf(InvalidArgumentError);

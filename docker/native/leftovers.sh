@@ -6,7 +6,11 @@ base=${FENCEKIT_SERVERS_ROOT:-${TMPDIR:-/tmp}}
 dirs=$(ls -d "$base"/fencekit-{etcd,zookeeper,redis,postgres}.* 2>/dev/null)
 procs=$(pgrep -af "$base/fencekit-(etcd|zookeeper|redis|postgres)\." | grep -v pgrep)
 # redis-server rewrites its process title to "redis-server 127.0.0.1:PORT"; 6379 is the system's own.
+# FENCEKIT_LEFTOVERS_IGNORE_PIDS: redis-servers that were running before the tests (.ci/run).
 redis=$(pgrep -a redis-server | grep -v ':6379' || true)
+for pid in ${FENCEKIT_LEFTOVERS_IGNORE_PIDS:-}; do
+  redis=$(grep -v "^$pid " <<<"$redis" || true)
+done
 procs="$procs${redis:+$'\n'$redis}"
 if [ -n "$dirs$procs" ]; then
   echo "leftovers: test servers were not stopped:" >&2

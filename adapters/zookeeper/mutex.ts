@@ -21,6 +21,20 @@ export interface ZkQueueCall {
   data: Buffer;
   acl: readonly ACL[];
   onWake: () => void;
+  /** The data of the folder when it has to be created (default empty). */
+  folderData?: Buffer;
+  /**
+   * When the node just ahead of ours was the head and is deleted, we are the head: no listing to
+   * confirm it (a later node sorts after ours; see queueOrder for the sequence wrap). For the
+   * semaphore's mutex, whose permits are counted safely by the lease listing without it.
+   */
+  headAfterPredecessor?: boolean;
+  /**
+   * Called as the queue is listed again after the node ahead went (most likely our turn): what it
+   * sends goes out with the listing, in the same round trip. The function it returns is told the
+   * listing's answer (false: not our turn after all, or the listing failed).
+   */
+  speculate?: () => (head: boolean) => void;
 }
 
 export interface ZkQueued {
@@ -137,14 +151,28 @@ async function ensureFolder(call: ZkQueueCall, cancel: AbortSignal): Promise<voi
   const tolerateExists = (what: string) => (error: unknown) => {
     if (zkCode(error) !== 'NODE_EXISTS') throw unavailable(what, error);
   };
-  if (ancestors !== '') {
-    await call.session.client
-      .mkdirp(ancestors, undefined, { signal: cancel })
-      .catch(tolerateExists('creating the lock folders failed'));
-  }
+  const create = () =>
+    call.session.client.create(
+      call.parent,
+      call.folderData ?? Buffer.alloc(0),
+      call.acl,
+      CreateMode.PERSISTENT,
+      {
+        signal: cancel,
+      },
+    );
+  // The ancestors usually exist (a name used before, a semaphore's leases beside its locks): one
+  // create, and the walk down from the root (one create per level) only when it answers NO_NODE.
+  const first = await create().then(
+    () => 'made',
+    (error: unknown) => (zkCode(error) === 'NO_NODE' && ancestors !== '' ? 'no-parent' : error),
+  );
+  if (first === 'made') return;
+  if (first !== 'no-parent') return tolerateExists('creating the lock folder failed')(first);
   await call.session.client
-    .create(call.parent, Buffer.alloc(0), call.acl, CreateMode.PERSISTENT, { signal: cancel })
-    .catch(tolerateExists('creating the lock folder failed'));
+    .mkdirp(ancestors, undefined, { signal: cancel })
+    .catch(tolerateExists('creating the lock folders failed'));
+  await create().catch(tolerateExists('creating the lock folder failed'));
 }
 
 async function findOurs(
@@ -213,11 +241,22 @@ export async function waitForTurn(
   /** Armed as soon as we have to wait: tells a holder at once when its node is deleted. */
   watch?: OwnNodeWatch,
 ): Promise<Stat | null> {
+  let head = false;
+  let woken = false;
   for (;;) {
     cancel.throwIfAborted();
-    const order = queueOrder(await list(call, cancel), call.kind);
-    const index = order.findIndex((n) => n.name === queued.name);
-    if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
+    let index = 0;
+    let order: ZkNode[] = [];
+    if (!head) {
+      const told = woken ? call.speculate?.() : undefined;
+      try {
+        order = queueOrder(await list(call, cancel), call.kind);
+      } finally {
+        index = order.findIndex((n) => n.name === queued.name);
+        told?.(index === 0);
+      }
+      if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
+    }
     if (index === 0) {
       const stat = queued.stat ?? (await ownStat(call, queued, cancel));
       if (stat?.ephemeralOwner !== call.session.sessionId) {
@@ -230,7 +269,9 @@ export async function waitForTurn(
     // once arms it after the grant instead (provider.ts).
     watch?.arm();
     const predecessor = `${call.parent}/${(order[index - 1] as ZkNode).name}`;
-    await deletion(call, predecessor, cancel);
+    const gone = await deletion(call, predecessor, cancel);
+    head = gone && index === 1 && call.headAfterPredecessor === true;
+    woken = gone;
   }
 }
 
@@ -243,25 +284,26 @@ function ownStat(call: ZkQueueCall, queued: ZkQueued, cancel: AbortSignal): Prom
 }
 
 /**
- * Resolves when path is gone (at once if it already is); rejects on cancel or session loss. The
- * watch listener is removed when the wait ends any other way, so abandoned waits leave nothing.
+ * Resolves when path changes: true when it is gone (at once if it already is), false on another
+ * event (look again); rejects on cancel or session loss. The watch listener is removed when the
+ * wait ends any other way, so abandoned waits leave nothing.
  */
-function deletion(call: ZkQueueCall, path: string, cancel: AbortSignal): Promise<void> {
+function deletion(call: ZkQueueCall, path: string, cancel: AbortSignal): Promise<boolean> {
   const { client } = call.session;
-  return new Promise<void>((resolve, reject) => {
+  return new Promise<boolean>((resolve, reject) => {
     let settled = false;
-    const finish = (error?: unknown) => {
+    const finish = (error?: unknown, gone = false) => {
       if (settled) return;
       settled = true;
       cancel.removeEventListener('abort', onCancel);
       unsubscribe();
       client.unwatch(path, onEvent);
-      if (error === undefined) resolve();
+      if (error === undefined) resolve(gone);
       else reject(error);
     };
     const onEvent = (event: WatchEvent) => {
       if (event.type === 'deleted') call.onWake();
-      finish(); // deleted, or another change: look again
+      finish(undefined, event.type === 'deleted'); // deleted, or another change: look again
     };
     const onCancel = () => finish(cancel.reason);
     let unsubscribe = (): void => undefined; // whenLost may call back at once, before it returns
@@ -272,7 +314,7 @@ function deletion(call: ZkQueueCall, path: string, cancel: AbortSignal): Promise
     cancel.addEventListener('abort', onCancel, { once: true });
     client.exists(path, { watch: onEvent, signal: cancel }).then(
       (stat) => {
-        if (!stat) finish(); // already gone
+        if (!stat) finish(undefined, true); // already gone
       },
       (error: unknown) => finish(unavailable('watching the node ahead failed', error)),
     );

@@ -237,6 +237,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         if (kind === 'release') this.semaphoreWakeups += 1;
         else this.semaphoreHandoffs += 1;
       },
+      removeFolderLater: (session, parent) => this.#removeFolderLater(session, parent),
     });
   }
 

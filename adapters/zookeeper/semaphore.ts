@@ -20,7 +20,6 @@ import { removeOwned } from './entries.js';
 import {
   protectedCreate,
   queueOrder,
-  removeFolderIfEmpty,
   unavailable,
   waitForTurn,
   type ZkQueueCall,
@@ -38,6 +37,8 @@ export interface ZkSemaphoreClient {
   reachable(): boolean;
   /** Counts a waiter woken: by a lease change (released permit) or by the mutex handed on. */
   woken(kind: 'release' | 'handoff'): void;
+  /** Deletes the folder if it is still empty after the provider's folderLingerMs. */
+  removeFolderLater(session: ZkSession, parent: string): void;
 }
 
 /**
@@ -57,6 +58,13 @@ export function zkSemaphore(
   client: ZkSemaphoreClient,
 ): Semaphore {
   return new GenericSemaphore(name, options, ctx, new ZkSemaphoreAdapter(name, client));
+}
+
+interface LeaseStart {
+  changed: { listener: (event: WatchEvent) => void; done: Promise<void>; stop: () => void };
+  stored: Promise<number | undefined | null>;
+  creating: Promise<ZkQueued[]>;
+  listing: Promise<string[]>;
 }
 
 interface LeaseData {
@@ -91,7 +99,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     const [locks, leases, limit] = await Promise.all([
       children(this.#locks),
       children(this.#leases),
-      this.#storedLimit(session, signal),
+      this.#storedLimit(session, signal).then((l) => l ?? undefined),
     ]);
     const nodes: Array<{ id: string; data: Buffer; czxid: bigint; permits: number }> = [];
     for (const node of queueOrder(leases, 'lease-')) {
@@ -136,13 +144,32 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       data: Buffer.from(encodeHolder(req.owner)),
       acl: this.#c.acl,
       onWake: () => this.#c.woken('handoff'),
+      // Safe here: the lease listing, not the mutex, keeps the permits within the limit.
+      headAfterPredecessor: true,
+    };
+    // Woken by the node ahead going, the lease step goes out with the listing that confirms our
+    // turn; when it was not our turn after all, its node is deleted at once. Safe: the lease
+    // listing alone keeps the permits within the limit, the mutex only keeps waiters from
+    // blocking each other (only the mutex holder keeps a lease node while it waits).
+    let started: LeaseStart | undefined;
+    mutex.speculate = () => {
+      const step = this.#startLease(session, req, cancel);
+      started = step;
+      return (head) => {
+        if (head) return;
+        started = undefined;
+        this.#abandon(session, step);
+      };
     };
     const queued = await protectedCreate(mutex, cancel);
     try {
       const turn = await waitForTurn(mutex, queued, req.wait, cancel);
       if (!turn) return null;
-      return await this.#lease(session, req, cancel);
+      const step = started;
+      started = undefined;
+      return await this.#lease(session, req, cancel, step);
     } finally {
+      if (started) this.#abandon(session, started); // waitForTurn failed after a speculative start
       // Granted or not, the mutex is left (as Curator does); the session retries a failed delete.
       // A cancelled caller waits for it only CANCEL_GRACE_MS: a frozen server must not stretch waitMs.
       const leaving = removeOwned(session, queued.path).catch(() => undefined);
@@ -150,10 +177,12 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
-  /** Holding the mutex: our lease node(s), kept once the leases number at most the limit. */
-  async #lease(session: ZkSession, req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    const { client } = session;
-    await this.#checkLimit(session, req, cancel);
+  /**
+   * The lease step's calls, sent together in one round trip: the stored limit, our lease node(s)
+   * and the listing of the leases (the server applies a session's calls in order, so the listing
+   * counts our node and the limit read is the folder's).
+   */
+  #startLease(session: ZkSession, req: PermitRequest, cancel: AbortSignal): LeaseStart {
     const data = Buffer.from(
       JSON.stringify({ ...JSON.parse(encodeHolder(req.owner)), grant: req.ownerToken, permits: req.permits }),
     );
@@ -164,35 +193,79 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       data,
       acl: this.#c.acl,
       onWake: () => undefined,
+      folderData: limitData(req.limit),
     };
+    const changed = this.#nextChange(session, cancel);
+    const stored = this.#storedLimit(session, cancel);
+    const creating =
+      req.permits === 1
+        ? protectedCreate(call, cancel).then((node) => [node])
+        : this.#createAtOnce(session, call, req.permits, req.limit);
+    const listing = session.client.getChildren(this.#leases, { watch: changed.listener, signal: cancel });
+    for (const p of [stored, creating, listing]) p.catch(() => undefined);
+    return { changed, stored, creating, listing };
+  }
+
+  /** A lease step started for a turn that was not ours: its node(s) go at once. */
+  #abandon(session: ZkSession, step: LeaseStart): void {
+    step.changed.stop();
+    void step.creating.then(
+      (nodes) => Promise.all(nodes.map((node) => removeOwned(session, node.path).catch(() => undefined))),
+      () => undefined, // not made, or deleted later by protectedCreate's own clean-up
+    );
+  }
+
+  /** Holding the mutex: our lease node(s), kept once the leases number at most the limit. */
+  async #lease(
+    session: ZkSession,
+    req: PermitRequest,
+    cancel: AbortSignal,
+    step = this.#startLease(session, req, cancel),
+  ): Promise<OwnedLock | null> {
+    const { client } = session;
     const nodes: ZkQueued[] = [];
     let granted = false;
+    let { changed, listing } = step;
+    const { stored, creating } = step;
     try {
-      if (req.permits === 1) nodes.push(await protectedCreate(call, cancel));
-      else nodes.push(...(await this.#createAtOnce(session, call, req.permits, req.limit)));
+      nodes.push(...(await creating));
+      let limit = await stored;
+      if (limit === null) limit = await this.#storedLimit(session, cancel); // the folder was made since
+      if (limit !== null && limit !== undefined && limit !== req.limit) {
+        throw new SemaphoreLimitMismatchError(req.name, req.limit, limit);
+      }
+      const first = nodes[0] as ZkQueued;
       for (;;) {
-        cancel.throwIfAborted();
-        const changed = this.#nextChange(session, cancel);
-        const children = await client.getChildren(this.#leases, { watch: changed.listener, signal: cancel });
+        const children = await listing.catch((error: unknown) => {
+          // Sent before the folder was made again (a lingering empty one deleted just now): once more.
+          if (zkCode(error) !== 'NO_NODE' || cancel.aborted) throw error;
+          return client.getChildren(this.#leases, { watch: changed.listener, signal: cancel });
+        });
+        if (!children.includes(first.name)) {
+          throw new BackendUnavailableError('zookeeper: our lease node is gone (session expired)');
+        }
         if (children.length <= req.limit) {
           changed.stop();
-          const first = nodes[0] as ZkQueued;
-          const watch = new OwnNodeWatch(session, first.path);
-          const stat = await client.exists(first.path, { watch: watch.watcher, signal: cancel });
+          const stat = first.stat ?? (await client.exists(first.path, { signal: cancel }));
           if (stat?.ephemeralOwner !== session.sessionId) {
             throw new BackendUnavailableError('zookeeper: our lease node is gone (session expired)');
           }
           granted = true;
-          return this.#hold(session, req, nodes, stat.czxid, watch);
+          return this.#hold(session, req, nodes, stat.czxid, new OwnNodeWatch(session, first.path));
         }
         if (!req.wait) {
           changed.stop();
           return null;
         }
         await changed.done;
+        cancel.throwIfAborted();
+        changed = this.#nextChange(session, cancel);
+        listing = client.getChildren(this.#leases, { watch: changed.listener, signal: cancel });
       }
     } catch (error) {
+      changed.stop();
       if (cancel.aborted) throw cancel.reason;
+      if (error instanceof SemaphoreLimitMismatchError) throw error;
       throw unavailable('taking a lease failed', error);
     } finally {
       if (!granted) {
@@ -244,31 +317,22 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
-  /** The limit fencekit stored on the leases folder (creating it with ours if absent). */
-  async #checkLimit(session: ZkSession, req: PermitRequest, cancel: AbortSignal): Promise<void> {
-    await this.#makeFolder(session, req.limit, cancel);
-    const stored = await this.#storedLimit(session, cancel);
-    if (stored !== undefined && stored !== req.limit) {
-      throw new SemaphoreLimitMismatchError(req.name, req.limit, stored);
-    }
-  }
-
   /** The leases folder, with our limit as its data (an existing one is left as it is). */
   async #makeFolder(session: ZkSession, limit: number, signal?: AbortSignal): Promise<void> {
-    const data = Buffer.from(JSON.stringify({ fencekitLimit: limit }));
     await session.client
-      .create(this.#leases, data, this.#c.acl, CreateMode.PERSISTENT, signal ? { signal } : {})
+      .create(this.#leases, limitData(limit), this.#c.acl, CreateMode.PERSISTENT, signal ? { signal } : {})
       .catch((error: unknown) => {
         if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
       });
   }
 
-  async #storedLimit(session: ZkSession, signal: AbortSignal): Promise<number | undefined> {
+  /** The limit fencekit stored on the leases folder: undefined without one (Curator's), null without a folder. */
+  async #storedLimit(session: ZkSession, signal: AbortSignal): Promise<number | undefined | null> {
     const got = await session.client.getData(this.#leases, { signal }).catch((error: unknown) => {
-      if (zkCode(error) === 'NO_NODE') return undefined;
+      if (zkCode(error) === 'NO_NODE') return null;
       throw unavailable('reading the semaphore failed', error);
     });
-    if (!got) return undefined;
+    if (!got) return null;
     try {
       const limit = (JSON.parse(got.data.toString('utf8')) as { fencekitLimit?: unknown }).fencekitLimit;
       return typeof limit === 'number' ? limit : undefined;
@@ -324,13 +388,21 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
         if (!session.alive) return; // the session's end removed the nodes
         // If a delete fails, the session retries it until confirmed (or ends).
         await Promise.all(nodes.map((node) => removeOwned(session, node.path)));
-        void removeFolderIfEmpty(session, this.#leases);
+        // Not at once: while the semaphore is busy the folder (and its limit) stays.
+        this.#c.removeFolderLater(session, this.#leases);
       },
     });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
     lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
+    // As a lock's: sent in the next turn of the event loop unless released first; a delete before
+    // it shows in its answer.
+    watch.armSoon();
     return lock;
   }
+}
+
+function limitData(limit: number): Buffer {
+  return Buffer.from(JSON.stringify({ fencekitLimit: limit }));
 }
 
 function parse(data: Buffer): LeaseData {

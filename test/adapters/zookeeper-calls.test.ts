@@ -50,4 +50,123 @@ describe('ZooKeeper calls per grant', () => {
     await lock.release();
     expect(requests.exists).toBe(1);
   });
+
+  // Curator's InterProcessSemaphoreV2 takes 7 calls in 6 round trips per uncontended acquire +
+  // release (create2 lock, getChildren2 locks, create2 lease, getChildren2 leases, delete lock,
+  // delete lease, and removeWatches). fencekit reads the stored limit, creates its lease and counts
+  // the leases in one round trip (a session's calls are applied in order), and leaves an empty
+  // leases folder for folderLingerMs instead of trying to delete it at every release.
+  it('an uncontended semaphore acquire + release takes at most 5 round trips and no folder calls', async () => {
+    const sem = provider.semaphore(uniqueKey('calls-sem'), { limit: 2 });
+    await (await sem.acquire()).release(); // the session and the folders exist now
+    counter.take();
+    const grants = 20;
+    for (let i = 0; i < grants; i++) await (await sem.acquire()).release();
+    const { requests, roundTrips } = counter.take();
+    const { multi: heartbeats = 0, exists = 0, ...calls } = requests;
+    console.log(`${grants} semaphore grants: ${JSON.stringify(requests)}, ${roundTrips} round trips`);
+    // exists: the watch on our lease node, sent after the grant unless released first.
+    expect(calls).toEqual({
+      create2: 2 * grants,
+      getChildren: 2 * grants,
+      getData: grants,
+      delete: 2 * grants,
+    });
+    expect(exists).toBeLessThanOrEqual(grants);
+    expect(roundTrips).toBeLessThanOrEqual(5 * grants + heartbeats);
+  });
+
+  it("a semaphore waiter next in the mutex's queue takes its turn without listing the queue again", async () => {
+    const name = uniqueKey('calls-sem-turn');
+    // The semaphore's mutex is the lock `<name>/locks` (README): held here by another session.
+    const other = new ZooKeeperLockProvider({
+      connectString: endpoint(zk, 'ZK_CONNECT'),
+      sessionTimeoutMs: 4_000,
+      serverTickMs: 200,
+    });
+    try {
+      // A permit held (limit 2) keeps the leases folder: the turn below finds it.
+      const permit = await other.semaphore(name, { limit: 2 }).acquire();
+      const mutex = await other.acquire(`${name}/locks`);
+      await (await provider.semaphore(uniqueKey('calls-warm'), { limit: 1 }).acquire()).release(); // our session
+      counter.take();
+      const waiting = provider.semaphore(name, { limit: 2 }).acquire({ waitMs: 20_000 });
+      const info = () => other.semaphore(name, { limit: 2 }).inspect();
+      await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(2);
+      await mutex.release(); // our turn
+      await (await waiting).release();
+      const { requests } = counter.take();
+      await permit.release();
+      console.log(`waiter next in the mutex's queue: ${JSON.stringify(requests)}`);
+      // One listing of the mutex's queue (Curator: two, one more after the wake-up), one of the leases.
+      expect(requests.getChildren).toBe(2);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('a semaphore waiter woken further back sends its lease step with the listing that confirms its turn', async () => {
+    const name = uniqueKey('calls-sem-spec');
+    const other = new ZooKeeperLockProvider({
+      connectString: endpoint(zk, 'ZK_CONNECT'),
+      sessionTimeoutMs: 4_000,
+      serverTickMs: 200,
+    });
+    try {
+      const permit = await other.semaphore(name, { limit: 2 }).acquire(); // keeps the leases folder
+      const first = await other.acquire(`${name}/locks`);
+      const second = other.acquire(`${name}/locks`, { waitMs: 20_000 });
+      const info = () => other.semaphore(name, { limit: 2 }).inspect();
+      await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(2);
+      const waiting = provider.semaphore(name, { limit: 2 }).acquire({ waitMs: 20_000 });
+      await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(3);
+      await first.release();
+      const ahead = await second;
+      counter.take();
+      await ahead.release(); // our node was third: woken, we list the queue again
+      const held = await waiting;
+      const { requests, roundTrips } = counter.take();
+      await held.release();
+      await permit.release();
+      console.log(`turn after a wake-up: ${JSON.stringify(requests)}, ${roundTrips} round trips`);
+      const { multi: heartbeats = 0 } = requests;
+      // The listing and the lease step in one round trip, then leaving the mutex (with the watch on
+      // our lease node, armed meanwhile). Curator: 4 (getChildren2, create2, getChildren2, delete).
+      expect(roundTrips).toBeLessThanOrEqual(2 + heartbeats);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('a lease step sent for a turn that was not ours is taken back at once', async () => {
+    const name = uniqueKey('calls-sem-spec-back');
+    const other = new ZooKeeperLockProvider({
+      connectString: endpoint(zk, 'ZK_CONNECT'),
+      sessionTimeoutMs: 4_000,
+      serverTickMs: 200,
+    });
+    try {
+      const permit = await other.semaphore(name, { limit: 2 }).acquire();
+      const first = await other.acquire(`${name}/locks`);
+      const giveUp = new AbortController();
+      const second = other.acquire(`${name}/locks`, { waitMs: 20_000, signal: giveUp.signal });
+      second.catch(() => undefined);
+      const info = () => other.semaphore(name, { limit: 2 }).inspect();
+      await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(2);
+      counter.take();
+      const waiting = provider.semaphore(name, { limit: 2 }).acquire({ waitMs: 20_000 });
+      await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(3);
+      giveUp.abort(); // the node ahead of ours goes, but the head still holds the mutex
+      await expect.poll(async () => counter.take().requests.delete ?? 0, { timeout: 10_000 }).toBe(1);
+      // other's permit only: our lease node went
+      await expect.poll(async () => (await info()).holders.length, { timeout: 10_000 }).toBe(1);
+      await first.release();
+      const held = await waiting;
+      expect((await info()).holders).toHaveLength(2);
+      await held.release();
+      await permit.release();
+    } finally {
+      await other.close();
+    }
+  });
 });

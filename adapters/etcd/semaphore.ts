@@ -300,6 +300,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       key: req.name,
       fencingToken: grant.revision,
       ownerToken: req.ownerToken,
+      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       releaseOnBackend: async () => {
         if (!(await session.remove(grant.key, grant.revision))) {
           throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');

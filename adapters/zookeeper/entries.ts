@@ -1,4 +1,4 @@
-import type { ZkSession } from './client.js';
+import { type ZkSession, zkCode } from './client.js';
 import { removeNode } from './mutex.js';
 
 /** Delete retries that are still running, per session (they end with it). */
@@ -21,6 +21,38 @@ export async function removeOwned(session: ZkSession, path: string): Promise<voi
   } catch (error) {
     keepRemoving(session, path);
     throw error;
+  }
+}
+
+/**
+ * After a create whose answer was lost: deletes the session's nodes under `parent` whose names start
+ * with `prefix` (a uuid of our request, so nobody else's). A listing that fails (the connection still
+ * down) is tried again, as the session retries a delete: ZooKeeper answers a session's calls in order,
+ * so the first listing answered shows what the lost create made. Until the session ends; if it cannot
+ * list within one session timeout it closes the session, whose ephemeral nodes then go with it.
+ */
+export async function removeOwnedByPrefix(session: ZkSession, parent: string, prefix: string): Promise<void> {
+  const giveUpAt = performance.now() + session.sessionTimeoutMs;
+  let delay = 100;
+  for (;;) {
+    if (!session.alive) return; // the session's end removed its nodes
+    let children: string[];
+    try {
+      children = await session.client.getChildren(parent);
+    } catch (error) {
+      if (zkCode(error) === 'NO_NODE') return;
+      if (performance.now() >= giveUpAt) {
+        void session.close(); // out of time: end the session on the server too, or the nodes live on
+        return;
+      }
+      await sleep(Math.min(delay * (0.5 + Math.random()), giveUpAt - performance.now()));
+      delay = Math.min(delay * 2, 1_000);
+      continue;
+    }
+    const ours = children.filter((name) => name.startsWith(prefix));
+    // removeOwned keeps trying each delete that fails.
+    await Promise.all(ours.map((name) => removeOwned(session, `${parent}/${name}`).catch(() => undefined)));
+    return;
   }
 }
 

@@ -16,7 +16,7 @@ import type {
   SemaphoreOptions,
 } from '../../src/semaphore/types.js';
 import { type ZkSession, zkCode } from './client.js';
-import { removeOwned } from './entries.js';
+import { removeOwned, removeOwnedByPrefix } from './entries.js';
 import {
   protectedCreate,
   queueOrder,
@@ -307,12 +307,9 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
         r.op === 'create' ? [{ path: r.path, name: r.path.slice(this.#leases.length + 1) }] : [],
       );
     } catch (error) {
-      void (async () => {
-        const children = await session.client.getChildren(this.#leases).catch(() => [] as string[]);
-        for (const name of children.filter((c) => c.startsWith(base))) {
-          await removeOwned(session, `${this.#leases}/${name}`).catch(() => undefined);
-        }
-      })();
+      // The multi may have been applied with its answer lost: the session owns the clean-up and
+      // retries it until the listing answers (one try could run while the connection is still down).
+      void removeOwnedByPrefix(session, this.#leases, base).catch(() => undefined);
       throw unavailable('creating the lease nodes failed', error);
     }
   }
@@ -384,6 +381,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       key: req.name,
       fencingToken: token,
       ownerToken: req.ownerToken,
+      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       releaseOnBackend: async () => {
         if (!session.alive) return; // the session's end removed the nodes
         // If a delete fails, the session retries it until confirmed (or ends).

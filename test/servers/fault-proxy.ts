@@ -52,6 +52,7 @@ export class FaultProxy {
   /** When set: the client chunk it matches passes, the server's next answer is dropped and every connection reset. */
   #cutAfter: ((chunk: Buffer) => boolean) | undefined;
   #cutArmed = false;
+  #afterCut: (() => void) | undefined;
   /** Connections accepted since start, for tests that count reconnects. */
   accepted = 0;
 
@@ -123,11 +124,13 @@ export class FaultProxy {
 
   /**
    * Lost-reply fault: the first client chunk that `matches` reaches the server, but the server's
-   * answer never comes back: it is dropped and every connection is reset.
+   * answer never comes back: it is dropped and every connection is reset. `afterCut` runs right
+   * after the reset (before any reconnect), e.g. to keep the connection down with a blackhole.
    */
-  cutAfterRequest(matches: (chunk: Buffer) => boolean): void {
+  cutAfterRequest(matches: (chunk: Buffer) => boolean, afterCut?: () => void): void {
     this.#cutAfter = matches;
     this.#cutArmed = false;
+    this.#afterCut = afterCut;
   }
 
   /** Resets every open connection, both sides (TCP RST), as a crashed middlebox or server would. */
@@ -202,6 +205,9 @@ export class FaultProxy {
       } else if (direction === 'toClient' && this.#cutArmed) {
         this.#cutArmed = false;
         this.cutAll();
+        const afterCut = this.#afterCut;
+        this.#afterCut = undefined;
+        afterCut?.();
         return;
       }
       const kind = this.#mode.kind;

@@ -48,6 +48,17 @@ async function benchPostgres(url) {
   ]);
   const insert = `INSERT INTO bench_bare VALUES ($1, $2, 'running', 1, now() + interval '30 s', NULL,
     now() + interval '1 day') ON CONFLICT (key) DO NOTHING RETURNING key`;
+  // A replay's floor must do what the store's begin does: find the record and return what it holds
+  // (hash, state, result), inserting only when there is none, in one prepared statement. (Until
+  // 2026-12-01 it was the unnamed INSERT above, which finds the conflict but returns nothing.)
+  const findOrInsert = {
+    name: 'bare-find-or-insert',
+    text: `WITH found AS (SELECT payload_hash, state, body FROM bench_bare WHERE key = $1),
+      ins AS (INSERT INTO bench_bare SELECT $1, $2, 'running', 1, now() + interval '30 s', NULL,
+          now() + interval '1 day' WHERE NOT EXISTS (SELECT 1 FROM found)
+        ON CONFLICT (key) DO NOTHING RETURNING key)
+      SELECT payload_hash, state, body FROM found`,
+  };
   // Statements per run, counted at the store's pool: each query is one round trip.
   const pool = store.records.pool;
   let queries = 0;
@@ -71,7 +82,7 @@ async function benchPostgres(url) {
   const serverPids = {
     'bare INSERT + UPDATE of a record (new key)': bare,
     'fencekit store.run, new key': own,
-    'bare INSERT … ON CONFLICT finding the record': bare,
+    'bare find-or-INSERT returning the record': bare,
     'fencekit store.run, replay': own,
   };
   const rounds = await measureRounds(
@@ -85,7 +96,10 @@ async function benchPostgres(url) {
         ]);
       },
       'fencekit store.run, new key': () => store.run(crypto.randomUUID(), payload, fn),
-      'bare INSERT … ON CONFLICT finding the record': () => raw.query(insert, [replayKey, hash]),
+      'bare find-or-INSERT returning the record': async () => {
+        const { rows } = await raw.query({ ...findOrInsert, values: [replayKey, hash] });
+        if (rows[0]?.state !== 'done') throw new Error('the bare replay did not find the record');
+      },
       'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
     },
     options,

@@ -4,17 +4,18 @@ import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from '
 
 const SWEEP_EVERY_MS = 60_000;
 
+/**
+ * The begin statement decides on the server and sends four columns: s = started, adopt (our own
+ * start), mismatch, takeover (expired or lease over), v/e (done: value or final error), running.
+ */
 interface BeginRow {
-  started: boolean;
+  s: 's' | 'a' | 'm' | 't' | 'v' | 'e' | 'r';
   token: string;
-  payload_hash: string;
-  state: string;
-  outcome: string | null;
   body: string | null;
   left_ms: number;
-  expired: boolean;
-  attempt: string;
 }
+
+type Statement = 'begin' | 'takeover' | 'renew' | 'complete' | 'current' | 'abandon';
 
 /**
  * Records in one table, created on first use on the store's own connections (never inside a
@@ -26,6 +27,8 @@ export class PostgresRecords implements RecordBackend {
   private ready: Promise<void> | undefined;
   private lastSweep = 0;
   private readonly sql: ReturnType<typeof statements>;
+  // Statement names made once: a name built per call is a fresh string pg must flatten and look up.
+  private readonly names: Record<Statement, string>;
 
   constructor(
     private readonly pool: Pool,
@@ -34,6 +37,12 @@ export class PostgresRecords implements RecordBackend {
     if (!/^[a-z_][a-z0-9_]{0,50}$/.test(table))
       throw new InvalidArgumentError('table', `"${table}" is not a plain lower-case SQL name (a-z, 0-9, _)`);
     this.sql = statements(table);
+    this.names = Object.fromEntries(
+      (['begin', 'takeover', 'renew', 'complete', 'current', 'abandon'] as const).map((n) => [
+        n,
+        `${table}-${n}`,
+      ]),
+    ) as Record<Statement, string>;
     // An idle client's error (server gone) must not crash the process; the next query reports it.
     pool.on('error', () => undefined);
   }
@@ -75,30 +84,34 @@ export class PostgresRecords implements RecordBackend {
       const { rows } = await this.pool.query(this.named('begin', [key, hash, leaseMs, retentionMs, attempt]));
       const row = rows[0] as BeginRow | undefined;
       if (!row) continue;
-      if (row.started) return { state: 'started', token: BigInt(row.token) };
-      if (row.attempt === attempt && row.state === 'running') {
-        // Our own start, whose reply was lost: adopt it, restarting its lease from now.
-        if (await this.renew(key, BigInt(row.token), leaseMs))
+      switch (row.s) {
+        case 's':
           return { state: 'started', token: BigInt(row.token) };
-        continue;
+        case 'a':
+          // Our own start, whose reply was lost: adopt it, restarting its lease from now.
+          if (await this.renew(key, BigInt(row.token), leaseMs))
+            return { state: 'started', token: BigInt(row.token) };
+          continue;
+        case 'm':
+          return { state: 'mismatch' };
+        case 't': {
+          // Compare-and-set on the token we saw: of several repeats, one takes the record over.
+          const took = await this.pool.query(
+            this.named('takeover', [key, row.token, hash, leaseMs, retentionMs, attempt]),
+          );
+          const token = (took.rows[0] as { token: string } | undefined)?.token;
+          if (token !== undefined) return { state: 'started', token: BigInt(token) };
+          continue;
+        }
+        case 'v':
+        case 'e':
+          return {
+            state: 'completed',
+            outcome: { kind: row.s === 'e' ? 'final-error' : 'value', body: row.body ?? '' },
+          };
+        default:
+          return { state: 'in-flight', retryAfterMs: Math.max(1, Math.ceil(Number(row.left_ms))) };
       }
-      const leaseOver = row.state === 'running' && Number(row.left_ms) <= 0;
-      if (!row.expired && row.payload_hash !== hash) return { state: 'mismatch' };
-      if (row.expired || leaseOver) {
-        // Compare-and-set on the token we saw: of several repeats, one takes the record over.
-        const took = await this.pool.query(
-          this.named('takeover', [key, row.token, hash, leaseMs, retentionMs, attempt]),
-        );
-        const token = (took.rows[0] as { token: string } | undefined)?.token;
-        if (token !== undefined) return { state: 'started', token: BigInt(token) };
-        continue;
-      }
-      if (row.state === 'done')
-        return {
-          state: 'completed',
-          outcome: { kind: row.outcome === 'e' ? 'final-error' : 'value', body: row.body ?? '' },
-        };
-      return { state: 'in-flight', retryAfterMs: Math.max(1, Math.ceil(Number(row.left_ms))) };
     }
     throw new Error('the record kept changing under ten attempts to begin');
   }
@@ -134,11 +147,8 @@ export class PostgresRecords implements RecordBackend {
 
   // Named: each connection plans a statement once. Unnamed, planning the begin statement took
   // ~0.7 ms of its ~0.8 ms here.
-  private named(
-    statement: 'begin' | 'takeover' | 'renew' | 'complete' | 'current' | 'abandon',
-    values: unknown[],
-  ) {
-    return { name: `${this.table}-${statement}`, text: this.sql[statement], values };
+  private named(statement: Statement, values: unknown[]) {
+    return { name: this.names[statement], text: this.sql[statement], values };
   }
 
   /** Expired rows are deleted in small batches about once a minute, by whichever store is busy. */
@@ -170,19 +180,31 @@ function statements(t: string) {
         expires_at timestamptz NOT NULL);
       CREATE INDEX IF NOT EXISTS ${t}_expires ON ${t} (expires_at);
       CREATE SEQUENCE IF NOT EXISTS ${t}_tokens;`,
-    // No row lock and no write when the key exists: a replay only reads.
-    begin: `WITH started AS (
+    // A replay only reads: the record is looked up first, and the INSERT (with its nextval) runs
+    // only when there is none. A concurrent insert of the same key makes it a no-op (no row: asked
+    // again). The decision is made here, in the order begin() documents: our own start (adopt),
+    // another payload while unexpired (mismatch), expired or lease over (takeover), done, running.
+    begin: `WITH found AS (
+        SELECT token, payload_hash, attempt, state, outcome, body, lease_until, expires_at
+        FROM ${t} WHERE key = $1),
+      started AS (
         INSERT INTO ${t} (key, payload_hash, attempt, state, token, lease_until, created_at, expires_at)
-        VALUES ($1, $2, $5, 'running', nextval('${t}_tokens'), now() + $3 * interval '1 ms', now(),
-                now() + $4 * interval '1 ms')
+        SELECT $1, $2, $5, 'running', nextval('${t}_tokens'), now() + $3 * interval '1 ms', now(),
+               now() + $4 * interval '1 ms'
+        WHERE NOT EXISTS (SELECT 1 FROM found)
         ON CONFLICT (key) DO NOTHING
-        RETURNING true AS started, token::text, payload_hash, state, outcome, body, 0::float8 AS left_ms,
-                  false AS expired, attempt)
-      SELECT * FROM started
+        RETURNING token)
+      SELECT 's' AS s, token::text AS token, NULL::text AS body, 0::float8 AS left_ms FROM started
       UNION ALL
-      SELECT false, token::text, payload_hash, state, outcome, body,
-             extract(epoch FROM lease_until - now()) * 1000, expires_at <= now(), attempt
-      FROM ${t} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM started)`,
+      SELECT CASE
+          WHEN attempt = $5 AND state = 'running' THEN 'a'
+          WHEN expires_at > now() AND payload_hash <> $2 THEN 'm'
+          WHEN expires_at <= now() OR (state = 'running' AND lease_until <= now()) THEN 't'
+          WHEN state = 'done' THEN CASE WHEN outcome = 'e' THEN 'e' ELSE 'v' END
+          ELSE 'r' END,
+        token::text, CASE WHEN state = 'done' THEN body END,
+        extract(epoch FROM lease_until - now()) * 1000
+      FROM found`,
     takeover: `UPDATE ${t} SET payload_hash = $3, attempt = $6, state = 'running', token = nextval('${t}_tokens'),
         lease_until = now() + $4 * interval '1 ms', outcome = NULL, body = NULL, completed_at = NULL,
         created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,

@@ -207,6 +207,22 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
     }
   });
 
+  it.runIf(backend === 'postgres')('a replay only reads: it draws no token from the sequence', async () => {
+    const k = key('read-only-replay');
+    await store.run(k, 'p', () => 'stored');
+    const client = new pg.Client({ connectionString: servers.urls.postgres });
+    await client.connect();
+    try {
+      const last = async () =>
+        BigInt((await client.query('SELECT last_value FROM fencekit_idempotency_tokens')).rows[0].last_value);
+      const before = await last();
+      for (let i = 0; i < 5; i++) expect(await store.run(k, 'p', () => 'again')).toBe('stored');
+      expect(await last()).toBe(before);
+    } finally {
+      await client.end();
+    }
+  });
+
   it('an option passed as undefined keeps the store default (as the HTTP middleware passes them)', async () => {
     const patient = await createIdempotencyStore(servers.urls[backend], { defaults: { waitMs: 3_000 } });
     try {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { InvalidArgumentError } from '../errors.js';
 import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
@@ -40,7 +41,10 @@ export class PostgresRecords implements RecordBackend {
     this.names = Object.fromEntries(
       (['begin', 'takeover', 'renew', 'complete', 'current', 'abandon'] as const).map((n) => [
         n,
-        `${table}-${n}`,
+        // The text's hash in the name: processes of two versions on one server connection (a
+        // rolling deploy through a pooler) never meet a prepared statement of the same name
+        // with other text.
+        `${table}-${n}-${createHash('sha256').update(this.sql[n]).digest('hex').slice(0, 8)}`,
       ]),
     ) as Record<Statement, string>;
     // An idle client's error (server gone) must not crash the process; the next query reports it.

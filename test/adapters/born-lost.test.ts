@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
 /** Blocks the event loop, as a GC pause would: no timer fires meanwhile. */
 function stall(ms: number): void {
@@ -23,7 +23,7 @@ describe('no session-backed grant is born lost', () => {
   let etcd: ServerGroup;
   let zk: ServerGroup;
   beforeAll(async () => {
-    [etcd, zk] = await Promise.all([startServers('etcd'), startServers('zookeeper')]);
+    [etcd, zk] = await startAll([startServers('etcd'), startServers('zookeeper')]);
   });
   afterAll(async () => {
     await Promise.allSettled([etcd?.stop(), zk?.stop()]);

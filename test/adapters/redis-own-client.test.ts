@@ -6,7 +6,7 @@ import { RedisLockProvider, RedlockProvider } from '../../adapters/redis/index.j
 import type { NodeRedisClient } from '../../adapters/redis/node-redis.js';
 import { BackendUnavailableError } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
 // Bring your own client: the app's ioredis or node-redis connection drives the provider (its TLS,
 // Sentinel, auth settings are then the app's), and close() leaves that connection open.
@@ -42,7 +42,7 @@ describe('a Redis client of the app’s own', () => {
     return c;
   };
   beforeAll(async () => {
-    [single, three] = await Promise.all([startServers('redis'), startServers('redis', { size: 3 })]);
+    [single, three] = await startAll([startServers('redis'), startServers('redis', { size: 3 })]);
     url = endpoint(single, 'REDIS_URL');
     hosts = endpoint(three, 'REDIS_HOSTS').split(',');
   });

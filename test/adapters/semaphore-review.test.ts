@@ -3,7 +3,7 @@ import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { BackendUnavailableError } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
 /** Blocks the event loop, as a GC pause would: no timer fires meanwhile. */
 function stall(ms: number): void {
@@ -25,7 +25,7 @@ describe('semaphore review fixes', () => {
   let zk: ServerGroup;
   beforeAll(async () => {
     // tickTime 1 s: sessions of up to 20 s (finding 2 needs one that outlives the outage).
-    [etcd, zk] = await Promise.all([
+    [etcd, zk] = await startAll([
       startServers('etcd'),
       startServers('zookeeper', { faults: true, tickMs: 1_000 }),
     ]);

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { lockKeys } from '../../adapters/redis/scripts.js';
 import { connect, type LockProvider } from '../../src/index.js';
 import { eventually } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
 import { alive, CliProcesses, closedPort, loggingCommand, logLines, until } from './cli-process.js';
 
 // Every command as a user runs it: `node dist/cli.js …` child processes against real servers.
@@ -24,7 +24,7 @@ describe('the fencekit command', () => {
   const log = () => join(dir, `log-${n}.txt`);
 
   beforeAll(async () => {
-    [redis, etcd] = await Promise.all([startServers('redis'), startServers('etcd')]);
+    [redis, etcd] = await startAll([startServers('redis'), startServers('etcd')]);
     redisUrl = endpoint(redis, 'REDIS_URL');
     etcdUrl = `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}?sessionTtlMs=2000`;
     raw = new Redis(redisUrl);

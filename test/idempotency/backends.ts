@@ -4,7 +4,7 @@ import { MemoryRecords } from '../../src/idempotency/memory-records.js';
 import { PostgresRecords } from '../../src/idempotency/postgres-records.js';
 import type { RecordBackend } from '../../src/idempotency/records.js';
 import { RedisRecords } from '../../src/idempotency/redis-records.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
 export type StoreBackend = 'memory' | 'redis' | 'postgres';
 
@@ -13,7 +13,7 @@ export async function startStoreServers(): Promise<{
   urls: Record<StoreBackend, string>;
   stop(): Promise<void>;
 }> {
-  const [redis, postgres] = await Promise.all([startServers('redis'), startServers('postgres')]);
+  const [redis, postgres] = await startAll([startServers('redis'), startServers('postgres')]);
   const groups: ServerGroup[] = [redis, postgres];
   return {
     urls: {

@@ -209,17 +209,25 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
 
   it.runIf(backend === 'postgres')('a replay only reads: it draws no token from the sequence', async () => {
     const k = key('read-only-replay');
-    await store.run(k, 'p', () => 'stored');
+    // A table of its own: on a server other files share (FENCEKIT_PG_URL), their keys draw tokens too.
+    const own = await createIdempotencyStore(servers.urls.postgres, { table: 'fk_replay_reads' });
+    await own.run(k, 'p', () => 'stored');
     const client = new pg.Client({ connectionString: servers.urls.postgres });
     await client.connect();
     try {
       const last = async () =>
-        BigInt((await client.query('SELECT last_value FROM fencekit_idempotency_tokens')).rows[0].last_value);
+        BigInt((await client.query('SELECT last_value FROM fk_replay_reads_tokens')).rows[0].last_value);
+      const row = async () =>
+        (await client.query('SELECT xmin::text, ctid::text FROM fk_replay_reads WHERE key = $1', [k]))
+          .rows[0];
       const before = await last();
-      for (let i = 0; i < 5; i++) expect(await store.run(k, 'p', () => 'again')).toBe('stored');
+      const written = await row();
+      for (let i = 0; i < 5; i++) expect(await own.run(k, 'p', () => 'again')).toBe('stored');
       expect(await last()).toBe(before);
+      expect(await row()).toEqual(written); // no UPDATE, no new row version
     } finally {
       await client.end();
+      await own.close();
     }
   });
 

@@ -11,39 +11,73 @@ export type Canonicalize = (payload: unknown) => string | Uint8Array;
  */
 export function canonicalJson(payload: unknown): string | Uint8Array {
   if (payload instanceof Uint8Array || typeof payload === 'string') return payload;
-  return encode(payload, new Set(), '$');
+  try {
+    return encode(payload, []);
+  } catch (error) {
+    throw error instanceof Unhashable ? refusal(error) : error;
+  }
 }
 
-function encode(value: unknown, seen: Set<object>, path: string): string {
-  if (value === null || typeof value === 'boolean') return JSON.stringify(value);
+/**
+ * One pass, one string. `ancestors` holds the objects being encoded (to refuse cycles); the error
+ * path is worked out only when a value is refused, so a payload that hashes builds no path strings.
+ */
+function encode(value: unknown, ancestors: object[]): string {
+  if (value === null || typeof value === 'boolean') return value === null ? 'null' : String(value);
   if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw unhashable(path, `${value} is not a finite number`);
+    if (!Number.isFinite(value)) throw new Unhashable(`${value} is not a finite number`);
     return JSON.stringify(value);
   }
   if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value !== 'object') throw unhashable(path, `a ${typeof value} has no JSON form`);
-  if (seen.has(value)) throw unhashable(path, 'it refers to itself (a cycle)');
-  seen.add(value);
-  try {
-    if (Array.isArray(value)) return `[${value.map((v, i) => encode(v, seen, `${path}[${i}]`)).join(',')}]`;
-    if (value instanceof Date) return JSON.stringify(value.toISOString());
+  if (typeof value !== 'object') throw new Unhashable(`a ${typeof value} has no JSON form`);
+  if (ancestors.includes(value)) throw new Unhashable('it refers to itself (a cycle)');
+  ancestors.push(value);
+  let out: string;
+  if (Array.isArray(value)) {
+    out = '[';
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out += ',';
+      out += within(i, value[i], ancestors);
+    }
+    out += ']';
+  } else if (value instanceof Date) {
+    out = JSON.stringify(value.toISOString());
+  } else {
     const proto = Object.getPrototypeOf(value);
     if (proto !== Object.prototype && proto !== null)
-      throw unhashable(path, `a ${proto?.constructor?.name ?? 'class'} instance is not plain data`);
-    const entries = Object.keys(value)
-      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .sort()
-      .map(
-        (k) => `${JSON.stringify(k)}:${encode((value as Record<string, unknown>)[k], seen, `${path}.${k}`)}`,
-      );
-    return `{${entries.join(',')}}`;
-  } finally {
-    seen.delete(value);
+      throw new Unhashable(`a ${proto?.constructor?.name ?? 'class'} instance is not plain data`);
+    const record = value as Record<string, unknown>;
+    const keys = Object.keys(record).sort();
+    out = '{';
+    for (const key of keys) {
+      const item = record[key];
+      if (item === undefined) continue; // as JSON.stringify: an undefined property is left out
+      if (out.length > 1) out += ',';
+      out += `${JSON.stringify(key)}:${within(key, item, ancestors)}`;
+    }
+    out += '}';
+  }
+  ancestors.pop();
+  return out;
+}
+
+/** Encodes a member, adding its step to the path of a refusal on the way out. */
+function within(step: string | number, value: unknown, ancestors: object[]): string {
+  try {
+    return encode(value, ancestors);
+  } catch (error) {
+    if (error instanceof Unhashable) error.steps.unshift(step);
+    throw error;
   }
 }
 
-function unhashable(path: string, why: string): InvalidArgumentError {
-  return new InvalidArgumentError('payload', `cannot be hashed at ${path}: ${why}`);
+class Unhashable extends Error {
+  readonly steps: (string | number)[] = [];
+}
+
+function refusal(error: Unhashable): InvalidArgumentError {
+  const path = error.steps.map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`)).join('');
+  return new InvalidArgumentError('payload', `cannot be hashed at $${path}: ${error.message}`);
 }
 
 /** SHA-256 of the canonical form, hex. */

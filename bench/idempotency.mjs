@@ -4,11 +4,14 @@
 // concurrent repeat would run fn too) and the result after it. So the floor is INSERT + UPDATE of a
 // record (PostgreSQL), a claim script + a result script (Redis); a replay's floor is one write
 // attempt that finds the record. The cases run in interleaved rounds; on a shared machine only the
-// ratio of neighbours in one round means much, so each round's ratio is printed (min–max).
+// ratio of neighbours in one round means much, so each round's ratio is printed (min–max). Each
+// backend is measured in two fixed CPU layouts (bench/pin.mjs says why).
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createIdempotencyStore } from 'fencekit/idempotency';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { applyLayout, cpuLayouts, resetLayout } from './pin.mjs';
 import { startServer } from './servers.mjs';
 import { printTable } from './table.mjs';
 
@@ -85,27 +88,28 @@ async function benchPostgres(url) {
     'bare find-or-INSERT returning the record': bare,
     'fencekit store.run, replay': own,
   };
-  const rounds = await measureRounds(
-    {
-      'bare INSERT + UPDATE of a record (new key)': async () => {
-        const key = crypto.randomUUID();
-        await raw.query(insert, [key, hash]);
-        await raw.query(`UPDATE bench_bare SET state = 'done', body = $2 WHERE key = $1 AND token = 1`, [
-          key,
-          body,
-        ]);
-      },
-      'fencekit store.run, new key': () => store.run(crypto.randomUUID(), payload, fn),
-      'bare find-or-INSERT returning the record': async () => {
-        const { rows } = await raw.query({ ...findOrInsert, values: [replayKey, hash] });
-        if (rows[0]?.state !== 'done') throw new Error('the bare replay did not find the record');
-      },
-      'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
+  const postmaster = await postmasterPid(raw);
+  const cases = {
+    'bare INSERT + UPDATE of a record (new key)': async () => {
+      const key = crypto.randomUUID();
+      await raw.query(insert, [key, hash]);
+      await raw.query(`UPDATE bench_bare SET state = 'done', body = $2 WHERE key = $1 AND token = 1`, [
+        key,
+        body,
+      ]);
     },
-    options,
-    serverPids,
-  );
-  printPairs('PostgreSQL', rounds);
+    'fencekit store.run, new key': () => store.run(crypto.randomUUID(), payload, fn),
+    'bare find-or-INSERT returning the record': async () => {
+      const { rows } = await raw.query({ ...findOrInsert, values: [replayKey, hash] });
+      if (rows[0]?.state !== 'done') throw new Error('the bare replay did not find the record');
+    },
+    'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
+  };
+  for (const layout of cpuLayouts()) {
+    applyLayout(layout, postmaster ? [postmaster] : []);
+    printPairs(`PostgreSQL, ${layout.name}`, await measureRounds(cases, options, serverPids));
+  }
+  resetLayout(postmaster ? [postmaster] : []);
   await raw.query('DROP TABLE bench_bare');
   await raw.end();
   await store.close();
@@ -159,23 +163,33 @@ async function benchRedis(url) {
   );
   const pid = Number(/process_id:(\d+)/.exec(await raw.info('server'))[1]);
   const serverPids = new Proxy({}, { get: () => pid }); // one server process serves both clients
-  const rounds = await measureRounds(
-    {
-      'bare claim + result scripts (new key)': async () => {
-        const key = `bare:${crypto.randomUUID()}`;
-        await raw.bareBegin(key, hash);
-        await raw.bareComplete(key, body);
-      },
-      'fencekit store.run, new key': () => store.run(crypto.randomUUID(), payload, fn),
-      'bare claim script finding the record': () => raw.bareBegin(`bare:${replayKey}`, hash),
-      'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
+  const cases = {
+    'bare claim + result scripts (new key)': async () => {
+      const key = `bare:${crypto.randomUUID()}`;
+      await raw.bareBegin(key, hash);
+      await raw.bareComplete(key, body);
     },
-    options,
-    serverPids,
-  );
-  printPairs('Redis', rounds);
+    'fencekit store.run, new key': () => store.run(crypto.randomUUID(), payload, fn),
+    'bare claim script finding the record': () => raw.bareBegin(`bare:${replayKey}`, hash),
+    'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
+  };
+  for (const layout of cpuLayouts()) {
+    applyLayout(layout, [pid]);
+    printPairs(`Redis, ${layout.name}`, await measureRounds(cases, options, serverPids));
+  }
+  resetLayout([pid]);
   raw.disconnect();
   await store.close();
+}
+
+/** The server's postmaster, when it runs on this machine (its backends are its children), else null. */
+async function postmasterPid(client) {
+  try {
+    const { rows } = await client.query('SHOW data_directory');
+    return Number(readFileSync(join(rows[0].data_directory, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return null; // not readable from here: the server is left where the scheduler puts it
+  }
 }
 
 /** CPU time (µs) a process has used so far, from the scheduler's own count (ns precision). */

@@ -1,0 +1,55 @@
+// CPU placement for loopback benchmarks. Left to itself, the scheduler runs a client and its server
+// on one CPU while their ping-pong is short (no idle CPU to wake) and spreads them once the client
+// does a little more per call; on a VM that halts an idle CPU (no guest halt-polling here) each
+// wake-up then costs tens of µs. So a case that costs 30% more CPU can show 3–10× the latency of
+// its floor (seen here on 2026-12-02: per-round ratios 0.40–11.65 for one pair). A benchmark pins
+// both to fixed CPUs and reports each layout: 'separate CPUs' (like client and server on two
+// hosts: every reply wakes the other side) and 'one CPU' (only CPU work counts: the strictest).
+import { execFileSync } from 'node:child_process';
+import { cpus } from 'node:os';
+
+// Counted once, before anything is pinned (availableParallelism() follows this process's own mask).
+const cpuCount = cpus().length;
+
+/** The layouts to measure, or one unpinned layout where taskset or a second CPU is missing. */
+export function cpuLayouts() {
+  let taskset = false;
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+    taskset = true;
+  } catch {
+    // no taskset: the layouts collapse to the scheduler's own choice, said in the title
+  }
+  if (!taskset || cpuCount < 2) return [{ name: 'unpinned', client: null, server: null }];
+  return [
+    { name: 'separate CPUs', client: '0', server: '1' },
+    { name: 'one CPU', client: '0', server: '0' },
+  ];
+}
+
+/** Pins this process (every thread) and each server process with all its children. */
+export function applyLayout(layout, serverPids) {
+  if (layout.client === null) return;
+  pinTree(process.pid, layout.client);
+  for (const pid of serverPids) pinTree(pid, layout.server);
+}
+
+/** Back to every CPU, for whatever runs after the benchmark. */
+export function resetLayout(serverPids) {
+  const all = `0-${cpuCount - 1}`;
+  pinTree(process.pid, all);
+  for (const pid of serverPids) pinTree(pid, all);
+}
+
+// A PostgreSQL server forks a process per connection: its children are pinned too, and new ones
+// inherit the postmaster's CPUs.
+function pinTree(pid, cpus) {
+  execFileSync('taskset', ['-a', '-cp', cpus, String(pid)], { stdio: 'ignore' });
+  let children = '';
+  try {
+    children = execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' });
+  } catch {
+    return; // pgrep exits 1 when there are none
+  }
+  for (const child of children.split('\n').filter(Boolean)) pinTree(Number(child), cpus);
+}

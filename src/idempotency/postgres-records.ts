@@ -26,6 +26,7 @@ type Statement = 'begin' | 'takeover' | 'renew' | 'complete' | 'current' | 'aban
 export class PostgresRecords implements RecordBackend {
   readonly name = 'postgres';
   private ready: Promise<void> | undefined;
+  private isReady = false; // the table exists: calls skip awaiting setup()
   private lastSweep = 0;
   private readonly sql: ReturnType<typeof statements>;
   // Statement names made once: a name built per call is a fresh string pg must flatten and look up.
@@ -60,6 +61,7 @@ export class PostgresRecords implements RecordBackend {
         await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`fencekit:${this.table}`]);
         await client.query(this.sql.create);
         await client.query('COMMIT');
+        this.isReady = true;
       } catch (error) {
         await client.query('ROLLBACK').catch(() => undefined);
         throw error;
@@ -80,7 +82,7 @@ export class PostgresRecords implements RecordBackend {
     retentionMs: number,
     attempt: string,
   ): Promise<BeginResult> {
-    await this.setup();
+    if (!this.isReady) await this.setup();
     this.sweepNowAndThen();
     // An INSERT that lost a race to a concurrent insert of the same key sees neither its own row nor
     // the other's in this statement's snapshot, and a takeover can lose to another: then ask again.

@@ -66,6 +66,8 @@ export class IdempotencyStore {
   private readonly defaults: Omit<RunOptions, 'signal'>;
   private readonly closing = new AbortController();
   private readonly deadlines: CallDeadlines;
+  /** The store's own signal, in the shape of a link: what a run without a caller's signal uses. */
+  private readonly unlinked: { signal: AbortSignal; dispose(): void };
   private validDefaults: ValidRunOptions | undefined;
 
   constructor(
@@ -77,6 +79,7 @@ export class IdempotencyStore {
     this.codec = options.codec ?? jsonCodec;
     this.defaults = options.defaults ?? {};
     this.deadlines = new CallDeadlines(this.callTimeoutMs, this.closing.signal);
+    this.unlinked = { signal: this.closing.signal, dispose: () => undefined };
   }
 
   get backend(): RecordBackend['name'] {
@@ -110,9 +113,7 @@ export class IdempotencyStore {
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
     if (this.closing.signal.aborted) throw new ProviderClosedError(`idempotency (${this.records.name})`);
     // Without a caller's signal the store's own is enough (no derived signal to make and undo).
-    const linked = opts.signal
-      ? linkSignals([opts.signal, this.closing.signal])
-      : { signal: this.closing.signal, dispose: () => undefined };
+    const linked = opts.signal ? linkSignals([opts.signal, this.closing.signal]) : this.unlinked;
     try {
       const waitUntil = performance.now() + opts.waitMs;
       let delays: Generator<number, never> | undefined; // made only when a run must be waited for

@@ -37,7 +37,7 @@ function encode(value: unknown, ancestors: object[]): string {
     out = '[';
     for (let i = 0; i < value.length; i++) {
       if (i > 0) out += ',';
-      out += within(i, value[i], ancestors);
+      if (i in value) out += within(i, value[i], ancestors); // a hole stays empty, as join() has it
     }
     out += ']';
   } else if (value instanceof Date) {

@@ -70,6 +70,12 @@ describe('canonicalJson', () => {
     expect(refused(Number.POSITIVE_INFINITY)).toContain('at $: Infinity is not a finite number');
   });
 
+  it('keeps an array hole empty, as the first version did (records stored then still match)', () => {
+    // biome-ignore lint/suspicious/noSparseArray: the hole is the case under test
+    expect(canonicalJson([1, , 3])).toBe('[1,,3]');
+    expect(canonicalJson({ a: new Array(2) })).toBe('{"a":[,]}');
+  });
+
   it('allows the same object twice when it is not its own ancestor', () => {
     const shared = { n: 1 };
     expect(canonicalJson({ a: shared, b: [shared, shared] })).toBe('{"a":{"n":1},"b":[{"n":1},{"n":1}]}');

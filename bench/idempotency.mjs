@@ -27,14 +27,14 @@ export async function benchIdempotency() {
     startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL'),
   ]);
   try {
-    await benchPostgres(postgres.vars.get('PG_URL') ?? postgres.vars.get('URL'));
-    await benchRedis(redis.vars.get('REDIS_URL') ?? redis.vars.get('URL'));
+    await benchPostgres(postgres.vars.get('PG_URL') ?? postgres.vars.get('URL'), postgres.started);
+    await benchRedis(redis.vars.get('REDIS_URL') ?? redis.vars.get('URL'), redis.started);
   } finally {
     await Promise.all([postgres.stop(), redis.stop()]);
   }
 }
 
-async function benchPostgres(url) {
+async function benchPostgres(url, pinnable) {
   const raw = new pg.Client({ connectionString: url });
   await raw.connect();
   await raw.query(`CREATE TABLE IF NOT EXISTS bench_bare (key text PRIMARY KEY, payload_hash text, state text,
@@ -88,7 +88,7 @@ async function benchPostgres(url) {
     'bare find-or-INSERT returning the record': bare,
     'fencekit store.run, replay': own,
   };
-  const postmaster = await postmasterPid(raw);
+  const postmaster = pinnable ? await postmasterPid(raw) : null;
   const cases = {
     'bare INSERT + UPDATE of a record (new key)': async () => {
       const key = crypto.randomUUID();
@@ -105,17 +105,21 @@ async function benchPostgres(url) {
     },
     'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
   };
-  for (const layout of cpuLayouts()) {
-    applyLayout(layout, postmaster ? [postmaster] : []);
-    printPairs(`PostgreSQL, ${layout.name}`, await measureRounds(cases, options, serverPids));
+  const pinned = postmaster ? [postmaster] : [];
+  try {
+    for (const layout of cpuLayouts(pinned.length > 0)) {
+      applyLayout(layout, pinned);
+      printPairs(`PostgreSQL, ${layout.name}`, await measureRounds(cases, options, serverPids));
+    }
+  } finally {
+    resetLayout(pinned);
   }
-  resetLayout(postmaster ? [postmaster] : []);
   await raw.query('DROP TABLE bench_bare');
   await raw.end();
   await store.close();
 }
 
-async function benchRedis(url) {
+async function benchRedis(url, pinnable) {
   const raw = new Redis(url);
   const store = await createIdempotencyStore(url);
   const replayKey = `replay-${crypto.randomUUID()}`;
@@ -173,11 +177,15 @@ async function benchRedis(url) {
     'bare claim script finding the record': () => raw.bareBegin(`bare:${replayKey}`, hash),
     'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
   };
-  for (const layout of cpuLayouts()) {
-    applyLayout(layout, [pid]);
-    printPairs(`Redis, ${layout.name}`, await measureRounds(cases, options, serverPids));
+  const pinned = pinnable ? [pid] : [];
+  try {
+    for (const layout of cpuLayouts(pinned.length > 0)) {
+      applyLayout(layout, pinned);
+      printPairs(`Redis, ${layout.name}`, await measureRounds(cases, options, serverPids));
+    }
+  } finally {
+    resetLayout(pinned);
   }
-  resetLayout([pid]);
   raw.disconnect();
   await store.close();
 }

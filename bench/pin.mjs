@@ -6,13 +6,17 @@
 // both to fixed CPUs and reports each layout: 'separate CPUs' (like client and server on two
 // hosts: every reply wakes the other side) and 'one CPU' (only CPU work counts: the strictest).
 import { execFileSync } from 'node:child_process';
-import { cpus } from 'node:os';
 
-// Counted once, before anything is pinned (availableParallelism() follows this process's own mask).
-const cpuCount = cpus().length;
+// The CPUs this process may use (a container's cpuset may not start at 0), read once, before
+// anything is pinned.
+const allowed = allowedCpus();
 
-/** The layouts to measure, or one unpinned layout where taskset or a second CPU is missing. */
-export function cpuLayouts() {
+/**
+ * The layouts to measure, or one unpinned layout where taskset or a second CPU is missing, or the
+ * server is not the benchmark's own (`serverPinnable` false).
+ */
+export function cpuLayouts(serverPinnable) {
+  if (!serverPinnable) return [{ name: 'unpinned', client: null, server: null }];
   let taskset = false;
   try {
     execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
@@ -20,25 +24,48 @@ export function cpuLayouts() {
   } catch {
     // no taskset: the layouts collapse to the scheduler's own choice, said in the title
   }
-  if (!taskset || cpuCount < 2) return [{ name: 'unpinned', client: null, server: null }];
+  if (!taskset || allowed.length < 2) return [{ name: 'unpinned', client: null, server: null }];
+  const [first, second] = allowed;
   return [
-    { name: 'separate CPUs', client: '0', server: '1' },
-    { name: 'one CPU', client: '0', server: '0' },
+    { name: 'separate CPUs', client: first, server: second },
+    { name: 'one CPU', client: first, server: first },
   ];
 }
 
-/** Pins this process (every thread) and each server process with all its children. */
+/**
+ * Pins this process (every thread) and each server process with all its children. Pass only servers
+ * the benchmark started itself: a server given by URL may be shared, or its PID may name another
+ * process here (a container's PID 1).
+ */
 export function applyLayout(layout, serverPids) {
   if (layout.client === null) return;
   pinTree(process.pid, layout.client);
   for (const pid of serverPids) pinTree(pid, layout.server);
 }
 
-/** Back to every CPU, for whatever runs after the benchmark. */
+/** Back to every allowed CPU, for whatever runs after the benchmark. */
 export function resetLayout(serverPids) {
-  const all = `0-${cpuCount - 1}`;
+  if (allowed.length < 2) return;
+  const all = allowed.join(',');
   pinTree(process.pid, all);
   for (const pid of serverPids) pinTree(pid, all);
+}
+
+function allowedCpus() {
+  try {
+    const list = execFileSync('taskset', ['-cp', String(process.pid)], { encoding: 'utf8' })
+      .split(':')
+      .pop();
+    return list
+      .trim()
+      .split(',')
+      .flatMap((part) => {
+        const [from, to = from] = part.split('-').map(Number);
+        return Array.from({ length: to - from + 1 }, (_, i) => String(from + i));
+      });
+  } catch {
+    return [];
+  }
 }
 
 // A PostgreSQL server forks a process per connection: its children are pinned too, and new ones

@@ -26,7 +26,7 @@ process.stdout.on('error', () => {
 
 export async function startServer(script, args = [], envName) {
   if (envName && process.env[envName])
-    return { vars: new Map([['URL', process.env[envName]]]), stop: async () => {} };
+    return { vars: new Map([['URL', process.env[envName]]]), started: false, stop: async () => {} };
   const { stdout } = await run('bash', [resolve(scripts, script), ...args], { timeout: 120_000 });
   const vars = new Map(
     stdout
@@ -38,6 +38,7 @@ export async function startServer(script, args = [], envName) {
   started.add(dir);
   return {
     vars,
+    started: true, // ours: a benchmark may pin it to a CPU (bench/pin.mjs); a server given by URL is left alone
     stop: async () => {
       started.delete(dir);
       await run('bash', [resolve(scripts, 'stop.sh'), dir]);

@@ -105,15 +105,7 @@ async function benchPostgres(url, pinnable) {
     },
     'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
   };
-  const pinned = postmaster ? [postmaster] : [];
-  try {
-    for (const layout of cpuLayouts(pinned.length > 0)) {
-      applyLayout(layout, pinned);
-      printPairs(`PostgreSQL, ${layout.name}`, await measureRounds(cases, options, serverPids));
-    }
-  } finally {
-    resetLayout(pinned);
-  }
+  await measureInLayouts('PostgreSQL', cases, serverPids, postmaster ? [postmaster] : []);
   await raw.query('DROP TABLE bench_bare');
   await raw.end();
   await store.close();
@@ -177,17 +169,21 @@ async function benchRedis(url, pinnable) {
     'bare claim script finding the record': () => raw.bareBegin(`bare:${replayKey}`, hash),
     'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
   };
-  const pinned = pinnable ? [pid] : [];
+  await measureInLayouts('Redis', cases, serverPids, pinnable ? [pid] : []);
+  raw.disconnect();
+  await store.close();
+}
+
+/** Measures and prints the cases in each CPU layout (bench/pin.mjs), pinning only `pinned` servers. */
+async function measureInLayouts(backend, cases, serverPids, pinned) {
   try {
     for (const layout of cpuLayouts(pinned.length > 0)) {
       applyLayout(layout, pinned);
-      printPairs(`Redis, ${layout.name}`, await measureRounds(cases, options, serverPids));
+      printPairs(`${backend}, ${layout.name}`, await measureRounds(cases, options, serverPids));
     }
   } finally {
     resetLayout(pinned);
   }
-  raw.disconnect();
-  await store.close();
 }
 
 /** The server's postmaster, when it runs on this machine (its backends are its children), else null. */

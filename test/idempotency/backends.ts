@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 import { MemoryRecords } from '../../src/idempotency/memory-records.js';
 import { PostgresRecords } from '../../src/idempotency/postgres-records.js';
 import type { RecordBackend } from '../../src/idempotency/records.js';
@@ -23,6 +24,23 @@ export async function startStoreServers(): Promise<{
     },
     stop: async () => {
       await Promise.all(groups.map((g) => g.stop()));
+    },
+  };
+}
+
+/** Starts the servers before this file's tests and stops them after all of them: `servers.urls`. */
+export function useStoreServers(): { readonly urls: Record<StoreBackend, string> } {
+  let servers: Awaited<ReturnType<typeof startStoreServers>> | undefined;
+  beforeAll(async () => {
+    servers = await startStoreServers();
+  });
+  afterAll(async () => {
+    await servers?.stop();
+  });
+  return {
+    get urls() {
+      if (!servers) throw new Error('the store servers are not started (use urls inside a test)');
+      return servers.urls;
     },
   };
 }

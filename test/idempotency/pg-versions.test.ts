@@ -1,25 +1,19 @@
 import pgInstalled from 'pg';
 // The oldest pg the peer range (^8.11.0) allows, installed under another name (a dev dependency).
 import pgFloor from 'pg-floor';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { IdempotencyMismatchError } from '../../src/idempotency/errors.js';
 import { PostgresRecords } from '../../src/idempotency/postgres-records.js';
 import { IdempotencyStore } from '../../src/idempotency/store.js';
 import { FaultProxy } from '../servers/index.js';
-import { startStoreServers } from './backends.js';
+import { useStoreServers } from './backends.js';
 
 // The PostgreSQL store sends its statements through the pool's own pg (its Client.Query, on a client
 // it checks out): every pg version the peer range allows must run it, drop a connection stuck on a
 // hung server, and never leave a call unanswered. (pg before 8.19 ignores pool.query's callback for
 // a query object: such a call never ends, and with query_timeout the process crashed.)
-let servers: Awaited<ReturnType<typeof startStoreServers>>;
-beforeAll(async () => {
-  servers = await startStoreServers();
-});
-afterAll(async () => {
-  await servers?.stop();
-});
+const servers = useStoreServers();
 
 const CALL_TIMEOUT_MS = 600;
 

@@ -9,15 +9,9 @@ import {
   type IdempotencyStore,
 } from '../../src/idempotency/index.js';
 import { eventually } from '../../src/testing/index.js';
-import { rawRecords, type StoreBackend, startStoreServers } from './backends.js';
+import { rawRecords, type StoreBackend, useStoreServers } from './backends.js';
 
-let servers: Awaited<ReturnType<typeof startStoreServers>>;
-beforeAll(async () => {
-  servers = await startStoreServers();
-});
-afterAll(async () => {
-  await servers?.stop();
-});
+const servers = useStoreServers();
 
 const key = (label: string) => `${label}-${crypto.randomUUID()}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

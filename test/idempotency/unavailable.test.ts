@@ -1,18 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { createIdempotencyStore, IdempotencyInFlightError } from '../../src/idempotency/index.js';
 import { FaultProxy } from '../servers/index.js';
-import { startStoreServers } from './backends.js';
+import { useStoreServers } from './backends.js';
 
 // A store that cannot be reached answers BackendUnavailableError within its call deadline and never
 // runs fn; once the store answers again, each key runs exactly once.
-let servers: Awaited<ReturnType<typeof startStoreServers>>;
-beforeAll(async () => {
-  servers = await startStoreServers();
-});
-afterAll(async () => {
-  await servers?.stop();
-});
+const servers = useStoreServers();
 
 const CALL_TIMEOUT_MS = 600;
 

@@ -20,7 +20,7 @@ interface BeginRow {
 type QueryClass = new (
   text: string,
   values: unknown[],
-  callback: (error: Error | undefined, result: QueryResult) => void,
+  callback: (error: Error | null | undefined, result: QueryResult) => void,
 ) => { name?: string };
 
 type Statement = 'begin' | 'takeover' | 'renew' | 'complete' | 'current' | 'abandon';
@@ -167,29 +167,35 @@ export class PostgresRecords implements RecordBackend {
     const text = this.sql[statement];
     if (!this.Query) return this.pool.query({ name, text, values });
     const Query = this.Query;
-    return this.pool.connect().then(
-      (client: PoolClient) =>
-        new Promise<QueryResult>((resolve, reject) => {
-          let settled = false;
-          const finish = (error: Error | undefined, result?: QueryResult) => {
-            if (settled) return;
-            settled = true;
-            client.removeListener('error', finish);
-            // As pool.query: an error (the query's or the connection's) ends this connection.
-            client.release(error);
-            if (error) reject(error);
-            else resolve(result as QueryResult);
-          };
-          client.on('error', finish); // a connection error while checked out must not crash the process
-          const query = new Query(text, values, finish);
-          query.name = name;
-          try {
-            client.query(query as Parameters<PoolClient['query']>[0]);
-          } catch (error) {
-            finish(error as Error);
-          }
-        }),
-    );
+    return new Promise<QueryResult>((resolve, reject) => {
+      // The callback form, as pool.query uses it: the error listener is on the client in the same
+      // step the pool hands it over (after a promise's microtask hops, an error the server sent
+      // with the connection's first answer would find no listener and crash the process).
+      this.pool.connect((connectError, client) => {
+        if (connectError || !client) {
+          reject(connectError ?? new Error('pool.connect gave no client'));
+          return;
+        }
+        let settled = false;
+        const finish = (error: Error | null | undefined, result?: QueryResult) => {
+          if (settled) return;
+          settled = true;
+          client.removeListener('error', finish);
+          // As pool.query: an error (the query's or the connection's) ends this connection.
+          client.release(error ?? undefined);
+          if (error) reject(error);
+          else resolve(result as QueryResult);
+        };
+        client.on('error', finish); // a connection error while checked out must not crash the process
+        const query = new Query(text, values, finish);
+        query.name = name;
+        try {
+          client.query(query as Parameters<PoolClient['query']>[0]);
+        } catch (error) {
+          finish(error as Error);
+        }
+      });
+    });
   }
 
   /** Expired rows are deleted in small batches about once a minute, by whichever store is busy. */

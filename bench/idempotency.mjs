@@ -20,21 +20,30 @@ const payload = { order: 42, amountCents: 4200, card: '4242' };
 const body = JSON.stringify({ charge: 'ch_1', amountCents: 4200 });
 const options = { rounds: 7, iterations: 300, warmup: 200 };
 const COUNTED_RUNS = 200;
+// Issue #17's target: a request's p50 within 1.5x of the bare writes. Judged where client and
+// server each have a CPU (as a store runs, on another host), on the median of the per-round
+// ratios; the one-CPU layout adds up both sides' CPU work and is printed beside it, with no target.
+const TARGET = 1.5;
+const JUDGED_LAYOUTS = new Set(['separate CPUs', 'unpinned']);
 
 export async function benchIdempotency() {
   const [postgres, redis] = await Promise.all([
     startServer('postgres.sh', [], 'FENCEKIT_PG_URL'),
     startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL'),
   ]);
+  const verdicts = [];
   try {
-    await benchPostgres(postgres.vars.get('PG_URL') ?? postgres.vars.get('URL'), postgres.started);
-    await benchRedis(redis.vars.get('REDIS_URL') ?? redis.vars.get('URL'), redis.started);
+    await benchPostgres(postgres.vars.get('PG_URL') ?? postgres.vars.get('URL'), postgres.started, verdicts);
+    await benchRedis(redis.vars.get('REDIS_URL') ?? redis.vars.get('URL'), redis.started, verdicts);
   } finally {
     await Promise.all([postgres.stop(), redis.stop()]);
   }
+  console.log(`\nIdempotency target: p50 within ${TARGET}x of the bare writes (median of per-round ratios)`);
+  for (const { name, ratio, verdict } of verdicts)
+    console.log(`${name.padEnd(48)} ${`${ratio.toFixed(2)}x`.padStart(8)}  ${verdict}`);
 }
 
-async function benchPostgres(url, pinnable) {
+async function benchPostgres(url, pinnable, verdicts) {
   const raw = new pg.Client({ connectionString: url });
   await raw.connect();
   await raw.query(`CREATE TABLE IF NOT EXISTS bench_bare (key text PRIMARY KEY, payload_hash text, state text,
@@ -62,23 +71,30 @@ async function benchPostgres(url, pinnable) {
         ON CONFLICT (key) DO NOTHING RETURNING key)
       SELECT payload_hash, state, body FROM found`,
   };
-  // Statements per run, counted at the store's pool: each query is one round trip.
+  // Statements per run, counted on the store's connections (the client class of its pool): each
+  // query is one round trip. Counted at the client, not at pool.query: the store checks a client
+  // out and queries it (until 2026-12-04 this counted pool.query and printed 0.00).
   const pool = store.records.pool;
+  const clientProto = pool.Client.prototype;
+  const query = clientProto.query;
   let queries = 0;
-  const query = pool.query.bind(pool);
-  pool.query = (...args) => {
+  clientProto.query = function (...args) {
     queries += 1;
-    return query(...args);
+    return query.apply(this, args);
   };
   const counted = async (run) => {
     queries = 0;
     for (let i = 0; i < COUNTED_RUNS; i++) await run();
     return `${(queries / COUNTED_RUNS).toFixed(2)} round trips/run`;
   };
-  console.log(
-    `\nPostgreSQL, store statements: new key ${await counted(() => store.run(crypto.randomUUID(), payload, fn))}, replay ${await counted(() => store.run(replayKey, payload, fn))}`,
-  );
-  pool.query = query;
+  try {
+    console.log(
+      `\nPostgreSQL, store statements: new key ${await counted(() => store.run(crypto.randomUUID(), payload, fn))}, replay ${await counted(() => store.run(replayKey, payload, fn))}`,
+    );
+  } finally {
+    clientProto.query = query;
+  }
+  if (queries === 0) throw new Error('no store statement was counted: the counter missed the store');
   // Each client's own server process (one connection each), for the CPU time it spends serving it.
   const backendPid = async (client) => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
   const [bare, own] = [await backendPid(raw), await backendPid(pool)];
@@ -105,13 +121,13 @@ async function benchPostgres(url, pinnable) {
     },
     'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
   };
-  await measureInLayouts('PostgreSQL', cases, serverPids, postmaster ? [postmaster] : []);
+  await measureInLayouts('PostgreSQL', cases, serverPids, postmaster ? [postmaster] : [], verdicts);
   await raw.query('DROP TABLE bench_bare');
   await raw.end();
   await store.close();
 }
 
-async function benchRedis(url, pinnable) {
+async function benchRedis(url, pinnable, verdicts) {
   const raw = new Redis(url);
   const store = await createIdempotencyStore(url);
   const replayKey = `replay-${crypto.randomUUID()}`;
@@ -169,17 +185,31 @@ async function benchRedis(url, pinnable) {
     'bare claim script finding the record': () => raw.bareBegin(`bare:${replayKey}`, hash),
     'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
   };
-  await measureInLayouts('Redis', cases, serverPids, pinnable ? [pid] : []);
+  await measureInLayouts('Redis', cases, serverPids, pinnable ? [pid] : [], verdicts);
   raw.disconnect();
   await store.close();
 }
 
-/** Measures and prints the cases in each CPU layout (bench/pin.mjs), pinning only `pinned` servers. */
-async function measureInLayouts(backend, cases, serverPids, pinned) {
+/**
+ * Measures and prints the cases in each CPU layout (bench/pin.mjs), pinning only `pinned` servers,
+ * and adds a verdict row per pair to `verdicts`.
+ */
+async function measureInLayouts(backend, cases, serverPids, pinned, verdicts) {
   try {
     for (const layout of cpuLayouts(pinned.length > 0)) {
       applyLayout(layout, pinned);
-      printPairs(`${backend}, ${layout.name}`, await measureRounds(cases, options, serverPids));
+      const medians = printPairs(
+        `${backend}, ${layout.name}`,
+        await measureRounds(cases, options, serverPids),
+      );
+      for (const [pair, ratio] of medians) {
+        const judged = JUDGED_LAYOUTS.has(layout.name);
+        verdicts.push({
+          name: `${backend} ${pair}, ${layout.name}`,
+          ratio,
+          verdict: judged ? (ratio <= TARGET ? 'met' : 'NOT met') : 'no target (both sides on one CPU)',
+        });
+      }
     }
   } finally {
     resetLayout(pinned);
@@ -231,8 +261,12 @@ async function measureRounds(cases, { rounds, iterations, warmup }, serverPids) 
   return results;
 }
 
-/** Rows come as (floor, fencekit) pairs: each pair is its own table, the ratios against its floor. */
+/**
+ * Rows come as (floor, fencekit) pairs: each pair is its own table, the ratios against its floor.
+ * Returns each pair's median per-round p50 ratio.
+ */
 function printPairs(backend, results) {
+  const medians = [];
   for (const [title, pair] of [
     ['new key', results.slice(0, 2)],
     ['replay', results.slice(2, 4)],
@@ -244,11 +278,14 @@ function printPairs(backend, results) {
     });
     printTable(`${backend}, idempotency: ${title} (1 client, loopback)`, rows);
     const ratios = pair[1].roundP50.map((p50, round) => p50 / pair[0].roundP50[round]).sort((a, b) => a - b);
+    const median = ratios[ratios.length >> 1];
+    medians.push([title, median]);
     console.log(
-      `${'per-round p50 ratios'.padEnd(48)} ${ratios.map((r) => r.toFixed(2)).join(' ')} (median ${ratios[ratios.length >> 1].toFixed(2)})`,
+      `${'per-round p50 ratios'.padEnd(48)} ${ratios.map((r) => r.toFixed(2)).join(' ')} (median ${median.toFixed(2)})`,
     );
     const [floor, fencekit] = pair.map((r) => `${r.clientCpu.toFixed(1)} + ${r.serverCpu.toFixed(1)}`);
     const ratio = (pair[1].clientCpu + pair[1].serverCpu) / (pair[0].clientCpu + pair[0].serverCpu);
     console.log(`${'CPU µs/call, client + server'.padEnd(48)} ${floor} → ${fencekit} (${ratio.toFixed(2)}×)`);
   }
+  return medians;
 }

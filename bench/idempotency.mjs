@@ -45,17 +45,18 @@ export async function benchIdempotency() {
 
 async function benchPostgres(url, pinnable, verdicts) {
   const raw = new pg.Client({ connectionString: url });
-  // After a failure the servers stop while this client is open: its error must not end the process
-  // before the failure is reported.
+  // A server that dies mid-run, or is stopped after a failure while this client is open: the
+  // client's error must not end the process before the failure is reported.
   raw.on('error', () => undefined);
   await raw.connect();
-  const store = await createIdempotencyStore(url, { maxConnections: 1 });
+  let store;
   try {
+    store = await createIdempotencyStore(url, { maxConnections: 1 });
     await measurePostgres(raw, store, pinnable, verdicts);
   } finally {
     await raw.query('DROP TABLE IF EXISTS bench_bare').catch(() => undefined);
     await raw.end().catch(() => undefined);
-    await store.close();
+    await store?.close();
   }
 }
 
@@ -140,12 +141,13 @@ async function measurePostgres(raw, store, pinnable, verdicts) {
 async function benchRedis(url, pinnable, verdicts) {
   const raw = new Redis(url);
   raw.on('error', () => undefined); // as in benchPostgres
-  const store = await createIdempotencyStore(url);
+  let store;
   try {
+    store = await createIdempotencyStore(url);
     await measureRedis(raw, store, pinnable, verdicts);
   } finally {
     raw.disconnect();
-    await store.close();
+    await store?.close();
   }
 }
 

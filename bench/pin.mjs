@@ -6,6 +6,7 @@
 // both to fixed CPUs and reports each layout: 'separate CPUs' (like client and server on two
 // hosts: every reply wakes the other side) and 'one CPU' (only CPU work counts: the strictest).
 import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 
 // The CPUs this process may use (a container's cpuset may not start at 0), read once, before
 // anything is pinned.
@@ -36,12 +37,20 @@ export function applyLayout(layout, serverPids) {
   for (const pid of serverPids) pinTree(pid, layout.server);
 }
 
-/** Back to every allowed CPU, for whatever runs after the benchmark. */
+/**
+ * Back to every allowed CPU, for whatever runs after the benchmark. Called from `finally`: it
+ * warns instead of throwing, so that it never hides the error that ended the benchmark.
+ */
 export function resetLayout(serverPids) {
   if (allowed.length < 2) return;
   const all = allowed.join(',');
-  pinTree(process.pid, all);
-  for (const pid of serverPids) pinTree(pid, all);
+  for (const pid of [process.pid, ...serverPids]) {
+    try {
+      pinTree(pid, all);
+    } catch (error) {
+      console.warn(`bench/pin: could not unpin process ${pid}: ${error.message}`);
+    }
+  }
 }
 
 function allowedCpus() {
@@ -71,5 +80,11 @@ function pinTree(pid, cpus) {
   } catch {
     return; // pgrep exits 1 when there are none
   }
-  for (const child of children.split('\n').filter(Boolean)) pinTree(Number(child), cpus);
+  for (const child of children.split('\n').filter(Boolean)) {
+    try {
+      pinTree(Number(child), cpus);
+    } catch (error) {
+      if (existsSync(`/proc/${child}`)) throw error; // a child that exited meanwhile needs no pinning
+    }
+  }
 }

@@ -35,9 +35,11 @@ export interface EtcdSemaphoreClient {
 /**
  * A semaphore on etcd, Curator's InterProcessSemaphoreV2 design with etcd's tools. Under
  * `<namespace>/semaphore/<name>/` (a leading '/' no lock name has, so no lock's prefix covers it):
- * `locks/<lease hex>-<request id>` is a FIFO mutex (the lock's queue: each waiter watches only its
- * predecessor), `leases/<lease hex>-<request id>` one key per grant, on the provider's session
- * lease, value = holder record with permits and limit. Only the head of the mutex looks at the
+ * `locks/<lease hex>-<attempt id>` is a FIFO mutex (the lock's queue: each waiter watches only its
+ * predecessor), `leases/<lease hex>-<attempt id>` one key per grant, on the provider's session
+ * lease, value = holder record with permits and limit. Each attempt at a request (the core retries
+ * one after an outage) names its keys afresh, so every key has one owner: the attempt that made
+ * it, or the session once that attempt gave it up. Only the head of the mutex looks at the
  * leases: it counts their permits and, if ours fit, creates our lease key and deletes its mutex key
  * in one Txn guarded by that mutex key (so a head whose session expired cannot grant); otherwise it
  * alone watches the leases for a deletion. A released permit so wakes one waiter, and each grant
@@ -55,6 +57,16 @@ export function etcdSemaphore(
 interface LeaseRecord {
   permits: number;
   limit: number;
+}
+
+/** One attempt (request() call) taking permits as the head of the queue. */
+interface PermitTake {
+  session: EtcdSession;
+  queued: Queued;
+  /** The lease key this attempt's grant Txn creates (its name is this attempt's alone). */
+  permitKey: Buffer;
+  /** A grant Txn went out and no answer came: it may have been applied, or may still be. */
+  grantUnanswered: boolean;
 }
 
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
@@ -112,8 +124,10 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       cancel,
       'etcd: session',
     );
-    // One key per request (`<lease hex>-<request id>`): one session may queue several times.
-    const key = Buffer.from(`${this.#locks}${session.leaseHex}-${req.ownerToken}`);
+    // Keys of this attempt alone (`<lease hex>-<attempt id>`): a retry of the request makes its own,
+    // so a key is never claimed both by a retry and by the clean-up of the attempt it retries.
+    const attemptId = `${session.leaseHex}-${crypto.randomUUID()}`;
+    const key = Buffer.from(`${this.#locks}${attemptId}`);
     const call: MutexCall = {
       client: this.#c.client,
       session,
@@ -132,13 +146,19 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       void session.removeEnqueued(key, attempt);
       throw error;
     }
+    const taking: PermitTake = {
+      session,
+      queued,
+      permitKey: Buffer.from(`${this.#leases.toString()}${attemptId}`),
+      grantUnanswered: false,
+    };
     let inQueue = true;
     try {
       if (!queued.owner) {
         if (!req.wait) return null;
         await waitForTurn(call, queued, cancel);
       }
-      const grant = await this.#takePermits(req, session, queued, cancel);
+      const grant = await this.#takePermits(req, taking, cancel);
       if (!grant) return null;
       inQueue = false; // the granting Txn deleted our mutex key
       return this.#hold(req, session, grant);
@@ -150,20 +170,30 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       // stretch its deadline.
       if (inQueue) {
         const removing = session.remove(queued.key, queued.revision);
+        if (taking.grantUnanswered) void this.#removeUnansweredGrant(taking, removing);
         await withinGrace(removing, cancel.aborted ? CANCEL_GRACE_MS : this.#c.callTimeoutMs);
       }
     }
   }
 
+  /**
+   * A grant Txn sent without an answer may have created our permit key, or may still: it commits
+   * only while our queue key has the create revision it compares, so once the session confirmed
+   * that key gone the Txn can no longer apply. Then the permit key, if there, is that Txn's (no
+   * other attempt uses its name, and this one granted nothing), and the session removes it by its
+   * create revision. The session ending first takes the key with its lease.
+   */
+  async #removeUnansweredGrant(taking: PermitTake, queueKeyRemoved: Promise<boolean>): Promise<void> {
+    if (await queueKeyRemoved) await taking.session.remove(taking.permitKey, undefined);
+  }
+
   /** As the head of the queue: our lease key once our permits fit, or null when not waiting. */
   async #takePermits(
     req: PermitRequest,
-    session: EtcdSession,
-    queued: Queued,
+    taking: PermitTake,
     cancel: AbortSignal,
   ): Promise<{ key: Buffer; revision: bigint } | null> {
     const { client, callTimeoutMs } = this.#c;
-    const key = Buffer.from(`${this.#leases.toString()}${session.leaseHex}-${req.ownerToken}`);
     for (;;) {
       cancel.throwIfAborted();
       let range: Awaited<ReturnType<Etcd3['kv']['range']>>;
@@ -183,23 +213,21 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         const record = readRecord(kv);
         if (!Number.isNaN(record.limit) && record.limit !== req.limit)
           throw new SemaphoreLimitMismatchError(req.name, req.limit, record.limit);
-        // Our own key, from a try whose answer was lost: adopt it below rather than count it.
-        if (!kv.key.equals(key)) used += record.permits;
+        used += record.permits;
       }
-      if (used + req.permits <= req.limit) return await this.#grant(req, session, queued, key, cancel);
+      if (used + req.permits <= req.limit) return await this.#grant(req, taking, cancel);
       if (!req.wait) return null;
-      await this.#nextRelease(BigInt(range.header.revision) + 1n, session, cancel);
+      await this.#nextRelease(BigInt(range.header.revision) + 1n, taking.session, cancel);
     }
   }
 
   /** One Txn: while our mutex key is still ours (we head the queue), create the lease, leave the queue. */
   async #grant(
     req: PermitRequest,
-    session: EtcdSession,
-    queued: Queued,
-    key: Buffer,
+    taking: PermitTake,
     cancel: AbortSignal,
   ): Promise<{ key: Buffer; revision: bigint }> {
+    const { session, queued, permitKey: key } = taking;
     const value = JSON.stringify({
       ...JSON.parse(encodeHolder(req.owner)),
       permits: req.permits,
@@ -221,7 +249,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
           { request_put: { key, value: Buffer.from(value), lease: session.leaseId } },
           { request_delete_range: { key: queued.key } },
         ],
-        failure: [{ request_range: { key } }],
+        failure: [{ request_range: { key } }, { request_range: { key: queued.key, keys_only: true } }],
       };
       res = await withDeadline(
         () => this.#c.client.kv.txn(txn, callOptions(this.#c.callTimeoutMs)),
@@ -230,16 +258,20 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         'etcd: semaphore grant',
       );
     } catch (error) {
-      // The lease key may exist with its answer lost: a retry of this request adopts it; else the
-      // session's end removes it. Best effort now, so that it does not hold a permit that long.
-      void session.remove(key, undefined);
+      // Applied or not, we cannot tell: request() hands the permit key to the session.
+      taking.grantUnanswered = true;
       if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
       throw unavailable('semaphore grant txn failed', error);
     }
     if (res.succeeded) return { key, revision: BigInt(res.header.revision) };
+    // The etcd3 client replays a Txn whose answer was lost. Our permit key there means this Txn was
+    // applied (no other attempt uses its name): the replay adopts it, and takes over what the Txn
+    // deleted too, our queue key, should a stray replay of our enqueue have put it back since.
     const existing = res.responses[0]?.response_range.kvs[0];
     if (existing && existing.lease === session.leaseId) {
-      return { key, revision: BigInt(existing.create_revision) }; // granted by an earlier try
+      const queueKeyBack = res.responses[1]?.response_range.kvs[0];
+      if (queueKeyBack) void session.remove(queued.key, BigInt(queueKeyBack.create_revision));
+      return { key, revision: BigInt(existing.create_revision) };
     }
     throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
   }

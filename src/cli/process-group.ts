@@ -25,28 +25,33 @@ export function groupIsEmpty(pgid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ESRCH';
   }
-  if (runnableMembers(pgid) !== 0) return false;
+  if (!onlyZombies(pgid)) return false;
   // Zombies only, as far as the scan saw; but a member may have forked between the listing and the
   // reading of its own entry. A SIGKILL to the group kills such a child (fork fails for a process
   // with a fatal signal pending), so a second scan that finds zombies only is the truth.
   signalGroup(pgid, 'SIGKILL');
-  return runnableMembers(pgid) === 0;
+  return onlyZombies(pgid);
 }
 
-/** How many processes of the group are not zombies; -1 when /proc cannot tell. */
-function runnableMembers(pgid: number): number {
+/**
+ * Whether /proc lists processes of the group and all of them are zombies. Listing none while
+ * kill() found some means /proc hides them (hidepid, another user's process): not empty.
+ */
+function onlyZombies(pgid: number): boolean {
   let pids: string[];
   try {
     pids = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry));
   } catch {
-    return -1; // no /proc (not Linux): only ESRCH says the group is empty
+    return false; // no /proc (not Linux): only ESRCH says the group is empty
   }
-  let count = 0;
+  let zombies = 0;
   for (const pid of pids) {
     const stat = readStat(pid);
-    if (stat && stat.pgrp === pgid && stat.state !== 'Z' && stat.state !== 'X') count++;
+    if (stat?.pgrp !== pgid) continue;
+    if (stat.state !== 'Z' && stat.state !== 'X') return false;
+    zombies++;
   }
-  return count;
+  return zombies > 0;
 }
 
 /** State and process group from /proc/<pid>/stat; undefined when the process is gone. */

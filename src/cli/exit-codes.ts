@@ -9,6 +9,8 @@ export const EXIT = {
   usage: 64,
   unavailable: 69,
   timeout: 75,
+  /** The command's process group could not be emptied: the CLI leaves without releasing. */
+  groupNotEmptied: 71,
   commandNotFound: 127,
   commandNotExecutable: 126,
 } as const;

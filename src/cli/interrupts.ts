@@ -1,24 +1,23 @@
-import type { ChildProcess } from 'node:child_process';
 import { AbortError } from '../errors.js';
-import { signalGroup } from './child.js';
 import { exitCodeForSignal } from './exit-codes.js';
 
-const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /**
- * SIGINT and SIGTERM sent to the CLI. While a command runs they are forwarded to it, and the CLI
- * stops once it has exited (its exit code is the CLI's); otherwise they stop the CLI's waiting
- * (`signal` aborts) and it exits 128 + n after cleaning up.
+ * SIGINT, SIGTERM and SIGHUP sent to the CLI. While a command runs they are forwarded to its
+ * process group (which is then stopped as after a loss: SIGKILL after the grace, waited for until
+ * empty), and the CLI stops once the group is gone (the command's exit code is the CLI's);
+ * otherwise they stop the CLI's waiting (`signal` aborts) and it exits 128 + n after cleaning up.
  */
 export class Interrupts {
   readonly #stop = new AbortController();
-  #child: ChildProcess | undefined;
+  #forward: ((signal: NodeJS.Signals) => void) | undefined;
   #received: NodeJS.Signals | undefined;
   #stoppedWaiting = false;
   readonly #onSignal = (signal: NodeJS.Signals) => {
     this.#received = signal;
-    if (this.#child && this.#child.exitCode === null && this.#child.signalCode === null) {
-      signalGroup(this.#child, signal); // its own group: a terminal's Ctrl-C reaches it only through us
+    if (this.#forward) {
+      this.#forward(signal); // its own group: a terminal's Ctrl-C reaches it only through us
     } else if (this.#stop.signal.aborted) {
       // A second signal while cleaning up (a release or close that hangs): leave now, the lease frees it.
       process.exit(exitCodeForSignal(signal));
@@ -47,14 +46,14 @@ export class Interrupts {
     return this.#stoppedWaiting;
   }
 
-  /** Signals go to this process until childExited(). */
-  childStarted(child: ChildProcess): void {
-    this.#child = child;
+  /** Signals go to forward (which stops the command's group) until childExited(). */
+  childStarted(forward: (signal: NodeJS.Signals) => void): void {
+    this.#forward = forward;
   }
 
-  /** A signal forwarded to the command now stops the CLI too. */
+  /** The command's group is gone: a signal forwarded to it now stops the CLI too. */
   childExited(): void {
-    this.#child = undefined;
+    this.#forward = undefined;
     if (this.#received) this.#stop.abort(new AbortError(`fencekit (${this.#received})`, this.#received));
   }
 

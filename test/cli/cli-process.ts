@@ -161,3 +161,48 @@ for (const s of ['SIGTERM', 'SIGINT']) {
 setTimeout(() => { line('end'); }, ${holdMs});`;
   return [process.execPath, '-e', script];
 }
+
+/**
+ * A command whose process group holds a member that survives SIGTERM, SIGINT and SIGHUP and appends
+ * `tick` to `ticks` every 50 ms (its pid goes to `pidFile` first). The leader, a shell, waits for
+ * the member to start, then either sleeps (dies of any of those signals) or, once `go` exists,
+ * exits 0 and leaves the member behind.
+ */
+export function groupWithStubbornMember(
+  files: { pidFile: string; ticks: string; go: string },
+  leader: 'sleeps' | 'exits-on-go',
+): string[] {
+  const member = `
+const fs = require('node:fs');
+for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(s, () => undefined);
+fs.writeFileSync(${JSON.stringify(files.pidFile)}, String(process.pid));
+setInterval(() => fs.appendFileSync(${JSON.stringify(files.ticks)}, 'tick\\n'), 50);`;
+  const started = `while [ ! -s ${shellQuote(files.pidFile)} ]; do sleep 0.05; done`;
+  const end =
+    leader === 'sleeps'
+      ? 'exec sleep 1000'
+      : `while [ ! -e ${shellQuote(files.go)} ]; do sleep 0.05; done; exit 0`;
+  return ['sh', '-c', `"$0" -e "$1" & ${started}; ${end}`, process.execPath, member];
+}
+
+/**
+ * A command for the next holder: on start it records whether the member whose pid is in `pidFile`
+ * still runs and how many ticks it wrote, as JSON in `out`.
+ */
+export function nextHolderCommand(files: { pidFile: string; ticks: string; out: string }): string[] {
+  const script = `
+const fs = require('node:fs');
+const pid = Number(fs.readFileSync(${JSON.stringify(files.pidFile)}, 'utf8'));
+let memberAlive = false;
+try {
+  const stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8');
+  memberAlive = stat[stat.lastIndexOf(')') + 2] !== 'Z';
+} catch {}
+const ticks = fs.readFileSync(${JSON.stringify(files.ticks)}, 'utf8').split('\\n').filter(Boolean).length;
+fs.writeFileSync(${JSON.stringify(files.out)}, JSON.stringify({ memberAlive, ticks }));`;
+  return [process.execPath, '-e', script];
+}
+
+function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}

@@ -1,5 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +7,16 @@ import { lockKeys } from '../../adapters/redis/scripts.js';
 import { connect, type LockProvider } from '../../src/index.js';
 import { eventually } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
-import { alive, CliProcesses, closedPort, loggingCommand, logLines, until } from './cli-process.js';
+import {
+  alive,
+  CliProcesses,
+  closedPort,
+  groupWithStubbornMember,
+  loggingCommand,
+  logLines,
+  nextHolderCommand,
+  until,
+} from './cli-process.js';
 
 // Every command as a user runs it: `node dist/cli.js …` child processes against real servers.
 describe('the fencekit command', () => {
@@ -232,6 +241,135 @@ describe('the fencekit command', () => {
       waiting.child.kill('SIGTERM');
       expect(await waiting.exited()).toBe(143);
       expect(logLines(file).filter((l) => l.includes(' B '))).toEqual([]);
+    });
+  });
+
+  // A member of the command's group that survives SIGTERM must be gone before the grant ends, on
+  // every path. The next holder's command looks at the member when it starts: causal, not timed.
+  describe('the grant ends only once every process of the command group is gone', () => {
+    const members: number[] = [];
+    afterEach(() => {
+      for (const pid of members.splice(0)) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    });
+    const groupFiles = () => ({
+      pidFile: join(dir, `member-${n}.pid`),
+      ticks: join(dir, `ticks-${n}.txt`),
+      go: join(dir, `go-${n}`),
+      out: join(dir, `next-${n}.json`),
+    });
+    /** Waits for the member to run and write; its pid. */
+    const memberStarted = async (files: { pidFile: string; ticks: string }) => {
+      await until('the member ticks', () => logLines(files.ticks).length > 0);
+      const pid = Number(readFileSync(files.pidFile, 'utf8'));
+      members.push(pid);
+      return pid;
+    };
+    /** After the member is gone its file stops growing: the same count a while later. */
+    const expectNoMoreTicks = async (ticks: string, count: number) => {
+      await new Promise((r) => setTimeout(r, 300));
+      expect(logLines(ticks)).toHaveLength(count);
+    };
+
+    it.each(['the key deleted', 'force-release'] as const)(
+      'lost (%s): the CLI ends after SIGKILL reached the member, not when the leader died',
+      async (how) => {
+        const key = name('group-lost');
+        const files = groupFiles();
+        const run = cli.start([
+          'lock',
+          key,
+          '--url',
+          redisUrl,
+          '--ttl',
+          '1500',
+          '--grace',
+          '300',
+          '--',
+          ...groupWithStubbornMember(files, 'sleeps'),
+        ]);
+        const member = await memberStarted(files);
+        if (how === 'the key deleted') expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
+        else
+          expect((await cli.run(['force-release', key, '--url', redisUrl, '--reason', 'test'])).code).toBe(0);
+        expect(await run.exited()).toBe(143); // the leader's own end: SIGTERM
+        expect(alive(member)).toBe(false);
+        await expectNoMoreTicks(files.ticks, logLines(files.ticks).length);
+      },
+    );
+
+    const stopCommands = [
+      ['lock', 'SIGTERM'],
+      ['lock', 'SIGINT'],
+      ['lock', 'SIGHUP'],
+      ['semaphore', 'SIGTERM'],
+      ['elect', 'SIGTERM'],
+    ] as const;
+    it.each(stopCommands)(
+      '%s, %s to the CLI: the next holder starts after the member is gone',
+      async (command, signal) => {
+        const key = name('group-signal');
+        const files = groupFiles();
+        const args = (tail: string[]) => [
+          command,
+          key,
+          ...(command === 'semaphore' ? ['--limit', '1'] : []),
+          '--url',
+          redisUrl,
+          '--ttl',
+          '3000',
+          '--grace',
+          '300',
+          '--',
+          ...tail,
+        ];
+        const first = cli.start(args(groupWithStubbornMember(files, 'sleeps')));
+        const member = await memberStarted(files);
+        const next = cli.start(args(nextHolderCommand(files)));
+        if (command === 'semaphore')
+          await eventually(
+            'the next holder waits',
+            async () => (await observer.semaphore?.(key, { limit: 1 }).inspect())?.waiters === 1,
+            10_000,
+          );
+        else await waitersReach(key, 1);
+        first.child.kill(signal);
+        expect(await first.exited()).toBe(128 + constants.signals[signal]);
+        await until('the next holder ran', () => logLines(files.out).length > 0);
+        const seen = JSON.parse(readFileSync(files.out, 'utf8'));
+        expect(seen.memberAlive).toBe(false);
+        expect(alive(member)).toBe(false);
+        await expectNoMoreTicks(files.ticks, seen.ticks);
+        next.child.kill('SIGTERM');
+      },
+    );
+
+    it('the command exits 0 leaving a member behind: it is stopped before the release, exit 0', async () => {
+      const key = name('group-exit');
+      const files = groupFiles();
+      const args = (tail: string[]) => [
+        'lock',
+        key,
+        '--url',
+        redisUrl,
+        '--ttl',
+        '3000',
+        '--grace',
+        '300',
+        '--',
+        ...tail,
+      ];
+      const first = cli.start(args(groupWithStubbornMember(files, 'exits-on-go')));
+      const member = await memberStarted(files);
+      const next = cli.start(args(nextHolderCommand(files)));
+      await waitersReach(key, 1);
+      writeFileSync(files.go, '');
+      expect(await next.exited()).toBe(0);
+      const seen = JSON.parse(readFileSync(files.out, 'utf8'));
+      expect(seen.memberAlive).toBe(false);
+      expect(alive(member)).toBe(false);
+      await expectNoMoreTicks(files.ticks, seen.ticks);
+      expect(await first.exited()).toBe(0);
+      expect(first.stderr()).toMatch(/exited \(0\) but processes of its group \d+ still run/);
     });
   });
 

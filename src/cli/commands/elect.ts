@@ -20,7 +20,9 @@ interface ElectFlags {
 export function registerElectionCommands(program: Command): void {
   program
     .command('elect')
-    .description('run a command only while leader; campaign again after it ends (until SIGINT/SIGTERM)')
+    .description(
+      'run a command only while leader; campaign again after it ends (until SIGINT/SIGTERM/SIGHUP)',
+    )
     .argument('<name>', 'election name')
     .argument('<command...>', 'command and its arguments (after --)')
     .addOption(urlOption())
@@ -30,7 +32,12 @@ export function registerElectionCommands(program: Command): void {
       "leader's lease where the backend has per-lock leases (memory, Redis)",
       milliseconds,
     )
-    .option('--grace <ms>', 'after SIGTERM on term loss, SIGKILL after this long', milliseconds, 10_000)
+    .option(
+      '--grace <ms>',
+      "after SIGTERM to the command's group (term lost, CLI signalled, left-over processes), SIGKILL after this long",
+      milliseconds,
+      10_000,
+    )
     .action(
       cliAction((interrupts, name: string, command: string[], flags: ElectFlags) =>
         withProvider(flags.url, async (provider) => {
@@ -48,7 +55,7 @@ export function registerElectionCommands(program: Command): void {
                 graceMs: flags.grace,
                 interrupts,
                 onStop: (reason) =>
-                  warn(`term ${term} ended (${describe(reason)}); sending SIGTERM to the command`),
+                  warn(`term ${term} ended (${describe(reason)}); sending SIGTERM to the command's group`),
               });
             },
             {
@@ -97,7 +104,7 @@ export function registerElectionCommands(program: Command): void {
 
   program
     .command('observe')
-    .description('print the leader now and a line at every change, until SIGINT/SIGTERM')
+    .description('print the leader now and a line at every change, until SIGINT/SIGTERM/SIGHUP')
     .argument('<name>', 'election name')
     .addOption(urlOption())
     .option('--json', 'one JSON object a line: {"at","name","leader","term"}')

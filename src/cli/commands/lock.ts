@@ -27,7 +27,12 @@ function grantOptions(command: Command): Command {
     .option('--wait <ms>', 'give up after this long (exit 75); 0 = try once; default: wait', milliseconds)
     .option('--ttl <ms>', 'lease length where the backend has per-lock leases (memory, Redis)', milliseconds)
     .option('--owner <text>', 'owner text shown by inspect (default <host>/<pid>)')
-    .option('--grace <ms>', 'after SIGTERM on loss, SIGKILL after this long', milliseconds, DEFAULT_GRACE_MS);
+    .option(
+      '--grace <ms>',
+      "after SIGTERM to the command's group (loss, CLI signalled, left-over processes), SIGKILL after this long",
+      milliseconds,
+      DEFAULT_GRACE_MS,
+    );
 }
 
 export function registerLockCommands(program: Command): void {
@@ -90,7 +95,7 @@ async function runUnderGrant(
       graceMs: flags.grace,
       interrupts,
       onStop: (reason) =>
-        warn(`${describe(reason)}; sending SIGTERM to the command (SIGKILL after ${flags.grace} ms)`),
+        warn(`${describe(reason)}; sending SIGTERM to the command's group (SIGKILL after ${flags.grace} ms)`),
     });
   } finally {
     held.dispose();

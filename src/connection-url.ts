@@ -60,8 +60,9 @@ export function parseConnectionUrl(url: string): ConnectionSpec {
     throw new InvalidArgumentError('url', `the URL is not of the form ${URL_FORM}${escapeHint(url)}`);
   const [, rawScheme = '', userinfo, hostList = '', rawPath = '', query = ''] = match;
   // An '@' after the host list: most likely a password with an unescaped / or ? ended the host
-  // list early (postgres://u:12345/x@db would connect to host u, port 12345).
-  if (userinfo === undefined && /@/.test(`${rawPath}${query}`))
+  // list early (postgres://u:12345/x@db would connect to host u, port 12345; postgres://u:a@b/c@db
+  // to host b, a part of the password).
+  if (/@/.test(`${rawPath}${query}`))
     throw new InvalidArgumentError(
       'url',
       `it has an '@' after the host list${escapeHint(url)}; so must an '@' in the path or query`,

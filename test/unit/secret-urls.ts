@@ -87,6 +87,12 @@ export const SECRET_URLS: SecretUrl[] = [
     secret: `31337/${Q}`,
     store: true,
   },
+  {
+    name: 'postgres, unescaped @ and /',
+    url: `postgres://app:${P}@127.0.0.9/${Q}@${H}/db`,
+    secret: `${P}@127.0.0.9/${Q}`,
+    store: true,
+  },
   { name: 'redis, unescaped /', url: `redis://:${P}/${Q}@${H}`, secret: `${P}/${Q}`, store: true },
   { name: 'redis, unescaped ?', url: `redis://:${P}?${Q}@${H}`, secret: `${P}?${Q}`, store: true },
   { name: 'etcd, unescaped /', url: `etcd://root:${P}/${Q}@${H}`, secret: `${P}/${Q}` },

@@ -5,7 +5,7 @@ import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import { PostgresLockProvider } from '../../adapters/postgres/index.js';
 import { RedisLockProvider } from '../../adapters/redis/index.js';
 import { createIdempotencyStore } from '../../src/idempotency/index.js';
-import { type ConnectOptions, connect, type LockProvider } from '../../src/index.js';
+import { BackendUnavailableError, type ConnectOptions, connect, type LockProvider } from '../../src/index.js';
 import { displayUrl } from '../../src/url-display.js';
 import { leaked, SECRET_URLS, type SecretUrl } from './secret-urls.js';
 
@@ -185,6 +185,27 @@ describe('no password in any output, whatever the URL looks like', () => {
     // Each fails once, with a FencekitError: the URL refused, or no server there.
     for (const line of codes) expect(line).toMatch(/: (INVALID_ARGUMENT|BACKEND_UNAVAILABLE)$/);
   }, 60_000);
+
+  it('a cause that quotes a credential (a TypeError whose input is the URL) is kept as a masked copy', async () => {
+    const url = 'memory://app:Wq3CauseSecret@cause-test';
+    await (await connect(url)).close(); // the process has now been given this password
+    const cause = Object.assign(new TypeError('Invalid URL'), { code: 'ERR_INVALID_URL', input: url });
+    const error = new BackendUnavailableError('cannot connect: Invalid URL', { cause });
+    expect(leaked(inspect(error, { depth: 10, showHidden: true }), 'Wq3CauseSecret')).toEqual([]);
+    expect(error.cause).toMatchObject({
+      name: 'TypeError',
+      message: 'Invalid URL',
+      code: 'ERR_INVALID_URL',
+      input: 'memory://app:***@cause-test',
+    });
+    // A host spelled like the password, in a message fencekit builds from a driver's.
+    const refused = new BackendUnavailableError('connect ECONNREFUSED Wq3CauseSecret:5432');
+    expect(refused.message).toBe('connect ECONNREFUSED ***:5432');
+    expect(refused.stack).not.toContain('Wq3CauseSecret');
+    // A cause that shows nothing secret is kept as it is (the rows above gave 127.0.0.1 as a password).
+    const harmless = new Error('socket hang up');
+    expect(new BackendUnavailableError('cannot connect', { cause: harmless }).cause).toBe(harmless);
+  });
 
   it('displayUrl() shows the scheme and hosts of a URL that parses, nothing of one that does not', () => {
     expect(displayUrl('postgres://app:pw@db.example:5433/orders?sslmode=require')).toBe(

@@ -7,7 +7,7 @@
  */
 
 const MASK = '***';
-/** How far down a cause chain masking looks. */
+/** How far down a cause chain masking looks; a chain is cut below that. */
 const MAX_DEPTH = 5;
 
 const known = new Set<string>();
@@ -29,7 +29,8 @@ export function maskSecrets(text: string): string {
 
 /** The cause itself when it shows no known secret, else a copy (of its chain too) that does not. */
 export function maskedCause(cause: unknown, depth = 0): unknown {
-  if (longestFirst.length === 0 || depth > MAX_DEPTH) return cause;
+  if (longestFirst.length === 0) return cause;
+  if (depth > MAX_DEPTH) return undefined; // deeper than anyone reads: cut rather than check
   if (typeof cause === 'string') return maskSecrets(cause);
   if (!(cause instanceof Error)) return cause;
   const nested = maskedCause(cause.cause, depth + 1);

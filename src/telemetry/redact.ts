@@ -47,7 +47,8 @@ export class Redactor {
 
 /**
  * Credentials found in a provider's options: fields named password/digest/auth, and passwords in
- * URL strings, malformed ones too (`postgres//u:p/w@h`). Only plain objects and arrays are walked (never clients, pools or buffers).
+ * URL strings, malformed ones too (`postgres//u:p/w@h`). Only plain objects and arrays are walked
+ * (never clients, pools or buffers).
  */
 export function secretsIn(options: unknown): string[] {
   const found: string[] = [];

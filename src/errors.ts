@@ -1,3 +1,5 @@
+import { maskedCause, maskSecrets } from './known-secrets.js';
+
 /**
  * Every error fencekit throws is a FencekitError with a stable `code`, so callers can branch on
  * `err.code` without depending on class identity (which breaks when ESM and CJS copies meet).
@@ -20,7 +22,11 @@ export type ErrorCode =
 export class FencekitError extends Error {
   readonly code: ErrorCode;
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    // No error fencekit throws shows a credential it was given, in its message or its causes.
+    super(
+      maskSecrets(message),
+      options && 'cause' in options ? { cause: maskedCause(options.cause) } : options,
+    );
     this.code = code;
     this.name = new.target.name;
   }

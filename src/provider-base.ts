@@ -17,10 +17,12 @@ import {
   ProviderClosedError,
 } from './errors.js';
 import { type ProviderEventListener, type ProviderEventName, ProviderEvents } from './events.js';
+import { rememberSecrets } from './known-secrets.js';
 import type { OwnedLock } from './ownership.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import type { SessionRenewalListener } from './session-liveness.js';
 import { linkSignals } from './signals.js';
+import { secretsIn } from './telemetry/redact.js';
 import { ProviderTelemetry, TELEMETRY, type TelemetryOptions } from './telemetry/telemetry.js';
 import { longTimeout } from './timers.js';
 import type {
@@ -113,6 +115,8 @@ export abstract class BaseLockProvider implements LockProvider {
   #telemetryInstance: ProviderTelemetry | undefined;
 
   constructor(defaults: ProviderDefaults = {}, callTimeoutDefaultMs = DEFAULT_CALL_TIMEOUT_MS) {
+    // First: a client made from these options may fail with an error that quotes a credential.
+    rememberSecrets(secretsIn(defaults));
     this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
     this.waitMs = defaults.waitMs === undefined ? Number.POSITIVE_INFINITY : validateWaitMs(defaults.waitMs);
     this.driftRate = defaults.driftRate ?? DEFAULT_DRIFT_RATE;

@@ -102,7 +102,14 @@ export function checkOut(
   onDone?: () => void,
 ): Promise<Checkout> {
   let gaveUp = false;
-  const connecting = pool.connect().then(
+  let connected: Promise<pg.PoolClient>;
+  try {
+    connected = pool.connect();
+  } catch (error) {
+    // pg reads the connection string when it makes a client, and throws at once when it cannot.
+    connected = Promise.reject(error);
+  }
+  const connecting = connected.then(
     (client) => {
       const checkout = new Checkout(client, onDone);
       if (gaveUp) checkout.giveBack();

@@ -100,7 +100,7 @@ export class RedisLockProvider extends BaseLockProvider {
             ...options.cluster.options,
           })
         : options.url
-          ? new Redis(options.url, redisOptions)
+          ? clientForUrl(options.url, redisOptions)
           : new Redis(redisOptions));
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
     this.#reachability = new Reachability(this.redis, 'redis');
@@ -362,6 +362,18 @@ export class RedisLockProvider extends BaseLockProvider {
     this.#notices.close();
     this.#leftovers.close();
     this.redis.disconnect();
+  }
+}
+
+/** ioredis refuses a malformed URL with a TypeError whose `input` is the URL, password and all. */
+function clientForUrl(url: string, redisOptions: RedisOptions): Redis {
+  try {
+    return new Redis(url, redisOptions);
+  } catch {
+    throw new InvalidArgumentError(
+      'url',
+      'ioredis cannot read it as redis://[user:password@]host[:port][/db]',
+    );
   }
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
-import { connect, redact } from '../connect.js';
+import { connect } from '../connect.js';
 import { FencekitError } from '../errors.js';
+import { displayUrl } from '../url-display.js';
 import { registerAdminCommands } from './commands/admin.js';
 import { registerElectionCommands } from './commands/elect.js';
 import { registerLockCommands } from './commands/lock.js';
@@ -33,7 +34,7 @@ program
   .action(async (opts: { url: string; ttl: number }) => {
     const onMemory = opts.url.startsWith('memory:');
     console.log(
-      `fencekit demo on ${redact(opts.url)}: worker A pauses longer than its lease while holding "orders/42"` +
+      `fencekit demo on ${displayUrl(opts.url)}: worker A pauses longer than its lease while holding "orders/42"` +
         (onMemory ? ' (in-process pause)' : ' (worker A is a child process, stopped with SIGSTOP)'),
     );
     const print = (line: string) => console.log(line);

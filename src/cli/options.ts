@@ -3,6 +3,7 @@ import { InvalidArgumentError as CommanderArgumentError, Option } from 'commande
 import { connect } from '../connect.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { LockProvider } from '../types.js';
+import { urlCredentials } from '../url-display.js';
 
 /** `--url`, or FENCEKIT_URL when it is absent. */
 export const urlOption = () =>
@@ -49,11 +50,14 @@ export async function withProvider<T>(
   }
 }
 
-/** Every message printed passes here: no password of a URL ever reaches the terminal or a log. */
+/**
+ * Every message printed passes here: besides what displayUrl() keeps out of messages, any
+ * `scheme://user:password@` text and every form of the given URLs' passwords are masked.
+ */
 export function redactSecrets(text: string, urls: ReadonlyArray<string | undefined>): string {
   let out = text.replace(/([a-z][a-z0-9+.-]*:\/\/[^:@/\s]*:)[^@/\s]*@/gi, '$1***@');
   for (const url of urls)
-    for (const secret of url ? passwordForms(url) : []) out = out.split(secret).join('***');
+    for (const secret of url ? urlCredentials(url) : []) out = out.split(secret).join('***');
   return out;
 }
 
@@ -65,19 +69,4 @@ export function givenUrls(argv: readonly string[], env: NodeJS.ProcessEnv): stri
     else if (arg.startsWith('--url=')) urls.push(arg.slice('--url='.length));
   });
   return urls;
-}
-
-/** The URL's password as written and %-decoded (a client may print either). */
-function passwordForms(url: string): string[] {
-  const userinfo = /^[a-z][a-z0-9+.-]*:\/\/([^@/?#]*)@/i.exec(url)?.[1] ?? '';
-  const colon = userinfo.indexOf(':');
-  const raw = colon < 0 ? '' : userinfo.slice(colon + 1);
-  if (raw === '') return [];
-  let decoded = raw;
-  try {
-    decoded = decodeURIComponent(raw);
-  } catch {
-    // a malformed escape: connect() refuses such a URL, the raw form is what could be printed
-  }
-  return decoded === raw ? [raw] : [raw, decoded];
 }

@@ -3,6 +3,8 @@
  * (redis://:pw@…, postgres://u:pw@…), an etcd password or ZooKeeper digest credentials (user:pw).
  */
 
+import { urlCredentials } from '../url-display.js';
+
 const MASK = '***';
 /** user:password@ in any URL-like text: the password goes even when we never saw it. */
 const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@]*:)[^\s/@]*@/gi;
@@ -45,7 +47,8 @@ export class Redactor {
 
 /**
  * Credentials found in a provider's options: fields named password/digest/auth, and passwords in
- * URL strings. Only plain objects and arrays are walked (never clients, pools or buffers).
+ * URL strings, malformed ones too (`postgres//u:p/w@h`). Only plain objects and arrays are walked
+ * (never clients, pools or buffers).
  */
 export function secretsIn(options: unknown): string[] {
   const found: string[] = [];
@@ -57,15 +60,7 @@ export function secretsIn(options: unknown): string[] {
         const colon = value.indexOf(':');
         if (field.toLowerCase() === 'digest' && colon >= 0) found.push(value.slice(colon + 1));
       }
-      for (const match of value.matchAll(/:\/\/[^\s/:@]*:([^\s/@]+)@/g)) {
-        const password = match[1] as string;
-        found.push(password);
-        try {
-          found.push(decodeURIComponent(password));
-        } catch {
-          // not percent-encoded: the raw form is masked already
-        }
-      }
+      if (/^[a-z][a-z0-9+.-]*:/i.test(value)) found.push(...urlCredentials(value));
       return;
     }
     if (depth >= MAX_DEPTH || value === null || typeof value !== 'object') return;

@@ -104,3 +104,19 @@ it('redlock facade: a duration that leaves no time after the drift allowance is 
     await provider.close();
   }
 });
+
+it('redlock facade: an extension past 2^31 ms does not release the lock at once', async () => {
+  const provider = new MemoryLockProvider();
+  try {
+    const redlock = new Redlock(provider, { retryCount: 0 });
+    const resource = key();
+    const lock = await redlock.acquire([resource], 5_000);
+    const extended = await lock.extend(2 ** 32); // a timer that long would fire after 1 ms
+    await sleep(200);
+    expect(extended.expiration).toBeGreaterThan(Date.now());
+    await expect(redlock.acquire([resource], 5_000)).rejects.toThrow(); // still held
+    await extended.release();
+  } finally {
+    await provider.close();
+  }
+});

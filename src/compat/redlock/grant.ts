@@ -1,4 +1,5 @@
 import { LockTimeoutError } from '../../errors.js';
+import { longTimeout } from '../../timers.js';
 import type { Lock as FencekitLock, LockProvider } from '../../types.js';
 
 /**
@@ -9,7 +10,7 @@ import type { Lock as FencekitLock, LockProvider } from '../../types.js';
  */
 export class Grant {
   #signal: AbortSignal | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  #cancelExpiry: (() => void) | undefined;
   #released: Promise<void> | undefined;
 
   private constructor(readonly locks: ReadonlyMap<string, FencekitLock>) {}
@@ -67,16 +68,17 @@ export class Grant {
 
   /** Releases at `at` (ms since the epoch) unless moved or released before; undefined: never. */
   expireAt(at: number | undefined): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#cancelExpiry?.();
+    this.#cancelExpiry = undefined;
     if (at === undefined || this.#released) return;
-    this.#timer = setTimeout(() => void this.release(), Math.max(0, at - Date.now()));
-    this.#timer.unref(); // like a key's TTL in Redis, a pending expiry keeps no process alive
+    // longTimeout: a plain setTimeout fires after 1 ms for a delay past 2^31 ms (a long extend()).
+    // Like a key's TTL in Redis, a pending expiry keeps no process alive.
+    this.#cancelExpiry = longTimeout(() => void this.release(), at - Date.now(), { unref: true });
   }
 
   /** Idempotent: gives back every lock (each release is guarded: never another holder's). */
   release(): Promise<void> {
-    clearTimeout(this.#timer);
+    this.#cancelExpiry?.();
     this.#released ??= Promise.allSettled([...this.locks.values()].map((lock) => lock.release())).then(
       () => undefined,
     );

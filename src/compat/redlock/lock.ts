@@ -15,17 +15,30 @@ export class Lock {
   /** @internal */
   readonly grant: Grant;
   #tokens: ReadonlyMap<string, bigint> | undefined;
+  #expiration: number;
 
   constructor(
     readonly redlock: LockOwner,
     readonly resources: string[],
     readonly value: string,
     readonly attempts: ReadonlyArray<Promise<ExecutionStats>>,
-    /** ms since the epoch after which the lock is no longer held (0 once released or extended). */
-    public expiration: number,
+    expiration: number,
     grant: Grant,
   ) {
     this.grant = grant;
+    this.#expiration = expiration;
+  }
+
+  /**
+   * ms since the epoch after which the lock is no longer held; 0 once released or extended, and as
+   * soon as its grant is lost (an app that checks `expiration > Date.now()` never works on a lost lock).
+   */
+  get expiration(): number {
+    return this.#expiration !== 0 && this.grant.held ? this.#expiration : 0;
+  }
+
+  set expiration(at: number) {
+    this.#expiration = at;
   }
 
   /** Each resource's fencing token (built on first read: most callers never read it). */

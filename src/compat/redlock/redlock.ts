@@ -103,9 +103,8 @@ export class Redlock extends EventEmitter {
    * (v5). Rejects when the lock has expired or was lost.
    */
   async extend(existing: Lock, duration: number, settings?: Partial<Settings>): Promise<Lock> {
-    checkDuration(duration);
-    const start = Date.now();
-    if (existing.expiration < start) throw new ExecutionError('Cannot extend an already-expired lock.', []);
+    const merged = mergeSettings(this.settings, settings);
+    checkDuration(duration, merged);
     const grant = existing.grant;
     if (grant.released || !grant.held) {
       const reason = new ResourceLockedError('The lock was lost before it was extended.');
@@ -113,8 +112,12 @@ export class Redlock extends EventEmitter {
         failedAttempt(await this.#provider, reason),
       ]);
     }
+    // Nothing is asked of the server (the provider renews the grant while it is held): the new
+    // expiration counts from now, and everything from here to the return runs without a pause.
+    const now = Date.now();
+    if (existing.expiration < now) throw new ExecutionError('Cannot extend an already-expired lock.', []);
     existing.expiration = 0;
-    const expiration = expirationOf(start, duration, mergeSettings(this.settings, settings));
+    const expiration = expirationOf(now, duration, merged);
     grant.expireAt(expiration);
     return new Lock(this, existing.resources, existing.value, existing.attempts, expiration, grant);
   }
@@ -140,11 +143,11 @@ export class Redlock extends EventEmitter {
     settingsOrRoutine: Partial<Settings> | ((signal: RedlockAbortSignal) => Promise<T>),
     maybeRoutine?: (signal: RedlockAbortSignal) => Promise<T>,
   ): Promise<T> {
-    checkDuration(duration);
     const settings = mergeSettings(
       this.settings,
       typeof settingsOrRoutine === 'function' ? undefined : settingsOrRoutine,
     );
+    checkDuration(duration, settings);
     const routine = maybeRoutine ?? settingsOrRoutine;
     if (typeof routine !== 'function') throw new TypeError('routine is not a function');
     if (settings.automaticExtensionThreshold > duration - 100) {
@@ -190,9 +193,8 @@ export class Redlock extends EventEmitter {
   }
 
   async #acquire(resources: string | string[], duration: number, settings: Settings): Promise<Lock> {
-    checkDuration(duration);
+    checkDuration(duration, settings);
     const names = Array.isArray(resources) ? resources : [resources];
-    const start = Date.now();
     const provider = await this.#provider;
     let grant: Grant;
     try {
@@ -208,7 +210,12 @@ export class Redlock extends EventEmitter {
         { cause: error },
       );
     }
-    const expiration = expirationOf(start, duration, settings);
+    // From the grant, not from the call: time spent queued is not taken out of the lock's duration
+    // (else a wait longer than `duration` hands out a lock that releases itself at once). redlock's
+    // key likewise lives `duration` from the attempt that set it. The grant's own lease started
+    // earlier, with the request that won it; the provider renews it while it is held, and `held`
+    // (so `expiration`, which reads 0 once the grant is gone) turns false by that lease's deadline.
+    const expiration = expirationOf(Date.now(), duration, settings);
     grant.expireAt(expiration);
     const value = [...grant.locks.values()][0]?.ownerToken ?? '';
     return new Lock(this, names, value, [this.#granted(provider)], expiration, grant);

@@ -37,13 +37,29 @@ export function waitWindowMs(settings: Settings): number {
   return Math.max(0, settings.retryCount) * Math.max(0, settings.retryDelay);
 }
 
-/** redlock's expiration: the start plus the duration minus the drift allowance (and 2 ms). */
-export function expirationOf(start: number, duration: number, settings: Settings): number {
-  return start + duration - (Math.round(settings.driftFactor * duration) + 2);
+/**
+ * redlock's expiration: the moment the grant was made plus the duration minus the drift allowance
+ * (and 2 ms). Counted from the grant, not from the call: a call that waited in the queue longer
+ * than `duration` still gets its whole duration.
+ */
+export function expirationOf(grantedAt: number, duration: number, settings: Settings): number {
+  return grantedAt + validityMs(duration, settings);
 }
 
-export function checkDuration(duration: number): void {
+/** How long a lock of `duration` is held once granted: the duration less the drift allowance. */
+function validityMs(duration: number, settings: Settings): number {
+  return duration - (Math.round(settings.driftFactor * duration) + 2);
+}
+
+/** An integer duration that leaves some validity after the drift allowance (else the lock is born expired). */
+export function checkDuration(duration: number, settings: Settings): void {
   if (Math.floor(duration) !== duration) {
     throw new InvalidArgumentError('duration', 'must be an integer value in milliseconds');
+  }
+  if (validityMs(duration, settings) <= 0) {
+    throw new InvalidArgumentError(
+      'duration',
+      `${duration} ms leaves no time after the drift allowance (driftFactor × duration + 2 ms)`,
+    );
   }
 }

@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import type { LeaderInfo } from '../../src/election/types.js';
+import { uniqueKey } from '../../src/testing/index.js';
+import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+
+/** Edges of the ZooKeeper recipes, each on a real server. */
+describe('ZooKeeper edges', () => {
+  let zk: ServerGroup;
+  let connectString: string;
+  const providers: ZooKeeperLockProvider[] = [];
+  const open = (options: { connectString?: string } = {}) => {
+    const provider = new ZooKeeperLockProvider({
+      connectString,
+      sessionTimeoutMs: 4_000,
+      serverTickMs: 200,
+      ...options,
+    });
+    providers.push(provider);
+    return provider;
+  };
+  beforeAll(async () => {
+    zk = await startServers('zookeeper');
+    connectString = endpoint(zk, 'ZK_CONNECT');
+  });
+  afterAll(async () => {
+    await Promise.allSettled(providers.map((p) => p.close()));
+    await zk?.stop();
+  });
+
+  describe('election: the leader read between two calls', () => {
+    /**
+     * The observer's listing of the candidates is answered with the leader's node in it, and that
+     * node is deleted (the leader resigns) before the listing reaches the reader: the next read, of
+     * the leader's data, finds no node although the second candidate leads already.
+     */
+    const withLeaderGoneAfterListing = async (
+      read: (name: string, observer: ZooKeeperLockProvider) => Promise<LeaderInfo | null>,
+    ) => {
+      const name = uniqueKey('leader-gap');
+      const [a, b, observer] = [open(), open(), open()];
+      const first = await a.election(name).campaign('a');
+      const second = b.election(name).campaign('b'); // leads once a resigns
+      const folder = observer.folder(name);
+      const candidates = async () =>
+        (await (await a.election(name).host.session()).client.getChildren(folder)).length;
+      await expect.poll(candidates, { timeout: 10_000 }).toBe(2);
+      const session = await observer.election(name).host.session(); // the session its reads go through
+      const listChildren = session.client.getChildren;
+      let gaps = 0;
+      session.client.getChildren = async (path, opts) => {
+        const children = await listChildren.call(session.client, path, opts);
+        if (path === folder && gaps === 0) {
+          gaps += 1;
+          expect(children).toHaveLength(2);
+          await first.resign(); // gone before the reader sees the listing
+        }
+        return children;
+      };
+      try {
+        const leader = await read(name, observer);
+        expect(gaps).toBe(1);
+        return leader;
+      } finally {
+        session.client.getChildren = listChildren;
+        if (gaps === 0) await first.resign();
+        await (await second).resign();
+      }
+    };
+
+    it('observe() reports the next leader, never null while a candidate is left', async () => {
+      const leader = await withLeaderGoneAfterListing(async (name, observer) => {
+        const stop = new AbortController();
+        for await (const seen of observer.election(name).observe({ signal: stop.signal })) {
+          stop.abort();
+          return seen;
+        }
+        return undefined as never;
+      });
+      console.log(
+        `observe() with the leader gone between its two reads: ${JSON.stringify(leader?.value ?? null)}`,
+      );
+      expect(leader?.value).toBe('b');
+    }, 30_000);
+
+    it('leader() reports the next leader, never null while a candidate is left', async () => {
+      const leader = await withLeaderGoneAfterListing((name, observer) => observer.election(name).leader());
+      console.log(
+        `leader() with the leader gone between its two reads: ${JSON.stringify(leader?.value ?? null)}`,
+      );
+      expect(leader?.value).toBe('b');
+    }, 30_000);
+  });
+});

@@ -1,8 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import type { LeaderInfo } from '../../src/election/types.js';
+import { connect, InvalidArgumentError } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
+import { CliProcesses } from '../cli/cli-process.js';
 import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 /** Edges of the ZooKeeper recipes, each on a real server. */
 describe('ZooKeeper edges', () => {
@@ -89,6 +93,58 @@ describe('ZooKeeper edges', () => {
         `leader() with the leader gone between its two reads: ${JSON.stringify(leader?.value ?? null)}`,
       );
       expect(leader?.value).toBe('b');
+    }, 30_000);
+  });
+
+  describe('a missing chroot', () => {
+    const cli = new CliProcesses();
+    afterEach(() => cli.stop());
+    const missing = () => `missing-chroot-${process.pid}-${Math.round(performance.now())}`;
+
+    it('acquire fails with an error naming the chroot, with waitMs and without', async () => {
+      const chroot = missing();
+      const provider = await connect(`zk://${connectString}/${chroot}`, { callTimeoutMs: 2_000 });
+      try {
+        for (const options of [{ waitMs: 3_000 }, undefined]) {
+          const started = performance.now();
+          const outcome = await Promise.race([
+            provider.acquire('jobs/nightly', options).then(
+              async (lock) => {
+                await lock.release();
+                return 'granted';
+              },
+              (error: unknown) => error,
+            ),
+            sleep(15_000).then(() => 'still pending after 15 s'),
+          ]);
+          const ms = Math.round(performance.now() - started);
+          console.log(
+            `missing chroot, waitMs ${options?.waitMs ?? 'not given'}: after ${ms} ms: ${String(outcome)}`,
+          );
+          expect(outcome).toBeInstanceOf(InvalidArgumentError);
+          expect((outcome as Error).message).toContain(`/${chroot}`);
+        }
+      } finally {
+        await provider.close();
+      }
+    }, 60_000);
+
+    it('fencekit lock exits non-zero and names the chroot (dist: npm run build)', async () => {
+      const chroot = missing();
+      const run = cli.start([
+        'lock',
+        'jobs/nightly',
+        '--url',
+        `zk://${connectString}/${chroot}`,
+        '--',
+        'true',
+      ]);
+      const code = await run.exited(15_000).catch((error: Error) => error.message);
+      await run.closed().catch(() => undefined);
+      console.log(`fencekit lock on a missing chroot: exit ${code}, stderr ${JSON.stringify(run.stderr())}`);
+      expect(code).not.toBe(0);
+      expect(typeof code).toBe('number');
+      expect(run.stderr()).toContain(`/${chroot}`);
     }, 30_000);
   });
 });

@@ -32,6 +32,72 @@ describe('ZooKeeper edges', () => {
     await zk?.stop();
   });
 
+  describe("names reserved for a semaphore's folders", () => {
+    /** Each use of a name that, before they were refused, put nodes in semaphore `s`'s folders. */
+    const collisions: Array<{
+      use: string;
+      run: (p: ZooKeeperLockProvider, s: string) => Promise<{ release(): Promise<unknown> }>;
+    }> = [
+      { use: 'lock s/leases', run: (p, s) => p.acquire(`${s}/leases`) },
+      { use: 'lock s/leases/x', run: (p, s) => p.acquire(`${s}/leases/x`) },
+      { use: 'lock s/locks', run: (p, s) => p.acquire(`${s}/locks`) },
+      {
+        use: 'election s/leases',
+        run: async (p, s) => {
+          const term = await p.election(`${s}/leases`).campaign('x');
+          return { release: () => term.resign() };
+        },
+      },
+      { use: 'semaphore s/leases', run: (p, s) => p.semaphore(`${s}/leases`, { limit: 1 }).acquire() },
+    ];
+
+    it('are refused, and the semaphore s counts only its own permits', async () => {
+      const [p, other] = [open(), open()];
+      const seen: string[] = [];
+      for (const { use, run } of collisions) {
+        const s = uniqueKey('sem-reserved');
+        const semaphore = p.semaphore(s, { limit: 2 });
+        const first = await semaphore.acquire();
+        const colliding = await (async () => run(other, s))().catch((error: unknown) => error);
+        // Only one permit of two is held: a second one is free, whatever the other name holds.
+        const second = await semaphore.tryAcquire();
+        seen.push(
+          `${use}: ${colliding instanceof Error ? colliding.constructor.name : 'granted'}, second permit ${second ? 'granted' : 'refused'}`,
+        );
+        await second?.release();
+        if (!(colliding instanceof Error)) await (colliding as { release(): Promise<unknown> }).release();
+        await first.release();
+      }
+      console.log(`names in a semaphore's folders:\n  ${seen.join('\n  ')}`);
+      expect(seen).toEqual(
+        collisions.map(({ use }) => `${use}: InvalidArgumentError, second permit granted`),
+      );
+    }, 60_000);
+
+    it('are refused by every call that takes a name, naming the reserved segment', async () => {
+      const p = open();
+      for (const name of ['s/leases', 's/locks', 's/leases/x', 'a/b/locks']) {
+        const calls = [
+          () => p.acquire(name),
+          () => p.tryAcquire(name),
+          () => p.withLock(name, async () => undefined),
+          () => p.inspect(name),
+          () => p.forceRelease(name, { reason: 'test' }),
+          () => p.election(name).campaign('x'),
+          () => p.semaphore(name, { limit: 1 }).acquire(),
+        ];
+        for (const call of calls) {
+          await expect((async () => call())()).rejects.toThrow(InvalidArgumentError);
+          await expect((async () => call())()).rejects.toThrow(
+            /"locks" and "leases" are reserved for semaphores/,
+          );
+        }
+      }
+      // A first segment is no semaphore's folder: still a name.
+      await (await p.acquire(`locks/${uniqueKey('first-segment')}`)).release();
+    }, 30_000);
+  });
+
   describe('election: the leader read between two calls', () => {
     /**
      * The observer's listing of the candidates is answered with the leader's node in it, and that

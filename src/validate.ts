@@ -14,9 +14,21 @@ export const MAX_TTL_MS = 86_400_000;
 const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**
+ * Segments reserved after a name's first one. On ZooKeeper a name is a folder and a semaphore `s`
+ * keeps its mutex in `s/locks` and its leases in `s/leases` (Curator's InterProcessSemaphoreV2
+ * layout, kept for interop): a lock, election or semaphore named `s/leases` or `s/leases/x` would put
+ * nodes in that folder and be counted as permits, one named `s/locks` would queue in its mutex. They
+ * are refused on every backend, so that a name valid on one backend is valid on all.
+ */
+const RESERVED_SEGMENTS = new Set(['locks', 'leases']);
+/** Curator's protected node names (`_c_<uuid>-lock-<seq>`): as a folder, one would pass for a queue node. */
+const QUEUE_NODE_NAME = /^_c_[0-9a-f-]{36}-/;
+
+/**
  * Keys are '/'-separated names. Every backend maps them to paths or key prefixes, so the rules are the
  * strictest common ones: no control characters, no empty, '.' or '..' segments (path tricks), no
- * leading or trailing '/', at most MAX_KEY_BYTES.
+ * leading or trailing '/', no segment that is a recipe's node name on ZooKeeper (RESERVED_SEGMENTS,
+ * QUEUE_NODE_NAME), at most MAX_KEY_BYTES.
  */
 export function validateKey(key: unknown, argument = 'key'): string {
   if (typeof key !== 'string')
@@ -28,10 +40,23 @@ export function validateKey(key: unknown, argument = 'key'): string {
   }
   if (CONTROL_CHARS.test(key)) throw new InvalidArgumentError(argument, 'contains a control character');
   if (key !== key.trim()) throw new InvalidArgumentError(argument, 'starts or ends with white space');
-  for (const segment of key.split('/')) {
+  const segments = key.split('/');
+  for (const [index, segment] of segments.entries()) {
     if (segment === '') throw new InvalidArgumentError(argument, `"${key}" has an empty path segment`);
     if (segment === '.' || segment === '..') {
       throw new InvalidArgumentError(argument, `"${key}" has a "${segment}" path segment`);
+    }
+    if (index > 0 && RESERVED_SEGMENTS.has(segment)) {
+      throw new InvalidArgumentError(
+        argument,
+        `"${key}": "locks" and "leases" are reserved for semaphores after a name's first segment (a semaphore "${segments.slice(0, index).join('/')}" keeps its mutex and permits there)`,
+      );
+    }
+    if (QUEUE_NODE_NAME.test(segment)) {
+      throw new InvalidArgumentError(
+        argument,
+        `"${key}" has a segment "${segment}" in the form of a queue node's name (_c_<uuid>-…), which is reserved`,
+      );
     }
   }
   return key;

@@ -20,9 +20,12 @@ export class Leftovers {
     void this.#try(id, cleanUp);
   }
 
-  /** Drops the clean-up of id (a new request with that ownerToken takes over); one in flight runs. */
-  forget(id: string): void {
-    this.#pending.delete(id);
+  /**
+   * Drops the clean-up of id (a new request with that ownerToken takes over; one in flight runs).
+   * Returns whether one was pending: a request that then sends nothing owes it again (add).
+   */
+  forget(id: string): boolean {
+    return this.#pending.delete(id);
   }
 
   get size(): number {

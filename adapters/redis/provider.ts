@@ -180,9 +180,10 @@ export class RedisLockProvider extends BaseLockProvider {
       waiterTtlMs: this.#waiterTtlMs,
       channel: req.wait ? this.#notices.channel : '',
     };
-    // A retry of this request (same ownerToken) supersedes the clean-up of the failed try before it;
-    // a clean-up already sent runs first (one connection keeps the order).
-    this.#leftovers.forget(req.ownerToken);
+    // A retry of this request (same ownerToken) supersedes the clean-up of the failed try before it
+    // until it fails: then the clean-up is owed again, also when this try sent nothing. A clean-up
+    // already sent runs first (one connection keeps the order).
+    const owed = this.#leftovers.forget(req.ownerToken);
     let sent = false; // whether any attempt may have reached Redis (then there is something to clean up)
     const attempt = () =>
       this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel).then(
@@ -206,7 +207,7 @@ export class RedisLockProvider extends BaseLockProvider {
       // Timed out, aborted or failed, maybe with the script run or still to run: leave the queue,
       // give back a grant made meanwhile, hand the key on if it is free. The leftovers own it
       // (retried until done), so the caller is not held up by an unreachable Redis.
-      if (sent)
+      if (sent || owed)
         this.#leftovers.add(req.ownerToken, () =>
           this.#call('leave', () => this.#scripts.leave(keys, req.ownerToken, this.fair)),
         );

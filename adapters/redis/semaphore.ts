@@ -89,8 +89,9 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
 
   async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const { leftovers } = this.#client;
-    // A retry with this ownerToken supersedes the clean-up of the failed try before it.
-    leftovers.forget(req.ownerToken);
+    // A retry with this ownerToken supersedes the clean-up of the failed try before it, until it
+    // fails: then the clean-up is owed again, also when this try sent nothing.
+    const owed = leftovers.forget(req.ownerToken);
     let sent = false;
     const attempt = (): Promise<SemAcquireAnswer> =>
       this.#client
@@ -127,7 +128,7 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
     } catch (error) {
       // Outcome unknown (timed out, aborted): leave the queue and give back a grant made meanwhile.
       // The provider's leftovers own that clean-up and retry it until Redis answers.
-      if (sent) {
+      if (sent || owed) {
         leftovers.add(req.ownerToken, () =>
           this.#client.call('semaphore leave', () =>
             this.#scripts.release(this.#keys, req.ownerToken, req.limit),

@@ -1,4 +1,3 @@
-import { InvalidArgumentError } from '../../src/errors.js';
 import { decodeHolder } from '../../src/holder-record.js';
 import type { HolderInfo } from '../../src/types.js';
 import { type ZkSession, zkCode } from './client.js';
@@ -6,9 +5,8 @@ import { queueOrder, unavailable } from './mutex.js';
 
 /** Folders list() looks into at most: bounded however many names the tree holds. */
 const MAX_FOLDERS = 10_000;
-/** A semaphore's two folders (Curator's InterProcessSemaphoreV2 layout). */
-const SEMAPHORE_MUTEX = 'locks';
-const SEMAPHORE_LEASES = 'leases';
+/** A semaphore's two folders, its mutex and its leases (Curator's InterProcessSemaphoreV2 layout). */
+const SEMAPHORE_FOLDERS: ReadonlySet<string> = new Set(['locks', 'leases']);
 /** A node of a lock, latch or semaphore queue (Curator's protected names), as opposed to a folder. */
 const QUEUE_NODE = /^_c_[0-9a-f-]{36}-/;
 
@@ -29,12 +27,6 @@ export async function removeHead(
 ): Promise<HolderInfo | null> {
   try {
     await catchUp(session);
-    if (await isSemaphoreMutex(session, parent)) {
-      throw new InvalidArgumentError(
-        'key',
-        `${parent} is a semaphore's internal mutex: removing its holder would stall the semaphore`,
-      );
-    }
     const [head] = queueOrder(await session.client.getChildren(parent), 'lock-');
     if (!head) return null;
     const path = `${parent}/${head.name}`;
@@ -43,17 +35,9 @@ export async function removeHead(
     await session.client.delete(path, -1);
     return { ...decodeHolder(data), fencingToken: stat.czxid };
   } catch (error) {
-    if (error instanceof InvalidArgumentError) throw error;
     if (zkCode(error) === 'NO_NODE') return null; // no such name, or released meanwhile
     throw unavailable('force-release failed', error);
   }
-}
-
-/** `<path>/locks` beside `<path>/leases`: the mutex of a semaphore (Curator's layout), not a lock. */
-async function isSemaphoreMutex(session: ZkSession, folder: string): Promise<boolean> {
-  if (!folder.endsWith(`/${SEMAPHORE_MUTEX}`)) return false;
-  const leases = `${folder.slice(0, -SEMAPHORE_MUTEX.length)}${SEMAPHORE_LEASES}`;
-  return (await session.client.exists(leases)) !== null;
 }
 
 /**
@@ -77,11 +61,10 @@ export async function heldNamesWalk(session: ZkSession, root: string, prefix: st
         throw error;
       }
       if (folder.name !== '' && queueOrder(children, 'lock-').length > 0) names.push(folder.name);
-      // A semaphore's folders are not lock names (forceRelease refuses its mutex).
-      const semaphore = children.includes(SEMAPHORE_MUTEX) && children.includes(SEMAPHORE_LEASES);
       for (const child of children) {
         if (QUEUE_NODE.test(child)) continue;
-        if (semaphore && (child === SEMAPHORE_MUTEX || child === SEMAPHORE_LEASES)) continue;
+        // A semaphore's folders, not lock names: validateKey refuses them after a first segment.
+        if (folder.name !== '' && SEMAPHORE_FOLDERS.has(child)) continue;
         const name = folder.name === '' ? child : `${folder.name}/${child}`;
         if (name.startsWith(prefix) || prefix.startsWith(`${name}/`)) {
           folders.push({ path: `${folder.path}/${child}`, name });

@@ -1,5 +1,5 @@
 import { monotonicNow } from '../../src/clock.js';
-import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
+import { BackendUnavailableError, InvalidArgumentError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
 import { confirmThroughLeader, trustedSpanMs } from './heartbeat.js';
 import { ZkClient } from './wire/client.js';
@@ -66,6 +66,7 @@ export class ZkSession {
         { cause: error },
       );
     }
+    if (client.chroot !== '') await ZkSession.#assertChroot(client, options, signal);
     const session = new ZkSession(client, options);
     client.onState((state) => {
       if (state === 'expired' || state === 'closed') session.#lose('session-lost');
@@ -73,6 +74,34 @@ export class ZkSession {
     session.#liveness.confirmed(sentAt, session.#trustedSpan);
     session.#scheduleHeartbeat(session.#interval);
     return session;
+  }
+
+  /**
+   * A chroot that does not exist makes every create fail with NO_NODE, which recipes take for a
+   * folder removed meanwhile and retry without end: refuse such a session once, naming the chroot.
+   */
+  static async #assertChroot(
+    client: ZkClient,
+    options: ZkSessionOptions,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    // '/' is the chroot itself; exists needs no permission on it.
+    const found = await client
+      .exists('/', { timeoutMs: options.connectTimeoutMs, ...(signal ? { signal } : {}) })
+      .catch(async (error: unknown) => {
+        await client.close();
+        if (signal?.aborted && error === signal.reason) throw error;
+        throw new BackendUnavailableError(`zookeeper: checking the chroot ${client.chroot} failed`, {
+          cause: error,
+        });
+      });
+    if (found === null) {
+      await client.close();
+      throw new InvalidArgumentError(
+        'connectString',
+        `the chroot ${client.chroot} does not exist on the ZooKeeper server: create it first, or connect without it`,
+      );
+    }
   }
 
   /** The session timeout the server granted (it clamps requests to 2..20 ticks). */

@@ -1,5 +1,6 @@
 import { leadershipOf } from '../../src/election/leadership.js';
 import type { CampaignOptions, Election, LeaderInfo, Leadership } from '../../src/election/types.js';
+import { BackendUnavailableError } from '../../src/errors.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import type { Lock } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
@@ -83,6 +84,8 @@ export class ZkElection implements Election {
   /**
    * The leader now; with `watch`, arms one-shot watches on the folder and the leader's data, each
    * path added to `watched` before its call (so the caller can unwatch even when a read fails).
+   * The leader's node may go between the listing and the read of its data: then the folder is
+   * listed again, as the next candidate may lead already. No leader only when the listing is empty.
    */
   async #read(
     session: ZkSession,
@@ -91,35 +94,41 @@ export class ZkElection implements Election {
   ): Promise<{ leader: LeaderInfo | null }> {
     const folder = this.host.folder(this.name);
     if (watch) watched.push(folder);
-    let children: string[];
-    try {
-      children = await session.client.getChildren(folder, watch ? { watch } : {});
-    } catch (error) {
-      if (zkCode(error) !== 'NO_NODE') throw unavailable('reading the candidates failed', error);
-      if (watch) {
-        // No folder yet: wait for it to appear.
-        await session.client.exists(folder, { watch }).catch((e: unknown) => {
-          throw unavailable('watching the candidates failed', e);
-        });
-      }
-      return { leader: null };
-    }
-    const head = queueOrder(children, 'latch-')[0];
-    if (!head) return { leader: null };
-    const path = `${folder}/${head.name}`;
-    if (watch) watched.push(path);
-    try {
-      const { data, stat } = await session.client.getData(path, watch ? { watch } : {});
-      return { leader: { value: data.toString('utf8'), term: stat.czxid } };
-    } catch (error) {
-      if (zkCode(error) === 'NO_NODE') {
-        watch?.(); // it went between the two reads: read again
+    // Each round follows a leader's node deleted under us; a folder that churns this fast is
+    // reported as unavailable rather than read forever.
+    for (let round = 0; round < MAX_READ_ROUNDS; round++) {
+      let children: string[];
+      try {
+        children = await session.client.getChildren(folder, watch ? { watch } : {});
+      } catch (error) {
+        if (zkCode(error) !== 'NO_NODE') throw unavailable('reading the candidates failed', error);
+        if (watch) {
+          // No folder yet: wait for it to appear.
+          await session.client.exists(folder, { watch }).catch((e: unknown) => {
+            throw unavailable('watching the candidates failed', e);
+          });
+        }
         return { leader: null };
       }
-      throw unavailable('reading the leader failed', error);
+      const head = queueOrder(children, 'latch-')[0];
+      if (!head) return { leader: null };
+      const path = `${folder}/${head.name}`;
+      if (watch) watched.push(path);
+      try {
+        const { data, stat } = await session.client.getData(path, watch ? { watch } : {});
+        return { leader: { value: data.toString('utf8'), term: stat.czxid } };
+      } catch (error) {
+        if (zkCode(error) !== 'NO_NODE') throw unavailable('reading the leader failed', error);
+      }
     }
+    throw new BackendUnavailableError(
+      `zookeeper: the leader of "${this.name}" changed ${MAX_READ_ROUNDS} times while it was read`,
+    );
   }
 }
+
+/** Listings of the candidates one read of the leader makes at most. */
+const MAX_READ_ROUNDS = 100;
 
 function sameLeader(a: LeaderInfo | null, b: LeaderInfo | null): boolean {
   return a === b || (a !== null && b !== null && a.term === b.term && a.value === b.value);

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { ZkClient } from '../../adapters/zookeeper/wire/client.js';
+import { CreateMode, OPEN_ACL_UNSAFE } from '../../adapters/zookeeper/wire/ops.js';
 import { startWireCounter, type WireCounter } from '../../bench/wire-count.mjs';
 import { uniqueKey } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
@@ -28,6 +30,25 @@ describe('ZooKeeper calls per grant', () => {
     await counter?.close();
     await zk?.stop();
   });
+
+  /**
+   * A client queued in a semaphore's mutex as Curator's InterProcessMutex would be: its own
+   * `_c_<uuid>-lock-` node in `<name>/locks` (fencekit refuses that lock name), deleted to hand on.
+   */
+  const inMutex = async (client: ZkClient, name: string) => {
+    const path = await client.create(
+      `${provider.folder(name)}/locks/_c_${crypto.randomUUID()}-lock-`,
+      Buffer.alloc(0),
+      OPEN_ACL_UNSAFE,
+      CreateMode.EPHEMERAL_SEQUENTIAL,
+    );
+    return { release: () => client.delete(path) };
+  };
+  const rawClient = () =>
+    ZkClient.connect(
+      { connectString: endpoint(zk, 'ZK_CONNECT'), sessionTimeoutMs: 4_000, callTimeoutMs: 5_000 },
+      { timeoutMs: 5_000 },
+    );
 
   it('an uncontended acquire + release takes 3 calls in 3 round trips, as Curator', async () => {
     const key = uniqueKey('calls');
@@ -81,16 +102,17 @@ describe('ZooKeeper calls per grant', () => {
 
   it("a semaphore waiter next in the mutex's queue takes its turn without listing the queue again", async () => {
     const name = uniqueKey('calls-sem-turn');
-    // The semaphore's mutex is the lock `<name>/locks` (README): held here by another session.
+    // The semaphore's mutex held by another session.
     const other = new ZooKeeperLockProvider({
       connectString: endpoint(zk, 'ZK_CONNECT'),
       sessionTimeoutMs: 4_000,
       serverTickMs: 200,
     });
+    const raw = await rawClient();
     try {
       // A permit held (limit 2) keeps the leases folder: the turn below finds it.
       const permit = await other.semaphore(name, { limit: 2 }).acquire();
-      const mutex = await other.acquire(`${name}/locks`);
+      const mutex = await inMutex(raw, name);
       await (await provider.semaphore(uniqueKey('calls-warm'), { limit: 1 }).acquire()).release(); // our session
       counter.take();
       const waiting = provider.semaphore(name, { limit: 2 }).acquire({ waitMs: 20_000 });
@@ -104,6 +126,7 @@ describe('ZooKeeper calls per grant', () => {
       // One listing of the mutex's queue (Curator: two, one more after the wake-up), one of the leases.
       expect(requests.getChildren).toBe(2);
     } finally {
+      await raw.close();
       await other.close();
     }
   });
@@ -115,16 +138,16 @@ describe('ZooKeeper calls per grant', () => {
       sessionTimeoutMs: 4_000,
       serverTickMs: 200,
     });
+    const raw = await rawClient();
     try {
       const permit = await other.semaphore(name, { limit: 2 }).acquire(); // keeps the leases folder
-      const first = await other.acquire(`${name}/locks`);
-      const second = other.acquire(`${name}/locks`, { waitMs: 20_000 });
+      const first = await inMutex(raw, name);
+      const ahead = await inMutex(raw, name);
       const info = () => other.semaphore(name, { limit: 2 }).inspect();
       await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(2);
       const waiting = provider.semaphore(name, { limit: 2 }).acquire({ waitMs: 20_000 });
       await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(3);
       await first.release();
-      const ahead = await second;
       counter.take();
       await ahead.release(); // our node was third: woken, we list the queue again
       const held = await waiting;
@@ -137,6 +160,7 @@ describe('ZooKeeper calls per grant', () => {
       // our lease node, armed meanwhile). Curator: 4 (getChildren2, create2, getChildren2, delete).
       expect(roundTrips).toBeLessThanOrEqual(2 + heartbeats);
     } finally {
+      await raw.close();
       await other.close();
     }
   });
@@ -148,18 +172,17 @@ describe('ZooKeeper calls per grant', () => {
       sessionTimeoutMs: 4_000,
       serverTickMs: 200,
     });
+    const raw = await rawClient();
     try {
       const permit = await other.semaphore(name, { limit: 2 }).acquire();
-      const first = await other.acquire(`${name}/locks`);
-      const giveUp = new AbortController();
-      const second = other.acquire(`${name}/locks`, { waitMs: 20_000, signal: giveUp.signal });
-      second.catch(() => undefined);
+      const first = await inMutex(raw, name);
+      const second = await inMutex(raw, name);
       const info = () => other.semaphore(name, { limit: 2 }).inspect();
       await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(2);
       counter.take();
       const waiting = provider.semaphore(name, { limit: 2 }).acquire({ waitMs: 20_000 });
       await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(3);
-      giveUp.abort(); // the node ahead of ours goes, but the head still holds the mutex
+      await second.release(); // the node ahead of ours goes, but the head still holds the mutex
       await expect.poll(async () => counter.take().requests.delete ?? 0, { timeout: 10_000 }).toBe(1);
       // other's permit only: our lease node went
       await expect.poll(async () => (await info()).holders.length, { timeout: 10_000 }).toBe(1);
@@ -169,6 +192,7 @@ describe('ZooKeeper calls per grant', () => {
       await held.release();
       await permit.release();
     } finally {
+      await raw.close();
       await other.close();
     }
   });

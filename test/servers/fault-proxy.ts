@@ -17,7 +17,12 @@ export type ProxyMode =
    * connection, so healing resets every connection that lost bytes (no reply out of step): use it for
    * a cut-off that ends in a reset; `partition` for one that heals.
    */
-  | { kind: 'blackhole' };
+  | { kind: 'blackhole' }
+  /**
+   * A server that is down: every open connection is reset, and every new one is reset as it is
+   * accepted, so clients see their connection attempts fail (ECONNRESET) rather than hang.
+   */
+  | { kind: 'refuse' };
 
 type Direction = 'toServer' | 'toClient';
 
@@ -101,6 +106,10 @@ export class FaultProxy {
   setMode(mode: ProxyMode): void {
     const previous = this.#mode;
     this.#mode = mode;
+    if (mode.kind === 'refuse') {
+      this.cutAll();
+      return;
+    }
     if (mode.kind === 'partition' || mode.kind === 'blackhole') return;
     for (const link of [...this.#links]) {
       if (previous.kind === 'partition') {
@@ -162,6 +171,11 @@ export class FaultProxy {
 
   #accept(client: net.Socket): void {
     this.accepted += 1;
+    if (this.#mode.kind === 'refuse') {
+      client.on('error', () => undefined);
+      client.resetAndDestroy();
+      return;
+    }
     const upstream = net.connect(this.target.port, this.target.host);
     const link: Link = {
       client,

@@ -110,6 +110,11 @@ export class ZkClient {
     return this.#sessionId;
   }
 
+  /** The chroot of the connect string ('' for none): every path is relative to it. */
+  get chroot(): string {
+    return this.#chroot;
+  }
+
   /** The session timeout the server granted. */
   get sessionTimeoutMs(): number {
     return this.#timeoutMs;

@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, StaleFencingTokenError } from '../../src/errors.js';
@@ -136,6 +137,70 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
       await zombie.close();
     }
   });
+
+  it.runIf(backend !== 'memory')(
+    'a lost token counter starts again above every token given: a takeover still outranks the stalled run',
+    async () => {
+      // A table and prefix of their own: the counter is deleted here, other tests use the default.
+      const place = { table: 'fk_counter_loss', prefix: `fk-counter-loss-${crypto.randomUUID()}:` };
+      const k = key('counter-loss');
+      const given: bigint[] = [];
+      const first = await createIdempotencyStore(servers.urls[backend], place);
+      const zombie = rawRecords(backend, servers.urls[backend], place);
+      try {
+        for (let i = 0; i < 3; i++)
+          await first.run(key('before'), 'p', ({ fencingToken }) => {
+            given.push(fencingToken);
+            return 'ok';
+          });
+        const began = await zombie.begin(k, first.hash('p'), 200, 60_000, 'zombie-attempt');
+        expect(began.state).toBe('started');
+        const zombieToken = (began as { token: bigint }).token;
+        given.push(zombieToken);
+        await loseTokenCounter(place);
+        await sleep(300); // the zombie's lease runs out
+        // A process started after the loss takes the record over.
+        const restarted = await createIdempotencyStore(servers.urls[backend], place);
+        let retryToken = 0n;
+        try {
+          expect(
+            await restarted.run(k, 'p', ({ fencingToken }) => {
+              retryToken = fencingToken;
+              return 'retry';
+            }),
+          ).toBe('retry');
+        } finally {
+          await restarted.close();
+        }
+        for (const token of given) expect(retryToken).toBeGreaterThan(token);
+        const late = await zombie.complete(k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
+        expect(late).toEqual({ stored: false, current: retryToken });
+      } finally {
+        await zombie.close();
+        await first.close();
+      }
+    },
+  );
+
+  /** What a Redis restart without AOF, an eviction, or a dropped sequence does to the counter. */
+  async function loseTokenCounter(place: { table: string; prefix: string }): Promise<void> {
+    if (backend === 'redis') {
+      const redis = new Redis(servers.urls.redis);
+      try {
+        expect(await redis.del(`${place.prefix}tokens`)).toBe(1);
+      } finally {
+        redis.disconnect();
+      }
+      return;
+    }
+    const client = new pg.Client({ connectionString: servers.urls.postgres });
+    await client.connect();
+    try {
+      await client.query(`DROP SEQUENCE ${place.table}_tokens`);
+    } finally {
+      await client.end();
+    }
+  }
 
   it('a run whose record was taken over while it ran fails with StaleFencingTokenError', async () => {
     const k = key('superseded');

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidArgumentError, StaleFencingTokenError } from '../../src/errors.js';
+import { InvalidArgumentError, ProviderClosedError, StaleFencingTokenError } from '../../src/errors.js';
 import {
   createIdempotencyStore,
   FinalError,
@@ -201,6 +201,77 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
       await client.end();
     }
   }
+
+  it('close() lets a run in flight store its result: a fresh store replays it, fn does not run again', async () => {
+    const closing = await createIdempotencyStore(servers.urls[backend], { callTimeoutMs: 10_000 });
+    const k = key('close');
+    let runs = 0;
+    let finish: ((value: string) => void) | undefined;
+    let leaseSignal: AbortSignal | undefined;
+    const running = closing
+      .run(k, 'p', ({ signal }) => {
+        runs++;
+        leaseSignal = signal;
+        return new Promise<string>((resolve) => {
+          finish = resolve;
+        });
+      })
+      .catch((e: unknown) => e);
+    await eventually('fn started', async () => finish !== undefined);
+    const closed = closing.close();
+    const refused = await closing.run(key('after-close'), 'p', () => 'never').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ProviderClosedError);
+    const liveAfterClose = leaseSignal?.aborted === false; // the lease is kept while the run may store
+    finish?.('charged'); // fn returns after close() was called
+    expect(await running).toBe('charged');
+    await closed;
+    expect(liveAfterClose).toBe(true);
+    const fresh = await createIdempotencyStore(servers.urls[backend]);
+    try {
+      const retry = await fresh.execute(k, 'p', () => {
+        runs++;
+        return 'charged again';
+      });
+      expect(retry).toEqual({ value: 'charged', replayed: true });
+    } finally {
+      await fresh.close();
+    }
+    expect(runs).toBe(1);
+  });
+
+  it('close() waits for a run at most callTimeoutMs: one still in fn then loses its lease, as if it crashed', async () => {
+    const closing = await createIdempotencyStore(servers.urls[backend], { callTimeoutMs: 300 });
+    const k = key('close-bound');
+    let release: (() => void) | undefined;
+    let leaseSignal: AbortSignal | undefined;
+    const running = closing
+      .run(
+        k,
+        'p',
+        async ({ signal }) => {
+          leaseSignal = signal;
+          await new Promise<void>((r) => {
+            release = r;
+          });
+          return 'too late';
+        },
+        { leaseMs: 1_000, waitMs: 20_000 }, // rides through a slow first start on a busy machine
+      )
+      .catch((e: unknown) => e);
+    await eventually('fn started', async () => release !== undefined);
+    await closing.close(); // resolves although fn has not returned
+    expect(leaseSignal?.aborted).toBe(true);
+    expect(leaseSignal?.reason).toBeInstanceOf(ProviderClosedError);
+    release?.();
+    expect(await running).toBeInstanceOf(ProviderClosedError); // its result was not stored
+    const fresh = await createIdempotencyStore(servers.urls[backend]);
+    try {
+      // Nothing renews the lease any more: once it ends, a retry takes the record over and runs fn.
+      expect(await fresh.run(k, 'p', () => 'retried', { waitMs: 20_000 })).toBe('retried');
+    } finally {
+      await fresh.close();
+    }
+  });
 
   it('a run whose record was taken over while it ran fails with StaleFencingTokenError', async () => {
     const k = key('superseded');

@@ -40,6 +40,8 @@ export async function within<T>(
 
 interface PendingCall {
   what: string;
+  /** The signal the call was made under. */
+  signal: AbortSignal;
   deadline: number;
   fail(error: Error): void;
 }
@@ -48,17 +50,22 @@ interface PendingCall {
  * within() for the many calls of one store, which all share one timeout: instead of a timer and an
  * abort listener per call (a large part of a call's client work here), one timer armed at the
  * oldest pending deadline (calls are kept in start order, so the oldest expires first), and the
- * store's close signal handled once by failAll(). Only a caller's own signal is listened to per call.
+ * store's own signals (those of its close) handled once by failUnder() and failAll(). Only a
+ * caller's own signal is listened to per call.
  */
 export class CallDeadlines {
   private readonly pending = new Set<PendingCall>();
   private timer: NodeJS.Timeout | undefined;
 
+  private readonly own: readonly AbortSignal[];
+
   constructor(
     private readonly ms: number,
-    /** The store's close signal: close() calls failAll(), so calls need not listen to it. */
-    private readonly closing: AbortSignal,
-  ) {}
+    /** The store's own signals: its close() calls failUnder() or failAll(), so calls need not listen. */
+    ...own: AbortSignal[]
+  ) {
+    this.own = own;
+  }
 
   run<T>(what: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
     if (signal.aborted) return Promise.reject(new AbortError(what, signal.reason));
@@ -66,6 +73,7 @@ export class CallDeadlines {
       let onAbort: (() => void) | undefined;
       const entry: PendingCall = {
         what,
+        signal,
         deadline: performance.now() + this.ms,
         fail: (error) => {
           if (!this.pending.delete(entry)) return; // settled already
@@ -73,7 +81,7 @@ export class CallDeadlines {
           reject(error);
         },
       };
-      if (signal !== this.closing) {
+      if (!this.own.includes(signal)) {
         onAbort = () => entry.fail(new AbortError(what, signal.reason));
         signal.addEventListener('abort', onAbort, { once: true });
       }
@@ -104,9 +112,15 @@ export class CallDeadlines {
     });
   }
 
-  /** Fails every pending call with AbortError (the store is closing). */
+  /** Fails every pending call with AbortError (the store is closed). */
   failAll(reason: unknown): void {
     for (const entry of this.pending) entry.fail(new AbortError(entry.what, reason));
+  }
+
+  /** Fails, with AbortError, the pending calls made under `signal`, one of the store's own. */
+  failUnder(signal: AbortSignal, reason: unknown): void {
+    for (const entry of this.pending)
+      if (entry.signal === signal) entry.fail(new AbortError(entry.what, reason));
   }
 
   private arm(): NodeJS.Timeout | undefined {

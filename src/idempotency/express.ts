@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   type Answer,
   attachContext,
+  failWhenDestroyed,
   type HttpIdempotencyOptions,
   keptHeaders,
   startIdempotentRequest,
@@ -36,7 +37,7 @@ export function idempotencyMiddleware(store: IdempotencyStore, options: HttpIdem
         if (start.kind === 'pass') return next();
         if (start.kind === 'answer') return send(res, start.answer);
         attachContext(req, start.context);
-        capture(res, options, start.finish);
+        capture(res, options, start.finish, start.fail);
         next();
       },
       (error) => next(error),
@@ -56,14 +57,19 @@ function capture(
   res: ServerResponse,
   options: HttpIdempotencyOptions,
   finish: (r: { status: number; headers: Record<string, string>; body: string }) => Promise<Answer | null>,
+  fail: () => void,
 ): void {
   const original = { write: res.write, end: res.end, writeHead: res.writeHead };
+  const unwatchDestroy = failWhenDestroyed(res, fail);
   const chunks: Buffer[] = [];
   const toBuffer = (chunk: unknown, encoding?: unknown) =>
     Buffer.isBuffer(chunk)
       ? chunk
       : Buffer.from(chunk as string, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
-  const restore = () => Object.assign(res, original);
+  const restore = () => {
+    Object.assign(res, original);
+    unwatchDestroy();
+  };
   // A client that disconnects has not stopped the handler: its response is still stored when it
   // ends (the retry is replayed). Only a handler that cannot end in a stored response frees the key.
   res.writeHead = ((status: number, ...rest: unknown[]) => {

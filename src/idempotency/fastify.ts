@@ -1,6 +1,7 @@
 import {
   type Answer,
   attachContext,
+  failWhenDestroyed,
   type HttpIdempotencyOptions,
   type HttpStart,
   keptHeaders,
@@ -16,6 +17,7 @@ interface FastifyRequestLike {
   body?: unknown;
 }
 interface FastifyReplyLike {
+  raw: { destroy(error?: Error): unknown };
   statusCode: number;
   code(status: number): FastifyReplyLike;
   header(name: string, value: string): FastifyReplyLike;
@@ -31,7 +33,8 @@ export interface IdempotencyPluginOptions extends HttpIdempotencyOptions {
   store: IdempotencyStore;
 }
 
-type Run = Extract<HttpStart, { kind: 'run' }>;
+/** A run, and the undo of its watch on the raw response (see failWhenDestroyed). */
+type Run = Extract<HttpStart, { kind: 'run' }> & { unwatch(): void };
 
 /**
  * Fastify plugin: `app.register(idempotencyPlugin, { store })`. Applies to every route of the
@@ -48,7 +51,7 @@ async function plugin(app: FastifyLike, options: IdempotencyPluginOptions): Prom
       body: request.body,
     });
     if (start.kind === 'run') {
-      runs.set(request, start);
+      runs.set(request, { ...start, unwatch: failWhenDestroyed(reply.raw, start.fail) });
       attachContext(request, start.context);
     }
     if (start.kind === 'answer') return apply(reply, start.answer);
@@ -57,6 +60,7 @@ async function plugin(app: FastifyLike, options: IdempotencyPluginOptions): Prom
     const run = runs.get(request);
     if (!run) return payload;
     runs.delete(request);
+    run.unwatch();
     if (
       typeof payload !== 'string' &&
       !Buffer.isBuffer(payload) &&
@@ -79,8 +83,10 @@ async function plugin(app: FastifyLike, options: IdempotencyPluginOptions): Prom
     return replacement.body;
   }) as never);
   const abandon = (async (request: FastifyRequestLike) => {
-    runs.get(request)?.fail();
+    const run = runs.get(request);
     runs.delete(request);
+    run?.unwatch();
+    run?.fail();
   }) as never;
   // After onSend, a run still listed never handed a storable response over. A client abort is not
   // such an end: the handler goes on and its response is stored for the retry.

@@ -193,6 +193,27 @@ export async function startIdempotentRequest(
 }
 
 /**
+ * Frees the key when server code destroys the response before handing it over: a handler whose
+ * body fails after its headers went out can only cut the response off (stream.pipeline destroys
+ * it), and a destroyed response never ends, so it can never be stored. A client that disconnects
+ * does not go through destroy(): its handler goes on, and its response is still stored for the
+ * retry. Returns the undo, for when the response is handed over.
+ */
+export function failWhenDestroyed(
+  response: { destroy(error?: Error): unknown },
+  fail: () => void,
+): () => void {
+  const destroy = response.destroy;
+  response.destroy = function destroyed(this: unknown, error?: Error) {
+    fail();
+    return destroy.call(this, error);
+  };
+  return () => {
+    response.destroy = destroy;
+  };
+}
+
+/**
  * The draft makes the header a Structured Field string (`Idempotency-Key: "8e03…"`): the quotes and
  * escapes are taken off, so a quoted and a bare key are the same key.
  */

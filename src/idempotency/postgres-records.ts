@@ -28,7 +28,10 @@ type Statement = 'begin' | 'takeover' | 'renew' | 'complete' | 'current' | 'aban
 /**
  * Records in one table, created on first use on the store's own connections (never inside a
  * caller's transaction). Times are the server's `now()`; tokens come from one sequence, so they are
- * never reused, even when a key expires and is used again.
+ * never reused, even when a key expires and is used again. A sequence that has given no token yet
+ * (new, or made again after it was dropped while records outlived it) starts at the server's clock
+ * in microseconds, as the Redis counters do: above every token an earlier sequence gave, as long as
+ * the clock does not go back and fewer than a million runs a second start.
  */
 export class PostgresRecords implements RecordBackend {
   readonly name = 'postgres';
@@ -226,7 +229,9 @@ function statements(t: string) {
         completed_at timestamptz,
         expires_at timestamptz NOT NULL);
       CREATE INDEX IF NOT EXISTS ${t}_expires ON ${t} (expires_at);
-      CREATE SEQUENCE IF NOT EXISTS ${t}_tokens;`,
+      CREATE SEQUENCE IF NOT EXISTS ${t}_tokens;
+      SELECT setval('${t}_tokens', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+        FROM ${t}_tokens WHERE NOT is_called;`,
     // A replay only reads: the record is looked up first, and the INSERT (with its nextval) runs
     // only when there is none. A concurrent insert of the same key makes it a no-op (no row: asked
     // again). The decision is made here, in the order begin() documents: our own start (adopt),

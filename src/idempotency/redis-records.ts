@@ -7,6 +7,18 @@ import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from '
 const NOW = `local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)`;
 
+// The next token, as the lock and semaphore counters draw theirs: a counter that INCR finds missing
+// (the first run, or one Redis lost: a restart without AOF, an eviction, a flush) starts at the
+// server's TIME in microseconds, above every token it gave as long as the server's clock does not
+// go back and fewer than a million runs a second start. Below 2^53, so exact in Lua; '%.0f' prints
+// it without an exponent. Needs NOW's `tm`.
+const NEXT_TOKEN = `local token = redis.call('INCR', KEYS[2])
+if token == 1 then
+  token = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  redis.call('SET', KEYS[2], string.format('%.0f', token))
+end
+token = string.format('%.0f', token)`;
+
 // A replay or a mismatch is answered before reading the clock: it needs no time.
 const BEGIN = `local r = redis.call('HMGET', KEYS[1], 'h', 's', 't', 'l', 'o', 'b', 'a')
 if r[1] and r[1] ~= ARGV[1] then return {'mismatch'} end
@@ -20,7 +32,7 @@ if r[1] then
   local left = tonumber(r[4]) - now
   if left > 0 then return {'in-flight', tostring(left)} end
 end
-local token = redis.call('INCR', KEYS[2])
+${NEXT_TOKEN}
 local lease = now + tonumber(ARGV[2])
 if r[1] then -- a takeover: the record keeps its created time
   redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', lease, 'a', ARGV[4])
@@ -28,7 +40,7 @@ else
   redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', lease, 'a', ARGV[4], 'c', now)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {'started', tostring(token)}`;
+return {'started', token}`;
 
 const RENEW = `${NOW}
 local r = redis.call('HMGET', KEYS[1], 't', 's')

@@ -64,10 +64,17 @@ export class IdempotencyStore {
   private readonly canonicalize: Canonicalize;
   private readonly codec: ResultCodec;
   private readonly defaults: Omit<RunOptions, 'signal'>;
+  /** Aborted when close() begins: new runs are refused, starts and waits end. */
   private readonly closing = new AbortController();
+  /** Aborted when close() stops waiting for runs under way: their leases and store calls end. */
+  private readonly ending = new AbortController();
+  private closed: Promise<void> | undefined;
+  /** Runs whose fn has started, until their outcome is stored or refused: close() waits for them. */
+  private readonly underWay = new Set<Promise<unknown>>();
   private readonly deadlines: CallDeadlines;
-  /** The store's own signal, in the shape of a link: what a run without a caller's signal uses. */
+  /** The store's own signals, in the shape of a link: what a call without a caller's signal uses. */
   private readonly unlinked: { signal: AbortSignal; dispose(): void };
+  private readonly unlinkedRun: { signal: AbortSignal; dispose(): void };
   private validDefaults: ValidRunOptions | undefined;
 
   constructor(
@@ -78,8 +85,9 @@ export class IdempotencyStore {
     this.canonicalize = options.canonicalize ?? canonicalJson;
     this.codec = options.codec ?? jsonCodec;
     this.defaults = options.defaults ?? {};
-    this.deadlines = new CallDeadlines(this.callTimeoutMs, this.closing.signal);
+    this.deadlines = new CallDeadlines(this.callTimeoutMs, this.closing.signal, this.ending.signal);
     this.unlinked = { signal: this.closing.signal, dispose: () => undefined };
+    this.unlinkedRun = { signal: this.ending.signal, dispose: () => undefined };
   }
 
   get backend(): RecordBackend['name'] {
@@ -155,10 +163,7 @@ export class IdempotencyStore {
                 `idempotency begin: the store answered later than the lease (${opts.leaseMs} ms) ${MAX_LATE_STARTS} times`,
               );
             }
-            return {
-              value: await this.runFirst(key, begun.token, beganAt, fn, opts, linked.signal),
-              replayed: false,
-            };
+            return { value: await this.runUnderWay(key, begun.token, beganAt, fn, opts), replayed: false };
           case 'in-flight': {
             const left = waitUntil - performance.now();
             if (left <= 0) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
@@ -180,6 +185,34 @@ export class IdempotencyStore {
     if (options !== undefined) return validateRunOptions(options, this.defaults);
     this.validDefaults ??= validateRunOptions(undefined, this.defaults);
     return this.validDefaults;
+  }
+
+  /** runFirst, counted as under way so that close() lets it store its outcome. */
+  private async runUnderWay<T>(
+    key: string,
+    token: bigint,
+    beganAt: number,
+    fn: (ctx: RunContext) => T | Promise<T>,
+    opts: ValidRunOptions,
+  ): Promise<T> {
+    if (this.closing.signal.aborted) {
+      // Started as close() began: fn is not run, and the key is freed for a retry.
+      await this.call('abandon', undefined, () => this.records.abandon(key, token)).catch(
+        () => undefined, // the lease ends by itself
+      );
+      throw this.closing.signal.reason;
+    }
+    // The run outlives the start of close(): only the caller's signal and the end of close's wait
+    // stop it.
+    const link = opts.signal ? linkSignals([opts.signal, this.ending.signal]) : this.unlinkedRun;
+    const run = this.runFirst(key, token, beganAt, fn, opts, link.signal);
+    this.underWay.add(run);
+    try {
+      return await run;
+    } finally {
+      this.underWay.delete(run);
+      link.dispose();
+    }
   }
 
   private async runFirst<T>(
@@ -244,6 +277,8 @@ export class IdempotencyStore {
         if (done.stored) return;
         throw new StaleFencingTokenError(`idempotency key "${key}"`, token, done.current ?? token);
       } catch (error) {
+        // close() stopped waiting for this run: the outcome is not stored, the lease runs out.
+        if (error instanceof AbortError && this.ending.signal.aborted) throw this.ending.signal.reason;
         const left = lease.trustedUntil - performance.now();
         if (!(error instanceof BackendUnavailableError) || left <= 0) throw error;
         delays ??= jitteredDelays({ initialMs: 20, maxMs: 500 });
@@ -259,17 +294,39 @@ export class IdempotencyStore {
     throw new FinalError(stored.message, { status: stored.status, details: stored.details, replayed: true });
   }
 
+  /** A call without a signal of its own belongs to a run under way: it lasts until close() ends runs. */
   private call<R>(what: string, signal: AbortSignal | undefined, fn: () => Promise<R>): Promise<R> {
-    return this.deadlines.run(`idempotency ${what}`, signal ?? this.closing.signal, fn);
+    return this.deadlines.run(`idempotency ${what}`, signal ?? this.ending.signal, fn);
   }
 
-  /** Stops new runs, fails waiting ones, and closes the store's connections (bounded by callTimeoutMs). */
-  async close(): Promise<void> {
-    if (this.closing.signal.aborted) return;
-    this.closing.abort(new ProviderClosedError(`idempotency (${this.records.name})`));
-    this.deadlines.failAll(this.closing.signal.reason);
-    await within('idempotency close', this.callTimeoutMs, undefined, () => this.records.close()).catch(
-      () => undefined,
-    );
+  /**
+   * Refuses new runs at once (ProviderClosedError) and ends starts and waits. Runs whose fn is under
+   * way keep their lease and may store their outcome for up to callTimeoutMs; then their leases end,
+   * and a run whose fn has not returned by then is treated as a crashed one: its outcome is not
+   * stored (it rejects with ProviderClosedError), and once its lease runs out a retry runs fn again.
+   * Last, the store's connections are closed (bounded by callTimeoutMs again).
+   */
+  close(): Promise<void> {
+    this.closed ??= (async () => {
+      const reason = new ProviderClosedError(`idempotency (${this.records.name})`);
+      this.closing.abort(reason);
+      this.deadlines.failUnder(this.closing.signal, reason);
+      if (this.underWay.size > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          Promise.allSettled(this.underWay),
+          new Promise((resolve) => {
+            timer = setTimeout(resolve, this.callTimeoutMs);
+          }),
+        ]);
+        clearTimeout(timer);
+      }
+      this.ending.abort(reason);
+      this.deadlines.failAll(reason);
+      await within('idempotency close', this.callTimeoutMs, undefined, () => this.records.close()).catch(
+        () => undefined, // a connection the server no longer answers is left to its client's end
+      );
+    })();
+    return this.closed;
   }
 }

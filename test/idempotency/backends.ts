@@ -45,14 +45,21 @@ export function useStoreServers(): { readonly urls: Record<StoreBackend, string>
   };
 }
 
-/** The store's record backend opened directly, to play a process that began a run and then stalled. */
-export function rawRecords(backend: StoreBackend, url: string): RecordBackend {
+/**
+ * The store's record backend opened directly, to play a process that began a run and then stalled.
+ * `table` and `prefix` are the store options of the same names.
+ */
+export function rawRecords(
+  backend: StoreBackend,
+  url: string,
+  place: { table?: string; prefix?: string } = {},
+): RecordBackend {
   switch (backend) {
     case 'memory':
       return new MemoryRecords(url.replace('memory://', ''));
     case 'redis':
-      return new RedisRecords(new Redis(url, { lazyConnect: true }));
+      return new RedisRecords(new Redis(url, { lazyConnect: true }), { prefix: place.prefix });
     case 'postgres':
-      return new PostgresRecords(new pg.Pool({ connectionString: url, max: 2 }));
+      return new PostgresRecords(new pg.Pool({ connectionString: url, max: 2 }), place.table);
   }
 }

@@ -57,6 +57,27 @@ describe('CallDeadlines', () => {
     await expect(other).rejects.toThrow(AbortError);
   });
 
+  it('failUnder fails only the calls made under that store signal: a close spares the runs under way', async () => {
+    const closing = new AbortController();
+    const ending = new AbortController();
+    const deadlines = new CallDeadlines(60_000, closing.signal, ending.signal);
+    const start = deadlines.run('begin', closing.signal, never);
+    let answer: (value: string) => void = () => undefined;
+    const completion = deadlines.run(
+      'complete',
+      ending.signal,
+      () => new Promise<string>((r) => (answer = r)),
+    );
+    closing.abort(new Error('closing'));
+    deadlines.failUnder(closing.signal, closing.signal.reason);
+    await expect(start).rejects.toThrow(AbortError);
+    answer('stored');
+    expect(await completion).toBe('stored');
+    const late = deadlines.run('complete', ending.signal, never);
+    deadlines.failAll(new Error('closed'));
+    await expect(late).rejects.toThrow(AbortError);
+  });
+
   it('client errors become BackendUnavailableError; a call made under an aborted signal is not made', async () => {
     const closing = new AbortController();
     const deadlines = new CallDeadlines(60_000, closing.signal);

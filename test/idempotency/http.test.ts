@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { pipeline, Readable } from 'node:stream';
 import express from 'express';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,6 +26,8 @@ interface Behaviour {
   charges: number;
   gate: Promise<void> | undefined;
   failures: number;
+  /** Runs of /flushed-then-failed: the first flushes its headers, then its body stream fails. */
+  flushes: number;
 }
 
 async function charge(state: Behaviour, body: { amount?: number }) {
@@ -50,7 +53,7 @@ function controls(state: Behaviour) {
 }
 
 async function expressApp(store: IdempotencyStore): Promise<App> {
-  const state: Behaviour = { charges: 0, gate: undefined, failures: 0 };
+  const state: Behaviour = { charges: 0, gate: undefined, failures: 0, flushes: 0 };
   const app = express();
   app.use(express.json());
   app.use(idempotencyMiddleware(store, { leaseMs: 5_000 }));
@@ -62,6 +65,13 @@ async function expressApp(store: IdempotencyStore): Promise<App> {
     state.failures++;
     if (state.failures === 1) res.status(503).json({ error: 'try again' });
     else res.status(201).json({ attempt: state.failures });
+  });
+  app.post('/flushed-then-failed', (_req, res) => {
+    state.flushes++;
+    if (state.flushes > 1) return void res.status(201).json({ attempt: state.flushes });
+    res.status(201).type('text/plain').flushHeaders();
+    // With the headers out, an error can only cut the response off: pipeline destroys it.
+    pipeline(failingBody(), res, () => undefined);
   });
   app.get('/payments', (_req, res) => {
     res.json({ list: [] });
@@ -81,7 +91,7 @@ async function expressApp(store: IdempotencyStore): Promise<App> {
 }
 
 async function fastifyApp(store: IdempotencyStore): Promise<App> {
-  const state: Behaviour = { charges: 0, gate: undefined, failures: 0 };
+  const state: Behaviour = { charges: 0, gate: undefined, failures: 0, flushes: 0 };
   const app = Fastify();
   await app.register(idempotencyPlugin, { store, leaseMs: 5_000 });
   app.post('/payments', async (request, reply) => {
@@ -93,6 +103,14 @@ async function fastifyApp(store: IdempotencyStore): Promise<App> {
     state.failures++;
     if (state.failures === 1) return reply.code(503).send({ error: 'try again' });
     return reply.code(201).send({ attempt: state.failures });
+  });
+  app.post('/flushed-then-failed', async (_request, reply) => {
+    state.flushes++;
+    if (state.flushes > 1) return reply.code(201).send({ attempt: state.flushes });
+    reply.code(201).raw.flushHeaders();
+    // With the headers out, an error can only cut the response off: pipeline destroys it.
+    pipeline(failingBody(), reply.raw, () => undefined);
+    return reply;
   });
   app.get('/payments', async () => ({ list: [] }));
   app.post('/token', async (request, reply) => {
@@ -106,6 +124,19 @@ async function fastifyApp(store: IdempotencyStore): Promise<App> {
     ...controls(state),
     close: () => app.close(),
   };
+}
+
+/** A response body that fails after its first chunk. */
+function failingBody(): Readable {
+  let pushed = false;
+  return new Readable({
+    read() {
+      if (pushed) return;
+      pushed = true;
+      this.push('partial');
+      setTimeout(() => this.destroy(new Error('the body failed')), 10);
+    },
+  });
 }
 
 const post = (base: string, path: string, body: unknown, key?: string, signal?: AbortSignal) =>
@@ -237,6 +268,25 @@ describe.each([
     expect(retry.status).toBe(201);
     expect(app.charges() - before).toBe(1);
     expect(retry.headers.get('idempotency-replayed')).toBe('true');
+  });
+
+  it('a handler that fails after flushing its headers frees the key: the retry runs it again', async () => {
+    const key = crypto.randomUUID();
+    // The first answer is cut off or an error, whatever the framework makes of it.
+    await post(app.base, '/flushed-then-failed', {}, key)
+      .then((res) => res.arrayBuffer())
+      .catch(() => undefined);
+    // A client's retry loop: 409 means "still in flight" (at most 40 times, 50 ms apart).
+    let retry = await post(app.base, '/flushed-then-failed', {}, key);
+    for (let i = 0; i < 40 && retry.status === 409; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      retry = await post(app.base, '/flushed-then-failed', {}, key);
+    }
+    expect(retry.status).toBe(201);
+    expect(await retry.json()).toEqual({ attempt: 2 });
+    const replay = await post(app.base, '/flushed-then-failed', {}, key);
+    expect(replay.headers.get('idempotency-replayed')).toBe('true');
+    expect(await replay.json()).toEqual({ attempt: 2 });
   });
 
   it('a 5xx answer is sent but not stored: the retry runs the handler again', async () => {

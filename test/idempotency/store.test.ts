@@ -1,6 +1,7 @@
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidArgumentError, StaleFencingTokenError } from '../../src/errors.js';
+import { InvalidArgumentError, ProviderClosedError, StaleFencingTokenError } from '../../src/errors.js';
 import {
   createIdempotencyStore,
   FinalError,
@@ -134,6 +135,141 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
       expect(await store.execute(k, 'p', async () => 'third')).toEqual({ value: 'retry', replayed: true });
     } finally {
       await zombie.close();
+    }
+  });
+
+  it.runIf(backend !== 'memory')(
+    'a lost token counter starts again above every token given: a takeover still outranks the stalled run',
+    async () => {
+      // A table and prefix of their own: the counter is deleted here, other tests use the default.
+      const place = { table: 'fk_counter_loss', prefix: `fk-counter-loss-${crypto.randomUUID()}:` };
+      const k = key('counter-loss');
+      const given: bigint[] = [];
+      const first = await createIdempotencyStore(servers.urls[backend], place);
+      const zombie = rawRecords(backend, servers.urls[backend], place);
+      try {
+        for (let i = 0; i < 3; i++)
+          await first.run(key('before'), 'p', ({ fencingToken }) => {
+            given.push(fencingToken);
+            return 'ok';
+          });
+        const began = await zombie.begin(k, first.hash('p'), 200, 60_000, 'zombie-attempt');
+        expect(began.state).toBe('started');
+        const zombieToken = (began as { token: bigint }).token;
+        given.push(zombieToken);
+        await loseTokenCounter(place);
+        await sleep(300); // the zombie's lease runs out
+        // A process started after the loss takes the record over.
+        const restarted = await createIdempotencyStore(servers.urls[backend], place);
+        let retryToken = 0n;
+        try {
+          expect(
+            await restarted.run(k, 'p', ({ fencingToken }) => {
+              retryToken = fencingToken;
+              return 'retry';
+            }),
+          ).toBe('retry');
+        } finally {
+          await restarted.close();
+        }
+        for (const token of given) expect(retryToken).toBeGreaterThan(token);
+        const late = await zombie.complete(k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
+        expect(late).toEqual({ stored: false, current: retryToken });
+      } finally {
+        await zombie.close();
+        await first.close();
+      }
+    },
+  );
+
+  /** What a Redis restart without AOF, an eviction, or a dropped sequence does to the counter. */
+  async function loseTokenCounter(place: { table: string; prefix: string }): Promise<void> {
+    if (backend === 'redis') {
+      const redis = new Redis(servers.urls.redis);
+      try {
+        expect(await redis.del(`${place.prefix}tokens`)).toBe(1);
+      } finally {
+        redis.disconnect();
+      }
+      return;
+    }
+    const client = new pg.Client({ connectionString: servers.urls.postgres });
+    await client.connect();
+    try {
+      await client.query(`DROP SEQUENCE ${place.table}_tokens`);
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('close() lets a run in flight store its result: a fresh store replays it, fn does not run again', async () => {
+    const closing = await createIdempotencyStore(servers.urls[backend], { callTimeoutMs: 10_000 });
+    const k = key('close');
+    let runs = 0;
+    let finish: ((value: string) => void) | undefined;
+    let leaseSignal: AbortSignal | undefined;
+    const running = closing
+      .run(k, 'p', ({ signal }) => {
+        runs++;
+        leaseSignal = signal;
+        return new Promise<string>((resolve) => {
+          finish = resolve;
+        });
+      })
+      .catch((e: unknown) => e);
+    await eventually('fn started', async () => finish !== undefined);
+    const closed = closing.close();
+    const refused = await closing.run(key('after-close'), 'p', () => 'never').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ProviderClosedError);
+    const liveAfterClose = leaseSignal?.aborted === false; // the lease is kept while the run may store
+    finish?.('charged'); // fn returns after close() was called
+    expect(await running).toBe('charged');
+    await closed;
+    expect(liveAfterClose).toBe(true);
+    const fresh = await createIdempotencyStore(servers.urls[backend]);
+    try {
+      const retry = await fresh.execute(k, 'p', () => {
+        runs++;
+        return 'charged again';
+      });
+      expect(retry).toEqual({ value: 'charged', replayed: true });
+    } finally {
+      await fresh.close();
+    }
+    expect(runs).toBe(1);
+  });
+
+  it('close() waits for a run at most callTimeoutMs: one still in fn then loses its lease, as if it crashed', async () => {
+    const closing = await createIdempotencyStore(servers.urls[backend], { callTimeoutMs: 300 });
+    const k = key('close-bound');
+    let release: (() => void) | undefined;
+    let leaseSignal: AbortSignal | undefined;
+    const running = closing
+      .run(
+        k,
+        'p',
+        async ({ signal }) => {
+          leaseSignal = signal;
+          await new Promise<void>((r) => {
+            release = r;
+          });
+          return 'too late';
+        },
+        { leaseMs: 1_000, waitMs: 20_000 }, // rides through a slow first start on a busy machine
+      )
+      .catch((e: unknown) => e);
+    await eventually('fn started', async () => release !== undefined);
+    await closing.close(); // resolves although fn has not returned
+    expect(leaseSignal?.aborted).toBe(true);
+    expect(leaseSignal?.reason).toBeInstanceOf(ProviderClosedError);
+    release?.();
+    expect(await running).toBeInstanceOf(ProviderClosedError); // its result was not stored
+    const fresh = await createIdempotencyStore(servers.urls[backend]);
+    try {
+      // Nothing renews the lease any more: once it ends, a retry takes the record over and runs fn.
+      expect(await fresh.run(k, 'p', () => 'retried', { waitMs: 20_000 })).toBe('retried');
+    } finally {
+      await fresh.close();
     }
   });
 

@@ -16,6 +16,9 @@ describe('PostgreSQL waiters at scale', () => {
   beforeAll(async () => {
     server = await startServers('postgres', { maxConnections: SERVER_MAX_CONNECTIONS });
     url = endpoint(server, 'PG_URL');
+    for (let i = 0; i < PROVIDERS; i++) {
+      providers.push(new PostgresLockProvider({ connectionString: url, maxConnections: POOL_PER_PROVIDER }));
+    }
   });
   afterAll(async () => {
     await Promise.allSettled(providers.map((p) => p.close()));
@@ -23,15 +26,12 @@ describe('PostgreSQL waiters at scale', () => {
   });
 
   it('1,000 waiters on one name, 20 providers, max_connections = 100: every one granted, in token order', async () => {
-    for (let i = 0; i < PROVIDERS; i++) {
-      providers.push(new PostgresLockProvider({ connectionString: url, maxConnections: POOL_PER_PROVIDER }));
-    }
     const key = uniqueKey('thousand-waiters');
     const tokens: bigint[] = [];
     const errors: string[] = [];
     let inside = 0;
     let overlaps = 0;
-    const acquires = providers.flatMap((provider) =>
+    const acquires = providers.slice(0, PROVIDERS).flatMap((provider) =>
       Array.from({ length: WAITERS_PER_PROVIDER }, async () => {
         try {
           const lock = await provider.acquire(key, { waitMs: 120_000 });
@@ -65,7 +65,7 @@ describe('PostgreSQL waiters at scale', () => {
     const errors: string[] = [];
     let inside = 0;
     let peak = 0;
-    const requests = providers.flatMap((provider) => {
+    const requests = providers.slice(0, PROVIDERS).flatMap((provider) => {
       const semaphore = provider.semaphore(name, { limit });
       return Array.from({ length: WAITERS_PER_PROVIDER }, async () => {
         try {
@@ -93,8 +93,12 @@ describe('PostgreSQL waiters at scale', () => {
     );
   }, 240_000);
 
-  it('inspect() counts the waiters lined up in this process behind the one queued on the server', async () => {
-    const [holder, waiting] = providers as [PostgresLockProvider, PostgresLockProvider];
+  it('inspect() of a lock and of a semaphore counts the waiters lined up in process behind the one queued on the server', async () => {
+    const [holder, waiting] = [0, 1].map(() => {
+      const provider = new PostgresLockProvider({ connectionString: url });
+      providers.push(provider);
+      return provider;
+    }) as [PostgresLockProvider, PostgresLockProvider];
     const key = uniqueKey('counted');
     const lock = await holder.acquire(key);
     const waits = [1, 2, 3].map(() => waiting.acquire(key, { waitMs: 60_000 }));
@@ -105,6 +109,19 @@ describe('PostgreSQL waiters at scale', () => {
     const seen = await waiting.inspect(key);
     await lock.release();
     for (const wait of waits) await (await wait).release();
-    expect(seen?.waiters).toBe(3);
+    const name = uniqueKey('counted-permits');
+    const permit = await holder.semaphore(name, { limit: 1 }).acquire();
+    const semaphore = waiting.semaphore(name, { limit: 1 });
+    const permitWaits = [1, 2, 3].map(() => semaphore.acquire({ waitMs: 60_000 }));
+    while ((await semaphore.inspect()).waiters !== 3 && performance.now() < deadline + 10_000) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const seenPermits = await semaphore.inspect();
+    await permit.release();
+    for (const wait of permitWaits) await (await wait).release();
+    expect({ lockWaiters: seen?.waiters, permitWaiters: seenPermits.waiters }).toEqual({
+      lockWaiters: 3,
+      permitWaiters: 3,
+    });
   });
 });

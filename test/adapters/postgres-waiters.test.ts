@@ -93,6 +93,49 @@ describe('PostgreSQL waiters at scale', () => {
     );
   }, 240_000);
 
+  it('waiters lined up in process: a cancelled or timed-out one leaves the line, the one behind it is granted', async () => {
+    const [holder, waiting] = [0, 1].map(() => {
+      const provider = new PostgresLockProvider({ connectionString: url });
+      providers.push(provider);
+      return provider;
+    }) as [PostgresLockProvider, PostgresLockProvider];
+    const key = uniqueKey('line-cancel');
+    const lock = await holder.acquire(key);
+    const first = waiting.acquire(key, { waitMs: 60_000 }); // queued on the server
+    const deadline = performance.now() + 10_000;
+    while ((await waiting.inspect(key))?.waiters !== 1 && performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const controller = new AbortController();
+    const aborted = waiting.acquire(key, { signal: controller.signal }).then(
+      () => 'granted',
+      (error: { code?: string }) => error.code,
+    );
+    const timedOut = waiting.acquire(key, { waitMs: 300 }).then(
+      () => 'granted',
+      (error: { code?: string }) => error.code,
+    );
+    const last = waiting.acquire(key, { waitMs: 60_000 });
+    const outcomes = { timedOut: await timedOut, aborted: '' };
+    controller.abort(new Error('shutting down'));
+    outcomes.aborted = (await aborted) ?? '';
+    const waitersAfterCancels = (await waiting.inspect(key))?.waiters;
+    await lock.release();
+    const firstLock = await first;
+    await firstLock.release();
+    const lastLock = await last;
+    const rising =
+      lastLock.fencingToken > firstLock.fencingToken && firstLock.fencingToken > lock.fencingToken;
+    await lastLock.release();
+    expect({ ...outcomes, waitersAfterCancels, rising, left: await holder.inspect(key) }).toEqual({
+      aborted: 'ABORTED',
+      timedOut: 'LOCK_TIMEOUT',
+      waitersAfterCancels: 2,
+      rising: true,
+      left: null,
+    });
+  });
+
   it('inspect() of a lock and of a semaphore counts the waiters lined up in process behind the one queued on the server', async () => {
     const [holder, waiting] = [0, 1].map(() => {
       const provider = new PostgresLockProvider({ connectionString: url });

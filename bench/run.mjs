@@ -6,6 +6,7 @@ import { benchMemory } from './memory.mjs';
 import { benchPostgres } from './postgres.mjs';
 import { benchFacade, benchRedis } from './redis.mjs';
 import { benchSemaphore } from './semaphore.mjs';
+import { benchTenantIsolation } from './tenant-isolation.mjs';
 import { benchZooKeeper } from './zookeeper.mjs';
 
 const all = {
@@ -18,6 +19,7 @@ const all = {
   failover: benchFailover,
   semaphore: benchSemaphore,
   idempotency: benchIdempotency,
+  tenants: benchTenantIsolation,
 };
 const chosen = process.argv.slice(2);
 for (const [name, run] of Object.entries(all)) {

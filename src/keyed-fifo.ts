@@ -2,7 +2,8 @@
  * In-process FIFO exclusion per key. Backends whose grant belongs to a session or connection rather
  * than to a request (etcd: one key per lease; PostgreSQL: advisory locks are re-entrant per
  * connection) would let two acquires of one name inside one provider both win; this queue makes
- * them take turns before they reach the backend.
+ * them take turns before they reach the backend. PostgreSQL also lines up its waiters here, so that
+ * only the first waiter of a name holds a connection while it waits.
  */
 export class KeyedFifo {
   /** Per key: the current holder's marker first, then the waiters' turn callbacks. */
@@ -15,6 +16,11 @@ export class KeyedFifo {
     const fresh = [HOLDER];
     this.#lines.set(key, fresh);
     return this.#leaver(key, fresh);
+  }
+
+  /** How many callers wait behind the one whose turn it is (0 when nobody has the key). */
+  behind(key: string): number {
+    return Math.max(0, (this.#lines.get(key)?.length ?? 0) - 1);
   }
 
   /** Resolves with a leave() function when it is this caller's turn; rejects if cancel aborts first. */

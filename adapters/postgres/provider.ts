@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
@@ -22,9 +23,10 @@ export interface PostgresProviderOptions extends ProviderDefaults {
   /** Passed to pg.Pool (host, ssl, password …). `max` is taken from maxConnections. */
   pool?: Omit<pg.PoolConfig, 'max'>;
   /**
-   * Connections for holders and waiters: each held or awaited lock uses one (PostgreSQL keeps a
-   * session advisory lock on the connection that took it). Acquires beyond this wait their turn in
-   * process. Default 10.
+   * Connections for holders and waiters: each held lock or permit uses one (PostgreSQL keeps a
+   * session advisory lock on the connection that took it), and so does each name that has waiters
+   * in this provider (its first waiter queues on the server, the others in process). Acquires
+   * beyond this wait their turn in process. Default 10.
    */
   maxConnections?: number;
   /** The fencing-token table, created on first use. Default 'fencekit_fencing_tokens'. */
@@ -48,11 +50,17 @@ export interface PostgresProviderOptions extends ProviderDefaults {
 
 /**
  * Session advisory locks (bigint form, see keyspace.ts) with a durable fencing token per name. Each
- * holder and each waiter uses its own pooled connection: waiters block inside PostgreSQL, which
- * queues them in order and wakes one per release, and a holder's lock lives and dies with its
- * connection. A dead connection aborts the lock's signal at once; a silent one within
- * healthCheckIntervalMs + healthCheckTimeoutMs, before the server's keepalive can drop it. Every
- * call has a deadline (callTimeoutMs); a connection whose call missed it is destroyed, which is what
+ * holder uses its own pooled connection, and its lock lives and dies with it. Waiters do not each
+ * hold one: the waiting acquires of one name in this provider take turns in process (KeyedFifo),
+ * and only the first of them blocks inside PostgreSQL, on a connection of its own, where PostgreSQL
+ * queues it in order with the other processes' first waiters and wakes one per release. A backlog
+ * so costs one connection per name and process however long it is, and cannot take the
+ * connections other names need; once granted, the first waiter hands the turn to the next, which
+ * queues on the server at once. Across processes the order is PostgreSQL's queue of those first
+ * waiters, so a process with a long line gets one grant per turn of that queue, not one per waiter.
+ *
+ * A dead connection aborts the lock's signal at once; a silent one within healthCheckIntervalMs +
+ * healthCheckTimeoutMs, before the server's keepalive can drop it. Every call has a deadline (callTimeoutMs); a connection whose call missed it is destroyed, which is what
  * makes the server drop its locks and queue entries.
  */
 export class PostgresLockProvider extends BaseLockProvider {
@@ -65,6 +73,10 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly #healthIntervalMs: number;
   readonly #healthTimeoutMs: number;
   readonly #holding = new Set<Checkout>();
+  /** Waiting acquires per name: only the first one in this line queues on the server. */
+  readonly #waitingLine = new KeyedFifo();
+  /** The same for semaphores (a semaphore and a lock may share a name). */
+  readonly #semaphoreLine = new KeyedFifo();
   /** Every open client of both pools, so that close() can cut them when the server is silent. */
   readonly #clients = new Set<pg.PoolClient>();
   /** The last call to the server got an answer (false until the first one does). */
@@ -121,7 +133,8 @@ export class PostgresLockProvider extends BaseLockProvider {
       [classid, objid],
     );
     const holding = locks.rows.some((r) => r.granted);
-    const waiters = locks.rows.filter((r) => !r.granted).length;
+    // The server sees one waiter per process and name; this provider's others wait in process.
+    const waiters = locks.rows.filter((r) => !r.granted).length + this.#waitingLine.behind(key);
     const row = holding
       ? (await run(`SELECT token, owner, since FROM ${this.#fence.table} WHERE name = $1`, [key])).rows[0]
       : undefined;
@@ -162,7 +175,13 @@ export class PostgresLockProvider extends BaseLockProvider {
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     return postgresSemaphore(name, options, this.semaphoreContext(), {
       ...{ fence: this.#fence, grants: semaphoreTableBeside(this.#fence), pool: this.pool },
-      ...{ slots: this.#slots, control: this.#control, holding: this.#holding, pollMs: 500 },
+      ...{
+        slots: this.#slots,
+        waitingLine: this.#semaphoreLine,
+        control: this.#control,
+        holding: this.#holding,
+        pollMs: 500,
+      },
       ...{ healthIntervalMs: this.#healthIntervalMs, healthTimeoutMs: this.#healthTimeoutMs },
       answered: () => this.#serverAnswered(),
       reachable: () => this.backendReachable(),
@@ -190,8 +209,31 @@ export class PostgresLockProvider extends BaseLockProvider {
     this.#reachable = true;
   }
 
+  /**
+   * A waiting acquire first waits its turn among this provider's waiters of the same name, once
+   * the server has answered this provider: a wait that runs out in that line is a timeout, not an
+   * outage, only if it has.
+   */
   async #attempt(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    if (!req.wait) return this.#attemptOnServer(req, cancel);
+    await this.#ensureFenceTable(cancel);
+    const leaveLine = await this.#waitingLine.enter(req.key, cancel);
+    try {
+      return await this.#attemptOnServer(req, cancel);
+    } finally {
+      leaveLine(); // granted or not, the next waiter of this name queues on the server now
+    }
+  }
+
+  /** The token table exists; when that took a call, the server answered it. */
+  async #ensureFenceTable(cancel: AbortSignal): Promise<void> {
+    if (this.#fence.created) return;
     await this.#fence.ensure(this.#control, this.callTimeoutMs, cancel);
+    this.#serverAnswered();
+  }
+
+  async #attemptOnServer(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    await this.#ensureFenceTable(cancel);
     // Waiting for a free connection is part of a waiting acquire; a try gets callTimeoutMs.
     const free = await this.#slots.take(req.wait ? Number.POSITIVE_INFINITY : this.callTimeoutMs, cancel);
     const conn = await checkOut(this.pool, this.callTimeoutMs, cancel, free);

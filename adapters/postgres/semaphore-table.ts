@@ -27,6 +27,11 @@ export class SemaphoreTable {
     );
   }
 
+  /** True once the table is known to exist. */
+  get created(): boolean {
+    return this.#creation.created;
+  }
+
   /** Creates the table on first use (see TableOnce). */
   ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
     return this.#creation.ensure(pool, callTimeoutMs, cancel);

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { BackendUnavailableError } from '../../src/errors.js';
+import type { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import {
   GenericSemaphore,
@@ -23,6 +24,8 @@ export interface PostgresSemaphoreClient {
   /** Holders' and waiters' connections, within the provider's connection budget (slots). */
   pool: pg.Pool;
   slots: Slots;
+  /** Waiting requests per semaphore name: only the first one in this line queues on the server. */
+  waitingLine: KeyedFifo;
   /** Spare connections: inspect(), table creation, ending waits. */
   control: pg.Pool;
   /** Connections holding grants (the provider's abandon() drops them, as a crash would). */
@@ -42,8 +45,10 @@ export interface PostgresSemaphoreClient {
  * key("/semaphore/n/slot/i"), held by the holder's own connection, so a dead holder's slots come
  * back the moment PostgreSQL sees its connection close (as its locks do).
  *
- * FIFO without a herd: a requester first takes the name's queue lock (key("/semaphore/n/queue"),
- * blocking): PostgreSQL queues those waiters in order and lets one through per unlock. Only that
+ * FIFO without a herd: the waiting requests of one name in this provider line up in process, and
+ * the first of them takes the name's queue lock (key("/semaphore/n/queue"), blocking) on a
+ * connection of its own: PostgreSQL queues those first waiters of every process in order and lets
+ * one through per unlock. A backlog so costs one waiting connection per name and process. Only that
  * head of the queue looks at the slots: it takes `permits` free ones (all or none), or LISTENs on
  * the name's channel, which each release NOTIFYs, and looks again (and every pollMs, for holders
  * that died without a word); once granted it leaves the queue lock to the next. The fencing token
@@ -94,10 +99,13 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     return this.#keys;
   }
 
+  /** Both tables exist; when that took a call, the server answered it. */
   async #ensureTables(cancel: AbortSignal): Promise<void> {
     const { control } = this.#c;
+    if (this.#c.fence.created && this.#c.grants.created) return;
     await this.#c.fence.ensure(control, this.#ctx.callTimeoutMs, cancel);
     await this.#c.grants.ensure(control, this.#ctx.callTimeoutMs, cancel);
+    this.#c.answered();
   }
 
   async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
@@ -133,12 +141,29 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
         permits: r.slots.length,
       }))
       .sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1));
-    // Everyone at the queue lock, granted (the head, looking at slots) or not, is waiting.
-    const waiting = Number(rows.find((r) => r.token === null)?.waiting ?? 0);
+    // Everyone at the queue lock, granted (the head, looking at slots) or not, is waiting, and so
+    // are this provider's requests lined up behind its own first waiter.
+    const waiting =
+      Number(rows.find((r) => r.token === null)?.waiting ?? 0) + this.#c.waitingLine.behind(this.#name);
     return { holders, waiters: waiting };
   }
 
+  /**
+   * A waiting request first waits its turn among this provider's waiters of the same name, once
+   * the server has answered (so that a wait running out in that line is a timeout, not an outage).
+   */
   async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    if (!req.wait) return this.#requestOnServer(req, cancel);
+    await this.#ensureTables(cancel);
+    const leaveLine = await this.#c.waitingLine.enter(this.#name, cancel);
+    try {
+      return await this.#requestOnServer(req, cancel);
+    } finally {
+      leaveLine(); // granted or not, the next waiter of this name queues on the server now
+    }
+  }
+
+  async #requestOnServer(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     await this.#ensureTables(cancel);
     const keys = this.#keysFor(req.limit);
     const { callTimeoutMs } = this.#ctx;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: postgres.sh
+# usage: [PG_MAX_CONNECTIONS=n] postgres.sh
 # Creates and starts a throwaway PostgreSQL cluster (initdb in a temporary directory, not the
 # system cluster) on a free 127.0.0.1 port with trust authentication, and prints its URL as
 # KEY=value lines. Stop it with: stop.sh "$STATE_DIR".
@@ -20,7 +20,7 @@ fi
 # fsync off and no durable commit: a test cluster is thrown away, speed matters more.
 start_bg "$dir" pg "${as_owner[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -k "$dir" \
   -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-  -c max_connections=200
+  -c max_connections="${PG_MAX_CONNECTIONS:-200}"
 ready() { "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres; }
 wait_until "postgres" "$dir/pg.log" ready
 echo "STATE_DIR=$dir"

@@ -15,6 +15,8 @@ export interface ServerRequest {
   faults?: boolean;
   /** ZooKeeper tickTime in ms (session timeouts are clamped to 2..20 ticks). Default 200. */
   tickMs?: number;
+  /** PostgreSQL's max_connections (a private native server). Default 200. */
+  maxConnections?: number;
 }
 
 /** The env variables that name servers the caller already runs, per kind and size. */
@@ -41,19 +43,22 @@ const ENV: Record<ServerKind, { single: string; cluster: string; varName: string
 export async function startServers(kind: ServerKind, request: ServerRequest = {}): Promise<ServerGroup> {
   const size = request.size ?? 1;
   const fromEnv = process.env[size === 1 ? ENV[kind].single : ENV[kind].cluster];
-  if (fromEnv && !request.faults) {
+  const privateServer = request.faults || request.maxConnections !== undefined;
+  if (fromEnv && !privateServer) {
     const vars = new Map([[ENV[kind].varName, fromEnv]]);
     if (kind === 'redis') vars.set('REDIS_HOSTS', fromEnv.replace(/^redis:\/\//, ''));
     return { kind, origin: 'env', vars, members: [], startMs: 0, stop: async () => {} };
   }
-  if (size === 1 && !request.faults && (await dockerAvailable())) return startContainer(kind);
+  if (size === 1 && !privateServer && (await dockerAvailable())) return startContainer(kind);
   const args =
     kind === 'zookeeper'
       ? [String(size), String(request.tickMs ?? 200)]
       : kind === 'postgres'
         ? []
         : [String(size)];
-  return startNative(kind, args);
+  const env: Record<string, string> =
+    request.maxConnections === undefined ? {} : { PG_MAX_CONNECTIONS: String(request.maxConnections) };
+  return startNative(kind, args, env);
 }
 
 /**

@@ -16,6 +16,7 @@ import { advisoryKey, lockRowIds } from './keyspace.js';
 import { postgresSemaphore } from './semaphore.js';
 import { semaphoreTableBeside } from './semaphore-table.js';
 import { Slots } from './slots.js';
+import { WaitingConnections } from './waiting.js';
 
 export interface PostgresProviderOptions extends ProviderDefaults {
   /** postgres://user:pass@host:port/db, or use `pool` for every pg option. */
@@ -25,10 +26,16 @@ export interface PostgresProviderOptions extends ProviderDefaults {
   /**
    * Connections for holders and waiters: each held lock or permit uses one (PostgreSQL keeps a
    * session advisory lock on the connection that took it), and so does each name that has waiters
-   * in this provider (its first waiter queues on the server, the others in process). Acquires
-   * beyond this wait their turn in process. Default 10.
+   * in this provider, up to waitingConnections (its first waiter queues on the server, the others
+   * in process). Acquires beyond this wait their turn in process. Default 10.
    */
   maxConnections?: number;
+  /**
+   * How many of those connections may block inside PostgreSQL waiting for a lock or permit at once
+   * (0 to maxConnections). The first waiter of a name beyond that holds no connection: it polls
+   * with a try on a briefly checked-out connection. Default maxConnections / 4, at least 1.
+   */
+  waitingConnections?: number;
   /** The fencing-token table, created on first use. Default 'fencekit_fencing_tokens'. */
   table?: string;
   /** How often a holding connection is checked with SELECT 1. Default 5 000 ms. */
@@ -54,10 +61,12 @@ export interface PostgresProviderOptions extends ProviderDefaults {
  * hold one: the waiting acquires of one name in this provider take turns in process (KeyedFifo),
  * and only the first of them blocks inside PostgreSQL, on a connection of its own, where PostgreSQL
  * queues it in order with the other processes' first waiters and wakes one per release. A backlog
- * so costs one connection per name and process however long it is, and cannot take the
- * connections other names need; once granted, the first waiter hands the turn to the next, which
- * queues on the server at once. Across processes the order is PostgreSQL's queue of those first
- * waiters, so a process with a long line gets one grant per turn of that queue, not one per waiter.
+ * so costs one connection per name and process however long it is; once granted, the first waiter
+ * hands the turn to the next, which queues on the server at once. Across processes the order is
+ * PostgreSQL's queue of those first waiters, so a process with a long line gets one grant per turn
+ * of that queue, not one per waiter. Waiters of many names would still take every connection: at
+ * most waitingConnections of them block at once, and the first waiters of other names poll with
+ * a try instead (waiting.ts), so holders and tries always find a connection.
  *
  * A dead connection aborts the lock's signal at once; a silent one within healthCheckIntervalMs +
  * healthCheckTimeoutMs, before the server's keepalive can drop it. Every call has a deadline (callTimeoutMs); a connection whose call missed it is destroyed, which is what
@@ -69,6 +78,7 @@ export class PostgresLockProvider extends BaseLockProvider {
   /** Spare connections for inspect(), for creating the token table and for ending waits. */
   readonly #control: pg.Pool;
   readonly #slots: Slots;
+  readonly #waiting: WaitingConnections;
   readonly #fence: FenceTable;
   readonly #healthIntervalMs: number;
   readonly #healthTimeoutMs: number;
@@ -87,6 +97,12 @@ export class PostgresLockProvider extends BaseLockProvider {
     const max = options.maxConnections ?? 10;
     if (!Number.isInteger(max) || max < 1)
       throw new InvalidArgumentError('maxConnections', 'must be a positive integer');
+    const waiting = options.waitingConnections ?? Math.max(1, Math.floor(max / 4));
+    if (!Number.isInteger(waiting) || waiting < 0 || waiting > max)
+      throw new InvalidArgumentError(
+        'waitingConnections',
+        `must be an integer from 0 to maxConnections (${max})`,
+      );
     this.#healthIntervalMs = options.healthCheckIntervalMs ?? 5_000;
     this.#healthTimeoutMs = options.healthCheckTimeoutMs ?? 2_000;
     const keepalive = options.serverKeepalive ?? { idle: 10, interval: 5, count: 3 };
@@ -109,6 +125,7 @@ export class PostgresLockProvider extends BaseLockProvider {
     };
     this.pool = new pg.Pool({ ...base, max });
     this.#slots = new Slots(max);
+    this.#waiting = new WaitingConnections(waiting);
     this.#control = new pg.Pool({ ...base, max: 3, idleTimeoutMillis: 5_000 });
     for (const pool of [this.pool, this.#control]) {
       // A pooled connection that errors while idle must not crash the process.
@@ -133,8 +150,12 @@ export class PostgresLockProvider extends BaseLockProvider {
       [classid, objid],
     );
     const holding = locks.rows.some((r) => r.granted);
-    // The server sees one waiter per process and name; this provider's others wait in process.
-    const waiters = locks.rows.filter((r) => !r.granted).length + this.#waitingLine.behind(key);
+    // The server sees at most one waiter per process and name (none when it polls); this
+    // provider's polling waiter and the ones lined up behind it are counted here.
+    const waiters =
+      locks.rows.filter((r) => !r.granted).length +
+      this.#waiting.polling(key) +
+      this.#waitingLine.behind(key);
     const row = holding
       ? (await run(`SELECT token, owner, since FROM ${this.#fence.table} WHERE name = $1`, [key])).rows[0]
       : undefined;
@@ -178,6 +199,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       ...{
         slots: this.#slots,
         waitingLine: this.#semaphoreLine,
+        waiting: this.#waiting,
         control: this.#control,
         holding: this.#holding,
         pollMs: 500,
@@ -215,11 +237,20 @@ export class PostgresLockProvider extends BaseLockProvider {
    * outage, only if it has.
    */
   async #attempt(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    if (!req.wait) return this.#attemptOnServer(req, cancel);
+    // A try waits at most callTimeoutMs for a free connection.
+    if (!req.wait) return this.#tryOnServer(req, cancel, this.callTimeoutMs);
     await this.#ensureFenceTable(cancel);
     const leaveLine = await this.#waitingLine.enter(req.key, cancel);
     try {
-      return await this.#attemptOnServer(req, cancel);
+      return await this.#waiting.waitFor(
+        req.key,
+        {
+          block: () => this.#waitOnServer(req, cancel),
+          // Waiting for a free connection is part of a waiting acquire.
+          tryOnce: () => this.#tryOnServer(req, cancel, Number.POSITIVE_INFINITY),
+        },
+        cancel,
+      );
     } finally {
       leaveLine(); // granted or not, the next waiter of this name queues on the server now
     }
@@ -232,26 +263,59 @@ export class PostgresLockProvider extends BaseLockProvider {
     this.#serverAnswered();
   }
 
-  async #attemptOnServer(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+  /** A connection of the provider's budget, waiting at most connectionWaitMs for a free one. */
+  async #connection(connectionWaitMs: number, cancel: AbortSignal): Promise<Checkout> {
     await this.#ensureFenceTable(cancel);
-    // Waiting for a free connection is part of a waiting acquire; a try gets callTimeoutMs.
-    const free = await this.#slots.take(req.wait ? Number.POSITIVE_INFINITY : this.callTimeoutMs, cancel);
+    const free = await this.#slots.take(connectionWaitMs, cancel);
     const conn = await checkOut(this.pool, this.callTimeoutMs, cancel, free);
     this.#serverAnswered();
+    return conn;
+  }
+
+  /** pg_try_advisory_lock with the next token: the lock, or null when the name is taken. */
+  async #tryOnServer(
+    req: LockRequest,
+    cancel: AbortSignal,
+    connectionWaitMs: number,
+  ): Promise<OwnedLock | null> {
+    const conn = await this.#connection(connectionWaitMs, cancel);
     const key = advisoryKey(req.key).toString();
-    const sql = this.#fence.grantSql(req.wait ? 'pg_advisory_lock' : 'pg_try_advisory_lock');
-    const values = [req.key, req.owner ?? null, key];
-    const rows = req.wait
-      ? await this.#waitForGrant(conn, sql, values, cancel)
-      : await conn.query<{ token: string }>(sql, values, this.callTimeoutMs, 'try-lock', cancel).then(
-          (result) => result.rows,
-          (error: unknown) => {
-            if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
-            throw new BackendUnavailableError(`postgres: try-lock failed: ${(error as Error).message}`, {
-              cause: error,
-            });
-          },
-        );
+    const rows = await conn
+      .query<{ token: string }>(
+        this.#fence.grantSql('pg_try_advisory_lock'),
+        [req.key, req.owner ?? null, key],
+        this.callTimeoutMs,
+        'try-lock',
+        cancel,
+      )
+      .then(
+        (result) => result.rows,
+        (error: unknown) => {
+          if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
+          throw new BackendUnavailableError(`postgres: try-lock failed: ${(error as Error).message}`, {
+            cause: error,
+          });
+        },
+      );
+    return this.#holdIfGranted(conn, req, key, rows, cancel);
+  }
+
+  /** pg_advisory_lock with the next token, on a waiting connection: blocks in the server's queue. */
+  async #waitOnServer(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const conn = await this.#connection(Number.POSITIVE_INFINITY, cancel);
+    const key = advisoryKey(req.key).toString();
+    const sql = this.#fence.grantSql('pg_advisory_lock');
+    const rows = await this.#waitForGrant(conn, sql, [req.key, req.owner ?? null, key], cancel);
+    return this.#holdIfGranted(conn, req, key, rows, cancel);
+  }
+
+  #holdIfGranted(
+    conn: Checkout,
+    req: LockRequest,
+    key: string,
+    rows: Array<{ token: string }>,
+    cancel: AbortSignal,
+  ): OwnedLock | null {
     // A grant that raced in with the cancel: closing the connection gives it back.
     if (cancel.aborted) {
       conn.discard();
@@ -364,12 +428,14 @@ export class PostgresLockProvider extends BaseLockProvider {
         } catch {
           conn.discard(); // unconfirmed: closing the connection frees the lock on the server
         }
+        this.#waiting.freed(req.key);
       },
     });
     const lost = () => {
       if (!lock.held) return;
       lock.lose('connection-lost');
       conn.discard();
+      this.#waiting.freed(req.key);
     };
     conn.onLost(lost);
     this.#holding.add(conn);

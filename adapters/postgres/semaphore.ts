@@ -16,6 +16,7 @@ import type { FenceTable } from './fence-table.js';
 import { advisoryKey } from './keyspace.js';
 import { LIVE, type SemaphoreTable } from './semaphore-table.js';
 import type { Slots } from './slots.js';
+import type { WaitingConnections } from './waiting.js';
 
 /** What a PostgreSQL semaphore borrows from its provider. */
 export interface PostgresSemaphoreClient {
@@ -26,6 +27,8 @@ export interface PostgresSemaphoreClient {
   slots: Slots;
   /** Waiting requests per semaphore name: only the first one in this line queues on the server. */
   waitingLine: KeyedFifo;
+  /** The connections that may wait in the queue at once; the first waiters beyond them poll. */
+  waiting: WaitingConnections;
   /** Spare connections: inspect(), table creation, ending waits. */
   control: pg.Pool;
   /** Connections holding grants (the provider's abandon() drops them, as a crash would). */
@@ -142,9 +145,11 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
       }))
       .sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1));
     // Everyone at the queue lock, granted (the head, looking at slots) or not, is waiting, and so
-    // are this provider's requests lined up behind its own first waiter.
+    // are this provider's polling first waiter and the requests lined up behind it.
     const waiting =
-      Number(rows.find((r) => r.token === null)?.waiting ?? 0) + this.#c.waitingLine.behind(this.#name);
+      Number(rows.find((r) => r.token === null)?.waiting ?? 0) +
+      this.#c.waiting.polling(`/semaphore/${this.#name}`) +
+      this.#c.waitingLine.behind(this.#name);
     return { holders, waiters: waiting };
   }
 
@@ -153,27 +158,43 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
    * the server has answered (so that a wait running out in that line is a timeout, not an outage).
    */
   async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    if (!req.wait) return this.#requestOnServer(req, cancel);
+    if (!req.wait) return this.#requestOnServer(req, cancel, 'try');
     await this.#ensureTables(cancel);
     const leaveLine = await this.#c.waitingLine.enter(this.#name, cancel);
     try {
-      return await this.#requestOnServer(req, cancel);
+      return await this.#c.waiting.waitFor(
+        this.#keysFor(req.limit).fenceName,
+        {
+          block: () => this.#requestOnServer(req, cancel, 'queue'),
+          tryOnce: () => this.#requestOnServer(req, cancel, 'poll'),
+        },
+        cancel,
+      );
     } finally {
       leaveLine(); // granted or not, the next waiter of this name queues on the server now
     }
   }
 
-  async #requestOnServer(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+  /**
+   * One request on the server. 'queue' waits in the name's queue and, at its head, for the slots;
+   * 'try' and 'poll' take the queue lock and the slots only if they are free now ('poll' is a
+   * waiting request without a waiting connection: it waits for a free connection, a try does not).
+   */
+  async #requestOnServer(
+    req: PermitRequest,
+    cancel: AbortSignal,
+    mode: 'try' | 'poll' | 'queue',
+  ): Promise<OwnedLock | null> {
     await this.#ensureTables(cancel);
     const keys = this.#keysFor(req.limit);
     const { callTimeoutMs } = this.#ctx;
     // Waiting for a free connection is part of a waiting acquire; a try gets callTimeoutMs.
-    const free = await this.#c.slots.take(req.wait ? Number.POSITIVE_INFINITY : callTimeoutMs, cancel);
+    const free = await this.#c.slots.take(mode === 'try' ? callTimeoutMs : Number.POSITIVE_INFINITY, cancel);
     const conn = await checkOut(this.#c.pool, callTimeoutMs, cancel, free);
     this.#c.answered();
     let kept = false;
     try {
-      if (req.wait) {
+      if (mode === 'queue') {
         await this.#enterQueue(conn, keys, cancel);
       } else {
         const entered = await conn.query<{ ok: boolean }>(
@@ -185,8 +206,10 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
         );
         if (!entered.rows[0]?.ok) return null;
       }
-      const grant = await this.#takeSlots(conn, req, keys, cancel);
+      const grant = await this.#takeSlots(conn, req, keys, { untilFree: mode === 'queue' }, cancel);
       if (grant === null) return null;
+      // A grant that raced in with the cancel: closing the connection (below) gives it back.
+      if (cancel.aborted) throw cancel.reason;
       kept = true;
       return this.#hold(conn, req, keys, grant.token, grant.slots);
     } catch (error) {
@@ -227,11 +250,15 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
-  /** As the head of the queue: the token once all permits are ours, or null (not waiting). */
+  /**
+   * As the head of the queue: the token once all permits are ours, or null when they are not free
+   * and it was not asked to wait untilFree.
+   */
   async #takeSlots(
     conn: Checkout,
     req: PermitRequest,
     keys: Keys,
+    { untilFree }: { untilFree: boolean },
     cancel: AbortSignal,
   ): Promise<{ token: bigint; slots: string[] } | null> {
     const table = this.#c.grants.table;
@@ -280,7 +307,7 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
         if (slots.length > 0) {
           await run('give back', 'SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) k', [slots]);
         }
-        if (!req.wait) {
+        if (!untilFree) {
           await run('leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
           return null;
         }
@@ -339,12 +366,14 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
         } catch {
           conn.discard(); // unconfirmed: closing the connection frees the slots on the server
         }
+        this.#c.waiting.freed(keys.fenceName);
       },
     });
     const lost = () => {
       if (!lock.held) return;
       lock.lose('connection-lost');
       conn.discard();
+      this.#c.waiting.freed(keys.fenceName);
     };
     conn.onLost(lost);
     holding.add(conn);

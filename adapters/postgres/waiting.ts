@@ -16,9 +16,9 @@ export interface WaitingRequest<T> {
  * block inside PostgreSQL at once (in pg_advisory_lock, or in a semaphore's queue), so that a
  * backlog spread over many names cannot take the connections that holders and tries need. A
  * waiting request beyond that holds no connection while it waits: it tries, gives the connection
- * back and sleeps, 50 to 500 ms and growing, with jitter. It tries again at once when a waiting
- * connection comes free (the oldest sleeper is woken, and takes it) or when this process frees
- * the name it waits for. Nothing wakes it when another process frees the name: its next try finds
+ * back and sleeps, a few tens of ms at first and growing to 500 ms, with jitter. It tries again
+ * at once when a waiting connection comes free (the oldest sleeper is woken, and takes it) or when
+ * this process frees the name it waits for. Nothing wakes it when another process frees the name: its next try finds
  * it, so a polling request can be overtaken by one that blocks in the server's queue.
  *
  * Names here are the provider's own (a lock's key, a semaphore's fence name "/semaphore/n"), so a

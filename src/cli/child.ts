@@ -149,14 +149,14 @@ class CommandSession {
     this.#giveUpTimer = setTimeout(() => this.#giveUp(), AFTER_KILL_MS);
   }
 
-  /** The leader's group at once, then every group a look at the session finds. */
+  /** The leader's group at once, then every other group a look at the session finds (once each). */
   #signal(signal: NodeJS.Signals): void {
     signalGroup(this.#sid, signal);
     void scanSession(this.#sid, this.#groups).then(
       (scan) => {
         for (const pgid of scan.groups) {
           this.#groups.add(pgid);
-          signalGroup(pgid, signal);
+          if (pgid !== this.#sid) signalGroup(pgid, signal);
         }
       },
       () => undefined, // the watch looks again

@@ -63,16 +63,18 @@ export async function scanSession(sid: number, knownGroups: ReadonlySet<number>)
   if (pids === undefined) return { live: groupExists(sid), groups: new Set([sid]) };
   const listedGroups = new Set<number>();
   let live = false;
-  await Promise.all(
-    pids.map(async (pid) => {
-      const stat = await readStat(`/proc/${pid}/stat`);
-      if (stat === undefined) return; // it exited since the listing
-      listedGroups.add(stat.pgrp);
-      if (stat.session !== sid || !(await running(pid, stat.state))) return;
-      live = true;
-      groups.add(stat.pgrp);
-    }),
-  );
+  // In batches: one open file per process at once would run out of descriptors on a busy host.
+  for (let i = 0; i < pids.length; i += SCAN_BATCH)
+    await Promise.all(
+      pids.slice(i, i + SCAN_BATCH).map(async (pid) => {
+        const stat = await readStat(`/proc/${pid}/stat`);
+        if (stat === undefined) return; // exited since the listing, or hidden (the kill() check below)
+        listedGroups.add(stat.pgrp);
+        if (stat.session !== sid || !(await running(pid, stat.state))) return;
+        live = true;
+        groups.add(stat.pgrp);
+      }),
+    );
   for (const pgid of new Set([sid, ...knownGroups]))
     if (!listedGroups.has(pgid) && groupExists(pgid)) {
       live = true; // hidden from /proc, or started after the listing: not gone
@@ -111,8 +113,9 @@ async function running(pid: string, state: string): Promise<boolean> {
   let tids: string[];
   try {
     tids = await readdir(`/proc/${pid}/task`);
-  } catch {
-    return false; // reaped since
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false; // reaped since
+    return true; // its threads cannot be seen: not gone
   }
   const states = await Promise.all(tids.map((tid) => readStat(`/proc/${pid}/task/${tid}/stat`)));
   return states.some((stat) => stat !== undefined && !gone(stat.state));
@@ -122,13 +125,21 @@ function gone(state: string): boolean {
   return state === 'Z' || state === 'X' || state === 'x';
 }
 
+/**
+ * The entry's fields; undefined when it is gone (ENOENT, ESRCH) or hidden (EACCES, EPERM: hidepid).
+ * Any other failure (EMFILE) throws: a scan that could not read an entry has no verdict.
+ */
 async function readStat(path: string): Promise<ProcStat | undefined> {
   try {
     return parseStat(await readFile(path, 'utf8'));
-  } catch {
-    return undefined; // the process or thread exited
+  } catch (error) {
+    if (UNREADABLE.has((error as NodeJS.ErrnoException).code ?? '')) return undefined;
+    throw error;
   }
 }
+
+const UNREADABLE = new Set(['ENOENT', 'ESRCH', 'EACCES', 'EPERM']);
+const SCAN_BATCH = 64;
 
 /** kill(-pgid, 0): ESRCH says the group is empty; anything else (EPERM too) that it is not. */
 function groupExists(pgid: number): boolean {

@@ -59,15 +59,16 @@ describe('the fencekit command and its command session', () => {
     dir = mkdtempSync(join(tmpdir(), 'fencekit-cli-session-'));
   });
   afterEach(async () => {
-    for (const cgroup of frozen.splice(0)) {
-      writeFileSync(join(cgroup, 'freezer.state'), 'THAWED');
+    const cgroups = frozen.splice(0);
+    for (const cgroup of cgroups) writeFileSync(join(cgroup, 'freezer.state'), 'THAWED');
+    for (const pid of members.splice(0)) if (anyThreadAlive(pid)) process.kill(pid, 'SIGKILL');
+    for (const cgroup of cgroups) {
       await until(
         'the frozen cgroup empties',
         () => readFileSync(join(cgroup, 'cgroup.procs'), 'utf8') === '',
       );
       rmdirSync(cgroup);
     }
-    for (const pid of members.splice(0)) if (anyThreadAlive(pid)) process.kill(pid, 'SIGKILL');
     await cli.stop();
   });
   afterAll(async () => {

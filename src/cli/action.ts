@@ -3,7 +3,7 @@ import { Interrupts } from './interrupts.js';
 
 /**
  * A command's action: body resolves with the exit code. SIGINT/SIGTERM/SIGHUP are handled
- * (forwarded to a running command's group, else they stop the waiting) for the whole action; an
+ * (forwarded to a running command's session, else they stop the waiting) for the whole action; an
  * action stopped by signal n exits 128 + n. Other errors go to the top level, which maps them (exit-codes.ts).
  */
 export function cliAction<A extends unknown[]>(

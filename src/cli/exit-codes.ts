@@ -9,7 +9,7 @@ export const EXIT = {
   usage: 64,
   unavailable: 69,
   timeout: 75,
-  /** The command's process group could not be emptied: the CLI leaves without releasing. */
+  /** The command's session outlived SIGKILL: the CLI waited for it and left without releasing. */
   groupNotEmptied: 71,
   commandNotFound: 127,
   commandNotExecutable: 126,

@@ -5,8 +5,8 @@ const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /**
  * SIGINT, SIGTERM and SIGHUP sent to the CLI. While a command runs they are forwarded to its
- * process group (which is then stopped as after a loss: SIGKILL after the grace, waited for until
- * empty), and the CLI stops once the group is gone (the command's exit code is the CLI's);
+ * session (which is then stopped as after a loss: SIGKILL after the grace, waited for until
+ * empty), and the CLI stops once the session is empty (the command's exit code is the CLI's);
  * otherwise they stop the CLI's waiting (`signal` aborts) and it exits 128 + n after cleaning up.
  */
 export class Interrupts {
@@ -17,7 +17,7 @@ export class Interrupts {
   readonly #onSignal = (signal: NodeJS.Signals) => {
     this.#received = signal;
     if (this.#forward) {
-      this.#forward(signal); // its own group: a terminal's Ctrl-C reaches it only through us
+      this.#forward(signal); // its own session: a terminal's Ctrl-C reaches it only through us
     } else if (this.#stop.signal.aborted) {
       // A second signal while cleaning up (a release or close that hangs): leave now, the lease frees it.
       process.exit(exitCodeForSignal(signal));
@@ -46,12 +46,12 @@ export class Interrupts {
     return this.#stoppedWaiting;
   }
 
-  /** Signals go to forward (which stops the command's group) until childExited(). */
+  /** Signals go to forward (which stops the command's session) until childExited(). */
   childStarted(forward: (signal: NodeJS.Signals) => void): void {
     this.#forward = forward;
   }
 
-  /** The command's group is gone: a signal forwarded to it now stops the CLI too. */
+  /** The command's session is empty: a signal forwarded to it now stops the CLI too. */
   childExited(): void {
     this.#forward = undefined;
     if (this.#received) this.#stop.abort(new AbortError(`fencekit (${this.#received})`, this.#received));

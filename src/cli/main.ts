@@ -17,13 +17,18 @@ const program = new Command('fencekit').description(
   'Distributed locks with fencing tokens over etcd, ZooKeeper, Redis, PostgreSQL or memory',
 );
 
+// A reader that went away (EPIPE: `fencekit … | head`, a closed log pipe) must not crash the CLI
+// while it holds a grant and runs a command: what it had to say is lost, nothing else.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
+
 // Usage errors throw (exit 64) instead of exiting 1; what commander prints is redacted too.
 program.exitOverride().configureOutput({ writeErr: (text) => printError(text) });
 program.addHelpText(
   'after',
   `
 Every command takes --url or FENCEKIT_URL. Exit codes: the command's own; 128+n when signal n
-killed it; 1 other failure; 64 invalid argument; 69 backend unavailable; 75 timed out.`,
+killed it; 1 other failure; 64 invalid argument; 69 backend unavailable; 71 the command's
+processes outlived SIGKILL (the CLI waited for them, then left without releasing); 75 timed out.`,
 );
 
 program

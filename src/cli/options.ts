@@ -9,6 +9,9 @@ import { urlCredentials } from '../url-display.js';
 export const urlOption = () =>
   new Option('--url <url>', 'backend URL, e.g. etcd://127.0.0.1:2379').env('FENCEKIT_URL');
 
+/** How long a command may take to end after SIGTERM before SIGKILL (`--grace`). */
+export const DEFAULT_GRACE_MS = 10_000;
+
 export const milliseconds = (value: string): number => {
   const ms = Number(value);
   if (value.trim() === '' || !Number.isFinite(ms) || ms < 0)

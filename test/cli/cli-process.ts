@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
@@ -187,7 +187,7 @@ setInterval(() => fs.appendFileSync(${JSON.stringify(files.ticks)}, 'tick\\n'), 
 
 /**
  * A command for the next holder: on start it records whether the member whose pid is in `pidFile`
- * still runs and how many ticks it wrote, as JSON in `out`.
+ * still runs (some thread of it not a zombie) and how many ticks it wrote, as JSON in `out`.
  */
 export function nextHolderCommand(files: { pidFile: string; ticks: string; out: string }): string[] {
   const script = `
@@ -195,12 +195,72 @@ const fs = require('node:fs');
 const pid = Number(fs.readFileSync(${JSON.stringify(files.pidFile)}, 'utf8'));
 let memberAlive = false;
 try {
-  const stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8');
-  memberAlive = stat[stat.lastIndexOf(')') + 2] !== 'Z';
+  for (const tid of fs.readdirSync('/proc/' + pid + '/task')) {
+    const stat = fs.readFileSync('/proc/' + pid + '/task/' + tid + '/stat', 'utf8');
+    if (stat[stat.lastIndexOf(')') + 2] !== 'Z') memberAlive = true;
+  }
 } catch {}
 const ticks = fs.readFileSync(${JSON.stringify(files.ticks)}, 'utf8').split('\\n').filter(Boolean).length;
 fs.writeFileSync(${JSON.stringify(files.out)}, JSON.stringify({ memberAlive, ticks }));`;
   return [process.execPath, '-e', script];
+}
+
+/**
+ * Like groupWithStubbornMember, with a member (python3) that ignores SIGTERM, SIGINT and SIGHUP and
+ * either moves to a process group of its own first (`new-group`: setpgid, as a shell with job
+ * control does; it stays in the session), or ticks from a second thread after its main thread
+ * exited (`zombie-leader`: /proc shows the process as a zombie while the thread runs).
+ */
+export function sessionWithStubbornMember(
+  python: string,
+  files: { pidFile: string; ticks: string; go: string },
+  member: 'new-group' | 'zombie-leader',
+  leader: 'sleeps' | 'exits-on-go',
+): string[] {
+  const script = `
+import ctypes, os, signal, threading, time
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, signal.SIG_IGN)
+if ${JSON.stringify(member)} == 'new-group': os.setpgid(0, 0)
+def tick():
+    while True:
+        with open(${JSON.stringify(files.ticks)}, 'a') as f: f.write('tick\\n')
+        time.sleep(0.05)
+with open(${JSON.stringify(files.pidFile)}, 'w') as f: f.write(str(os.getpid()))
+if ${JSON.stringify(member)} == 'zombie-leader':
+    threading.Thread(target=tick).start()
+    time.sleep(0.1)
+    ctypes.CDLL(None).syscall(60 if os.uname().machine == 'x86_64' else 93, 0)  # exit(2): this thread only
+tick()`;
+  const started = `while [ ! -s ${shellQuote(files.pidFile)} ]; do sleep 0.05; done`;
+  const end =
+    leader === 'sleeps'
+      ? 'exec sleep 1000'
+      : `while [ ! -e ${shellQuote(files.go)} ]; do sleep 0.05; done; exit 0`;
+  return ['sh', '-c', `"$0" -c "$1" & ${started}; ${end}`, python, script];
+}
+
+/** Whether some thread of pid runs (not a zombie, not gone). */
+export function anyThreadAlive(pid: number): boolean {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return false;
+  }
+  return tids.some((tid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      return stat[stat.lastIndexOf(')') + 2] !== 'Z';
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** The session of a process, from /proc/<pid>/stat. */
+export function sessionOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]);
 }
 
 function shellQuote(text: string): string {

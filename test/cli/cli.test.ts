@@ -369,7 +369,7 @@ describe('the fencekit command', () => {
       expect(alive(member)).toBe(false);
       await expectNoMoreTicks(files.ticks, seen.ticks);
       expect(await first.exited()).toBe(0);
-      expect(first.stderr()).toMatch(/exited \(0\) but processes of its group \d+ still run/);
+      expect(first.stderr()).toMatch(/exited \(0\) but processes of its session \d+ still run/);
     });
   });
 

@@ -6,7 +6,7 @@ import { linkSignals } from '../../signals.js';
 import { cliAction } from '../action.js';
 import { runChild } from '../child.js';
 import { EXIT } from '../exit-codes.js';
-import { defaultOwner, milliseconds, urlOption, withProvider } from '../options.js';
+import { DEFAULT_GRACE_MS, defaultOwner, milliseconds, urlOption, withProvider } from '../options.js';
 import { warn } from '../output.js';
 import { describe } from './lock.js';
 
@@ -34,9 +34,9 @@ export function registerElectionCommands(program: Command): void {
     )
     .option(
       '--grace <ms>',
-      "after SIGTERM to the command's group (term lost, CLI signalled, left-over processes), SIGKILL after this long",
+      "after SIGTERM to the command's session (term lost, CLI signalled, left-over processes), SIGKILL after this long",
       milliseconds,
-      10_000,
+      DEFAULT_GRACE_MS,
     )
     .action(
       cliAction((interrupts, name: string, command: string[], flags: ElectFlags) =>
@@ -55,7 +55,7 @@ export function registerElectionCommands(program: Command): void {
                 graceMs: flags.grace,
                 interrupts,
                 onStop: (reason) =>
-                  warn(`term ${term} ended (${describe(reason)}); sending SIGTERM to the command's group`),
+                  warn(`term ${term} ended (${describe(reason)}); sending SIGTERM to the command's session`),
               });
             },
             {

@@ -5,7 +5,14 @@ import type { AcquireOptions, Lock, LockProvider } from '../../types.js';
 import { cliAction } from '../action.js';
 import { runChild } from '../child.js';
 import type { Interrupts } from '../interrupts.js';
-import { defaultOwner, milliseconds, positiveInteger, urlOption, withProvider } from '../options.js';
+import {
+  DEFAULT_GRACE_MS,
+  defaultOwner,
+  milliseconds,
+  positiveInteger,
+  urlOption,
+  withProvider,
+} from '../options.js';
 import { warn } from '../output.js';
 
 interface GrantFlags {
@@ -15,8 +22,6 @@ interface GrantFlags {
   owner?: string;
   grace: number;
 }
-
-const DEFAULT_GRACE_MS = 10_000;
 
 /** The options every "run a command under a grant" command shares. */
 function grantOptions(command: Command): Command {
@@ -29,7 +34,7 @@ function grantOptions(command: Command): Command {
     .option('--owner <text>', 'owner text shown by inspect (default <host>/<pid>)')
     .option(
       '--grace <ms>',
-      "after SIGTERM to the command's group (loss, CLI signalled, left-over processes), SIGKILL after this long",
+      "after SIGTERM to the command's session (loss, CLI signalled, left-over processes), SIGKILL after this long",
       milliseconds,
       DEFAULT_GRACE_MS,
     );
@@ -95,7 +100,9 @@ async function runUnderGrant(
       graceMs: flags.grace,
       interrupts,
       onStop: (reason) =>
-        warn(`${describe(reason)}; sending SIGTERM to the command's group (SIGKILL after ${flags.grace} ms)`),
+        warn(
+          `${describe(reason)}; sending SIGTERM to the command's session (SIGKILL after ${flags.grace} ms)`,
+        ),
     });
   } finally {
     held.dispose();

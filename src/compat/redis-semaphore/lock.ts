@@ -192,7 +192,7 @@ class Turn {
 
   /** Gives the grant back `ms` from now unless released first (an earlier expiry is replaced). */
   expireAfter(ms: number): void {
-    if (this.#released) return;
+    if (this.#released || this.#expired) return;
     this.stopExpiry();
     // longTimeout: a plain setTimeout fires after 1 ms for a delay past 2^31 ms. Like a key's TTL,
     // a pending expiry keeps no process alive.

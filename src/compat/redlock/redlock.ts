@@ -104,7 +104,7 @@ export class Redlock extends EventEmitter {
       ]);
     }
     if (failed !== undefined) {
-      const against = failed instanceof Error ? failed : new Error(String(failed));
+      const against = failed instanceof Error ? failed : new Error('The delete failed.', { cause: failed });
       throw new ExecutionError(
         'The operation was unable to achieve a quorum during its retry window.',
         [failedAttempt(provider, against)],

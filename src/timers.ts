@@ -1,14 +1,19 @@
+import { InvalidArgumentError } from './errors.js';
+
 /** Node clamps a setTimeout delay above this to 1 ms (with a warning): longer waits are chained. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * setTimeout for any delay up to Number.MAX_SAFE_INTEGER ms: a delay Node would clamp to 1 ms (a
- * weekly cron tick, a month-long waitMs) is waited in steps. Infinity never fires. Returns the
+ * weekly cron tick, a month-long waitMs) is waited in steps. Infinity never fires; NaN is refused. Returns the
  * function that cancels it. `unref`: the timer alone does not keep the process alive.
  */
 export function longTimeout(fn: () => void, ms: number, options: { unref?: boolean } = {}): () => void {
   let timer: NodeJS.Timeout | undefined;
   let cancelled = false;
+  // setTimeout runs a NaN delay at once: a computed delay gone wrong must not fire a deadline early.
+  if (Number.isNaN(ms))
+    throw new InvalidArgumentError('timer delay', 'must be a number of milliseconds, not NaN');
   if (ms === Number.POSITIVE_INFINITY) return () => undefined;
   const due = performance.now() + Math.max(0, ms);
   const arm = (): void => {

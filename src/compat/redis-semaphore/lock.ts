@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { AbortError, LockTimeoutError } from '../../errors.js';
+import { AbortError, InvalidArgumentError, LockTimeoutError } from '../../errors.js';
 import { KeyedFifo } from '../../keyed-fifo.js';
 import { linkSignals } from '../../signals.js';
 import { longTimeout } from '../../timers.js';
@@ -13,15 +13,16 @@ import { defaultTimeoutOptions, type LockOptions, waitFor } from './options.js';
  * isAcquired / identifier / onLockLost over a fencekit grant. A lost grant calls onLockLost; its
  * default warns instead of throwing from a timer as redis-semaphore's does (that ends the process).
  *
- * One object is one holder, as in redis-semaphore, where the object's identifier is the holder:
- * it holds at most one grant, and release() gives that grant back, whichever caller calls it. An
- * acquire() on an object that holds a grant (or is taking one) waits, within its own
- * acquireTimeout, until that grant is released or lost, and then takes a grant of its own: what
- * redis-semaphore does for a Mutex, and for a semaphore with no room left for the same identifier
- * again. Where redis-semaphore would let the second call share the held permit at once (a
- * semaphore with a permit free), the facade waits too: with a shared permit, one caller's release
- * ends the other's while it still works. So every grant the object takes is released by the next
- * release(), and none is renewed after it.
+ * One object is one holder, as in redis-semaphore, where the object's identifier is the holder.
+ * Each successful acquire() is a turn of the object's, and every turn ends with exactly one
+ * release(): the first release() after the grant gives back that turn's grant, and only then may the
+ * next acquire() on the object take one. A grant that ends without release() (lost, or expired
+ * with `refreshInterval: 0`) keeps its turn: its release() is still owed, and a grant taken by
+ * another caller meanwhile would be released by it. An acquire() on an object whose turn is taken
+ * waits, within its own acquireTimeout: what redis-semaphore does for a Mutex, and for a semaphore
+ * with no room left for the same identifier again. Where redis-semaphore would let the second call
+ * share the held permit at once (a semaphore with a permit free), the facade waits too: with a
+ * shared permit, one caller's release ends the other's while it still works.
  */
 export abstract class Lock {
   protected abstract readonly _kind: string;
@@ -29,8 +30,8 @@ export abstract class Lock {
   readonly #provider: Promise<LockProvider>;
   readonly #options: LockOptions;
   readonly #identifier: string;
-  #held: FencekitLock | undefined;
-  #expiry: NodeJS.Timeout | undefined;
+  /** The turn whose release() is owed: granted, not yet released (its grant may be lost). */
+  #granted: Turn | undefined;
   /** The object's turns: one caller at a time takes and holds its one grant. */
   readonly #turns = new KeyedFifo();
 
@@ -38,6 +39,7 @@ export abstract class Lock {
     if (options.identifier !== undefined && (typeof options.identifier !== 'string' || !options.identifier)) {
       throw new Error('identifier must be not empty random string');
     }
+    refuseExternalAcquisition(options);
     this._key = `${kind}:${key}`;
     this.#options = options;
     this.#identifier = options.identifier ?? randomUUID();
@@ -58,17 +60,18 @@ export abstract class Lock {
   }
 
   get isAcquired(): boolean {
-    return this.#held?.held ?? false;
+    return this.#granted?.grant.held ?? false;
   }
 
   /** The fencing token of the current grant (fencekit's addition). */
   get fencingToken(): bigint | undefined {
-    return this.#held?.held ? this.#held.fencingToken : undefined;
+    const grant = this.#granted?.grant;
+    return grant?.held ? grant.fencingToken : undefined;
   }
 
   /** Aborted when the current grant is lost or released (fencekit's addition). */
   get signal(): AbortSignal | undefined {
-    return this.#held?.signal;
+    return this.#granted?.grant.signal;
   }
 
   async acquire(abortSignal?: AbortSignal): Promise<void> {
@@ -80,37 +83,32 @@ export abstract class Lock {
   async tryAcquire(abortSignal?: AbortSignal): Promise<boolean> {
     const lockTimeout = this.#options.lockTimeout ?? defaultTimeoutOptions.lockTimeout;
     const deadline = performance.now() + waitFor(this.#options);
-    const endTurn = await this.#waitForTurn(deadline, abortSignal);
-    if (!endTurn) return false;
+    const leave = await this.#waitForTurn(deadline, abortSignal);
+    if (!leave) return false;
     let grant: FencekitLock | null;
     try {
       const waitMs = Math.max(0, deadline - performance.now());
       grant = await this._take(await this.#provider, lockTimeout, waitMs, abortSignal);
     } catch (error) {
-      endTurn();
+      leave();
       if (error instanceof LockTimeoutError) return false;
       throw error;
     }
     if (!grant) {
-      endTurn();
+      leave();
       return false;
     }
-    this.#held = grant;
-    whenEnded(grant, () => {
-      this.#lost(grant);
-      endTurn();
-    });
-    if (this.#options.refreshInterval === 0) {
-      // No refresh asked for: the grant ends after lockTimeout, as an unrefreshed key expires.
-      this.#expiry = setTimeout(() => void this.release(), lockTimeout);
-      this.#expiry.unref();
-    }
+    const turn = new Turn(grant, leave);
+    this.#granted = turn;
+    whenEnded(grant, () => this.#lost(turn));
+    // No refresh asked for: the grant ends after lockTimeout, as an unrefreshed key expires.
+    if (this.#options.refreshInterval === 0) turn.expireAfter(lockTimeout);
     return true;
   }
 
   /**
-   * The object's turn to take a grant (its end function), once the grant held or being taken by an
-   * earlier call has ended; undefined when `deadline` passes first. A caller's abort rejects.
+   * The object's turn to take a grant (its leave function), once the turn of every earlier call has
+   * ended; undefined when `deadline` passes first. A caller's abort rejects.
    */
   async #waitForTurn(deadline: number, abortSignal?: AbortSignal): Promise<(() => void) | undefined> {
     if (abortSignal?.aborted) throw new AbortError(`acquire("${this._key}")`, abortSignal.reason);
@@ -131,30 +129,117 @@ export abstract class Lock {
     }
   }
 
+  /**
+   * Gives back the grant of the turn granted now (nothing when no acquire() has succeeded since the
+   * last release(), as in redis-semaphore) and then lets the next acquire() on the object in.
+   */
   async release(): Promise<void> {
-    clearTimeout(this.#expiry);
-    const held = this.#held;
-    this.#held = undefined;
-    await held?.release();
+    const turn = this.#granted;
+    this.#granted = undefined;
+    await turn?.release();
   }
 
-  /** Kept for redis-semaphore's API: renewals belong to the provider, which stops them on release. */
-  stopRefresh(): void {}
+  /**
+   * redis-semaphore stops refreshing, and the key expires lockTimeout after the last refresh: here the
+   * grant is no longer kept past lockTimeout from now. Its release() is still owed.
+   */
+  stopRefresh(): void {
+    this.#granted?.expireAfter(this.#options.lockTimeout ?? defaultTimeoutOptions.lockTimeout);
+  }
 
-  #lost(grant: FencekitLock): void {
-    if (this.#held !== grant) return; // released on purpose
-    this.#held = undefined;
-    clearTimeout(this.#expiry);
+  /** Reports the loss of `turn`'s grant once; never throws (it runs inside the grant's loss). */
+  #lost(turn: Turn): void {
+    if (turn.endedOnPurpose) return; // released, or expired without refresh
+    turn.stopExpiry();
     const error = new LostLockError(`Lost ${this._kind} for key ${this._key}`, {
-      cause: grant.signal.reason,
+      cause: turn.grant.signal.reason,
     });
     try {
       if (!this.#options.onLockLost) throw error;
       this.#options.onLockLost.call(this, error);
     } catch (thrown) {
       // Thrown from an abort listener it would end the process (redis-semaphore's default throws
-      // from its refresh timer): a warning says it instead.
-      process.emitWarning(thrown as Error);
+      // from its refresh timer): a warning says it instead. emitWarning takes only an Error (or a
+      // string), so anything else an onLockLost throws travels as the cause of the loss's error.
+      process.emitWarning(
+        thrown instanceof Error
+          ? thrown
+          : new LostLockError(`${error.message} (onLockLost threw a value that is not an Error)`, {
+              cause: thrown,
+            }),
+      );
+    }
+  }
+}
+
+/**
+ * One successful acquire(): its grant and its place in the object's turns, which it keeps until its
+ * own release() (never until the grant merely ends), so that release() gives back this grant and no
+ * later one. Its expiry (refreshInterval 0, stopRefresh) releases this grant, never another's.
+ */
+class Turn {
+  /** The grant was given back on purpose (release() or expiry): its end is not a loss. */
+  endedOnPurpose = false;
+  #cancelExpiry: (() => void) | undefined;
+  /** The expiry's give-back: its failure is not the owed release()'s (the provider retries the delete). */
+  #expired: Promise<void> | undefined;
+  #released: Promise<void> | undefined;
+
+  constructor(
+    readonly grant: FencekitLock,
+    readonly leave: () => void,
+  ) {}
+
+  /** Gives the grant back `ms` from now unless released first (an earlier expiry is replaced). */
+  expireAfter(ms: number): void {
+    if (this.#released || this.#expired) return;
+    this.stopExpiry();
+    // longTimeout: a plain setTimeout fires after 1 ms for a delay past 2^31 ms. Like a key's TTL,
+    // a pending expiry keeps no process alive.
+    this.#cancelExpiry = longTimeout(
+      () => {
+        this.endedOnPurpose = true;
+        this.#expired = this.grant.release().catch(() => undefined); // the lease ends by itself; the provider retries the delete
+      },
+      ms,
+      { unref: true },
+    );
+  }
+
+  stopExpiry(): void {
+    this.#cancelExpiry?.();
+    this.#cancelExpiry = undefined;
+  }
+
+  /** Idempotent: gives the grant back, then the turn (also when the delete failed). */
+  release(): Promise<void> {
+    this.#released ??= (async () => {
+      this.stopExpiry();
+      this.endedOnPurpose = true;
+      try {
+        await (this.#expired ?? this.grant.release());
+      } finally {
+        this.leave();
+      }
+    })();
+    return this.#released;
+  }
+}
+
+/**
+ * redis-semaphore's `acquiredExternally` (and its older `externallyAcquiredIdentifier`) adopts a lock
+ * another process took, by identifier. A fencekit grant is the request that won it (its fencing
+ * token, its renewals, its queue place): nothing a second process could adopt and keep safe, so
+ * such an object is refused rather than silently taking a grant of its own beside the adopted one.
+ */
+function refuseExternalAcquisition(options: LockOptions): void {
+  const given = options as { acquiredExternally?: unknown; externallyAcquiredIdentifier?: unknown };
+  for (const name of ['acquiredExternally', 'externallyAcquiredIdentifier'] as const) {
+    if (given[name] !== undefined && given[name] !== false) {
+      throw new InvalidArgumentError(
+        name,
+        'a grant cannot be adopted from another process: acquire in the process that releases',
+      );
     }
   }
 }
@@ -165,7 +250,7 @@ const TURN_TIMED_OUT = Symbol('turn timed out');
 /**
  * Calls onEnd once the grant is lost or released. fencekit's own locks say so through onEnd without
  * making their signal, which, once made, is aborted with a LockLostError on every release (a cost
- * per grant, issue #18); a lock of another provider is watched through its signal.
+ * per grant); a lock of another provider is watched through its signal.
  */
 function whenEnded(grant: FencekitLock, onEnd: () => void): void {
   const owned = grant as FencekitLock & { onEnd?: (listener: () => void) => void };

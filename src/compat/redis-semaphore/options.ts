@@ -1,6 +1,9 @@
 import type { LostLockError } from './errors.js';
 
-/** redis-semaphore's option names (its `acquiredExternally` hand-off is not offered). */
+/**
+ * redis-semaphore's option names. Its `acquiredExternally` (and `externallyAcquiredIdentifier`)
+ * hand-off is refused with InvalidArgumentError: a fencekit grant cannot be adopted by another process.
+ */
 export interface LockOptions {
   /** Lease length in ms. Default 10,000. */
   lockTimeout?: number;
@@ -13,6 +16,8 @@ export interface LockOptions {
   /** 0: no renewal, the grant ends after lockTimeout. Any other value: the provider renews it. */
   refreshInterval?: number;
   identifier?: string;
+  /** Refused (InvalidArgumentError): acquire in the process that releases. */
+  acquiredExternally?: never;
   onLockLost?: (this: unknown, error: LostLockError) => void;
 }
 

@@ -73,14 +73,23 @@ export class Grant {
     if (at === undefined || this.#released) return;
     // longTimeout: a plain setTimeout fires after 1 ms for a delay past 2^31 ms (a long extend()).
     // Like a key's TTL in Redis, a pending expiry keeps no process alive.
-    this.#cancelExpiry = longTimeout(() => void this.release(), at - Date.now(), { unref: true });
+    this.#cancelExpiry = longTimeout(
+      () => this.release().catch(() => undefined), // the lease ends by itself; the provider retries the delete
+      at - Date.now(),
+      { unref: true },
+    );
   }
 
-  /** Idempotent: gives back every lock (each release is guarded: never another holder's). */
+  /**
+   * Idempotent: gives back every lock (each release is guarded: never another holder's), and rejects
+   * with the first failure once every release has settled.
+   */
   release(): Promise<void> {
     this.#cancelExpiry?.();
     this.#released ??= Promise.allSettled([...this.locks.values()].map((lock) => lock.release())).then(
-      () => undefined,
+      (outcomes) => {
+        for (const outcome of outcomes) if (outcome.status === 'rejected') throw outcome.reason;
+      },
     );
     return this.#released;
   }

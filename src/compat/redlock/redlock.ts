@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { LockTimeoutError } from '../../errors.js';
+import { InvalidArgumentError, LockTimeoutError } from '../../errors.js';
 import type { LockProvider } from '../../types.js';
 import { isProvider, openProvider } from '../provider-from-clients.js';
 import {
@@ -62,7 +62,13 @@ export class Redlock extends EventEmitter {
   ): Promise<Lock> {
     const callback = typeof settingsOrCallback === 'function' ? settingsOrCallback : undefined;
     const settings = typeof settingsOrCallback === 'object' ? settingsOrCallback : undefined;
-    return withCallback(this.#acquire(resources, duration, mergeSettings(this.settings, settings)), callback);
+    let merged: Settings;
+    try {
+      merged = mergeSettings(this.settings, settings);
+    } catch (error) {
+      return withCallback(Promise.reject(error), callback); // a refused setting rejects, as a bad duration does
+    }
+    return withCallback(this.#acquire(resources, duration, merged), callback);
   }
 
   /** v4 */
@@ -74,7 +80,11 @@ export class Redlock extends EventEmitter {
     return this.acquire(resource, ttl, callback);
   }
 
-  /** Releases the lock's grant; rejects with ExecutionError when it was no longer held. */
+  /**
+   * Releases the lock's grant; rejects with ExecutionError when it was no longer held, or when the
+   * backend did not confirm the delete (as redlock's release without a quorum: the lease then runs
+   * out by itself, and the provider keeps retrying the delete).
+   */
   async release(
     lock: Lock,
     _settings?: Partial<Settings>,
@@ -82,13 +92,24 @@ export class Redlock extends EventEmitter {
     lock.expiration = 0;
     const grant = lock.grant;
     const wasHeld = !grant.released && grant.held;
-    await grant.release();
+    const failed = await grant.release().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     const provider = await this.#provider;
     if (!wasHeld) {
       const against = new ResourceLockedError('The lock was no longer held (released, expired or lost).');
       throw new ExecutionError('The operation was unable to achieve a quorum during its retry window.', [
         failedAttempt(provider, against),
       ]);
+    }
+    if (failed !== undefined) {
+      const against = failed instanceof Error ? failed : new Error('The delete failed.', { cause: failed });
+      throw new ExecutionError(
+        'The operation was unable to achieve a quorum during its retry window.',
+        [failedAttempt(provider, against)],
+        { cause: failed },
+      );
     }
     return { attempts: [this.#granted(provider)] };
   }
@@ -124,7 +145,9 @@ export class Redlock extends EventEmitter {
 
   /**
    * Runs routine while holding the resources, then releases them. The lock is kept (renewed by the
-   * provider) for as long as routine runs; `signal` aborts, with `signal.error`, if it is lost.
+   * provider) for as long as routine runs; `signal` aborts, with `signal.error`, if it is lost. When
+   * the final delete of a lock still held fails, it rejects with that ExecutionError, as redlock's
+   * release in its `finally` does; a lock lost meanwhile is released quietly (its routine was told).
    */
   using<T>(
     resources: string[],
@@ -151,8 +174,9 @@ export class Redlock extends EventEmitter {
     const routine = maybeRoutine ?? settingsOrRoutine;
     if (typeof routine !== 'function') throw new TypeError('routine is not a function');
     if (settings.automaticExtensionThreshold > duration - 100) {
-      throw new RangeError(
-        'A lock `duration` must be at least 100ms greater than the `automaticExtensionThreshold` setting.',
+      throw new InvalidArgumentError(
+        'duration',
+        'must be at least 100 ms greater than the `automaticExtensionThreshold` setting',
       );
     }
     const lock = await this.#acquire(resources, duration, settings);
@@ -172,7 +196,8 @@ export class Redlock extends EventEmitter {
       return await routine(signal);
     } finally {
       lock.grant.signal.removeEventListener('abort', onLost);
-      await lock.grant.release();
+      if (lock.grant.held) await this.release(lock);
+      else await lock.grant.release().catch(() => undefined); // lost: the routine was told through its signal
     }
   }
 

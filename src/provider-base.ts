@@ -17,10 +17,10 @@ import {
   ProviderClosedError,
 } from './errors.js';
 import { type ProviderEventListener, type ProviderEventName, ProviderEvents } from './events.js';
-import { rememberSecrets } from './known-secrets.js';
 import type { OwnedLock } from './ownership.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import type { SessionRenewalListener } from './session-liveness.js';
+import { processSecrets } from './secret-mask.js';
 import { linkSignals } from './signals.js';
 import { secretsIn } from './telemetry/redact.js';
 import { ProviderTelemetry, TELEMETRY, type TelemetryOptions } from './telemetry/telemetry.js';
@@ -116,7 +116,7 @@ export abstract class BaseLockProvider implements LockProvider {
 
   constructor(defaults: ProviderDefaults = {}, callTimeoutDefaultMs = DEFAULT_CALL_TIMEOUT_MS) {
     // First: a client made from these options may fail with an error that quotes a credential.
-    rememberSecrets(secretsIn(defaults));
+    processSecrets.add(secretsIn(defaults));
     this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
     this.waitMs = defaults.waitMs === undefined ? Number.POSITIVE_INFINITY : validateWaitMs(defaults.waitMs);
     this.driftRate = defaults.driftRate ?? DEFAULT_DRIFT_RATE;

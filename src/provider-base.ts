@@ -18,9 +18,9 @@ import {
 } from './errors.js';
 import { type ProviderEventListener, type ProviderEventName, ProviderEvents } from './events.js';
 import type { OwnedLock } from './ownership.js';
+import { processSecrets } from './secret-mask.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import type { SessionRenewalListener } from './session-liveness.js';
-import { processSecrets } from './secret-mask.js';
 import { linkSignals } from './signals.js';
 import { secretsIn } from './telemetry/redact.js';
 import { ProviderTelemetry, TELEMETRY, type TelemetryOptions } from './telemetry/telemetry.js';

@@ -10,7 +10,7 @@ import { Outputs } from './secret-outputs.js';
  */
 
 const LONG = 'Zq4Mask/Hidden?Pw';
-const SHORT = 'pw9';
+const SHORT = 'q7';
 const FOUR = 'app1';
 
 /** The process is given these passwords, as an app's connect() calls give them. */

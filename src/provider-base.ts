@@ -204,13 +204,15 @@ export abstract class BaseLockProvider implements LockProvider {
       reason: request.reason,
       by: request.by,
     });
+    // Owner, reason and by are callers' text: masked as in every other event.
+    const redactor = this.telemetry.redactor;
     this.events.emit('force-release', {
       backend: this.backend,
-      key,
-      owner: removed.owner,
+      key: redactor.text(key),
+      owner: removed.owner === undefined ? undefined : redactor.text(removed.owner),
       fencingToken: removed.fencingToken,
-      reason: request.reason,
-      by: request.by,
+      reason: redactor.text(request.reason),
+      by: redactor.text(request.by),
     });
     return removed;
   }
@@ -228,7 +230,11 @@ export abstract class BaseLockProvider implements LockProvider {
    */
   protected audit(line: string, fields: Record<string, unknown>): void {
     if (this.#telemetryOptions.logger) this.telemetry.log.write('warn', fields, line);
-    else process.emitWarning(line, { type: 'FencekitAudit', code: 'FENCEKIT_FORCE_RELEASE' });
+    else
+      process.emitWarning(this.telemetry.redactor.text(line), {
+        type: 'FencekitAudit',
+        code: 'FENCEKIT_FORCE_RELEASE',
+      });
   }
 
   get closed(): boolean {

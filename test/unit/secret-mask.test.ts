@@ -135,4 +135,29 @@ describe('which lengths are looked for where', () => {
     expect(out.all()).toContain('jobs/***');
     expect(out.all()).not.toContain(LONG);
   });
+
+  it("a force-release's event and audit warning that quote a password are masked", async () => {
+    const provider = await connect(`memory://app:${encodeURIComponent(LONG)}@mask-force`);
+    const events: unknown[] = [];
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name} ${warning.message}`);
+    process.on('warning', onWarning);
+    try {
+      provider.on?.('force-release', (event) => events.push(event));
+      await provider.acquire('force/k', { owner: `worker with ${LONG}` });
+      const removed = await provider.forceRelease('force/k', {
+        reason: `rotating ${LONG}`,
+        by: `ops ${LONG}`,
+      });
+      expect(removed?.fencingToken).toBeDefined();
+      await new Promise((resolve) => setImmediate(resolve)); // process warnings are emitted on the next tick
+    } finally {
+      process.off('warning', onWarning);
+      await provider.close();
+    }
+    expect(events).toHaveLength(1);
+    expect(warnings.filter((line) => line.startsWith('FencekitAudit'))).toHaveLength(1);
+    expect(shown([events, warnings])).not.toContain(LONG);
+    expect(shown(events)).toContain('rotating ***');
+  });
 });

@@ -145,7 +145,7 @@ describe('which lengths are looked for where', () => {
     try {
       provider.on?.('force-release', (event) => events.push(event));
       await provider.acquire('force/k', { owner: `worker with ${LONG}` });
-      const removed = await provider.forceRelease('force/k', {
+      const removed = await provider.forceRelease?.('force/k', {
         reason: `rotating ${LONG}`,
         by: `ops ${LONG}`,
       });

@@ -11,9 +11,10 @@ import { inspect } from 'node:util';
  *
  * Which occurrences count depends on the secret's length, so that short ones mask no ordinary text:
  * - any length: the password of a URL's user-info (`scheme://user:pw@`, even one never given to
- *   us), a field named like a password, and a string equal to a secret (a quoted `'pw'` in inspect);
- * - only secrets of MIN_SEARCHED characters or more are searched for inside other text, and only
- *   they in a stack's frame lines (file paths), where a short one would match by chance.
+ *   us; a given one also with a / ? or # in it), a field named like a password, and a string equal
+ *   to a secret (a quoted `'pw'` in inspect);
+ * - only secrets of MIN_SEARCHED characters or more are searched for inside other text: a message,
+ *   a stack's frame lines (file paths), where a short one would match by chance.
  */
 
 const MASK = '***';
@@ -25,8 +26,6 @@ const MAX_DEPTH = 5;
 const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@]*:)[^\s/@]*@/gi;
 /** Fields whose value is a credential whatever it is. */
 const SECRET_FIELD = /^(password|passwd|pass|secret|digest|auth|token|credentials?)$/i;
-/** A stack line that names a frame (`    at fn (/path/file.js:1:2)`), not the message. */
-const FRAME_LINE = /^\s+at /;
 const LEFT_OUT = '(a value that showed a credential, left out)';
 
 export class SecretMask {
@@ -53,10 +52,14 @@ export class SecretMask {
 
   /** Text with every URL password and every searched-for secret replaced by `***`. */
   text(value: string): string {
-    return value
-      .split('\n')
-      .map((line) => (FRAME_LINE.test(line) ? this.#searchedOut(line) : this.#line(line)))
-      .join('\n');
+    let out = value.replace(URL_PASSWORD, `$1${MASK}@`);
+    // A short one stands whole between the user-info's ':' and '@' (the pattern above stops at a /).
+    for (const secret of this.#short) {
+      const userinfo = `:${secret}@`;
+      if (out.includes(userinfo)) out = out.split(userinfo).join(`:${MASK}@`);
+    }
+    for (const secret of this.#searched) if (out.includes(secret)) out = out.split(secret).join(MASK);
+    return out;
   }
 
   /** Whether the value shows a known secret, or a URL password, anywhere a reader could look. */
@@ -101,16 +104,6 @@ export class SecretMask {
   #field(field: string, plain: unknown): unknown {
     if (SECRET_FIELD.test(field) && plain !== undefined && plain !== null && plain !== '') return MASK;
     return typeof plain === 'string' ? this.value(plain) : plain;
-  }
-
-  #line(line: string): string {
-    return this.#searchedOut(line.replace(URL_PASSWORD, `$1${MASK}@`));
-  }
-
-  #searchedOut(text: string): string {
-    let out = text;
-    for (const secret of this.#searched) if (out.includes(secret)) out = out.split(secret).join(MASK);
-    return out;
   }
 
   #textShows(text: string): boolean {

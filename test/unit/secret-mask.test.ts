@@ -97,6 +97,12 @@ describe('which lengths are looked for where', () => {
     };
     expect(masked.password).toBe('***');
     expect(masked.user).toBe('app');
+    // With a / in it, a short password still goes where it stands between ':' and '@'.
+    await given(`memory://app:${encodeURIComponent('a/b')}@mask-slash`);
+    const slash = Object.assign(new TypeError('Invalid URL'), { input: 'redis://:a/b@h:1' });
+    expect((new BackendUnavailableError('x', { cause: slash }).cause as { input?: unknown }).input).toBe(
+      'redis://:***@h:1',
+    );
     const redactor = new Redactor([SHORT]);
     expect(redactor.error(SHORT)).toBe('***');
     expect(redactor.text(`postgres://app:${SHORT}@db/x`)).toBe('postgres://app:***@db/x');

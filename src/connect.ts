@@ -1,8 +1,8 @@
 import { type ConnectionSpec, parseConnectionUrl } from './connection-url.js';
 import { BackendUnavailableError } from './errors.js';
-import { rememberSecrets } from './known-secrets.js';
 import { MemoryLockProvider, memoryServer } from './memory/provider.js';
 import type { ProviderDefaults } from './provider-base.js';
+import { processSecrets } from './secret-mask.js';
 import type { BackendName, LockProvider } from './types.js';
 import { urlCredentials } from './url-display.js';
 
@@ -37,7 +37,7 @@ export interface AdapterModule {
  */
 export async function connect(url: string, options: ConnectOptions = {}): Promise<LockProvider> {
   const spec = parseConnectionUrl(url);
-  rememberSecrets(urlCredentials(url));
+  processSecrets.add(urlCredentials(url));
   if (spec.backend === 'memory') {
     return new MemoryLockProvider({ ...options, server: memoryServer(spec.path) });
   }

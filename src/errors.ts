@@ -1,4 +1,4 @@
-import { maskedCause, maskSecrets } from './known-secrets.js';
+import { processSecrets } from './secret-mask.js';
 
 /**
  * Every error fencekit throws is a FencekitError with a stable `code`, so callers can branch on
@@ -24,8 +24,8 @@ export class FencekitError extends Error {
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     // No error fencekit throws shows a credential it was given, in its message or its causes.
     super(
-      maskSecrets(message),
-      options && 'cause' in options ? { cause: maskedCause(options.cause) } : options,
+      processSecrets.text(message),
+      options && 'cause' in options ? { cause: processSecrets.value(options.cause) } : options,
     );
     this.code = code;
     this.name = new.target.name;

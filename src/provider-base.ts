@@ -17,8 +17,8 @@ import {
   ProviderClosedError,
 } from './errors.js';
 import { type ProviderEventListener, type ProviderEventName, ProviderEvents } from './events.js';
-import { rememberSecrets } from './known-secrets.js';
 import type { OwnedLock } from './ownership.js';
+import { processSecrets } from './secret-mask.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import type { SessionRenewalListener } from './session-liveness.js';
 import { linkSignals } from './signals.js';
@@ -116,7 +116,7 @@ export abstract class BaseLockProvider implements LockProvider {
 
   constructor(defaults: ProviderDefaults = {}, callTimeoutDefaultMs = DEFAULT_CALL_TIMEOUT_MS) {
     // First: a client made from these options may fail with an error that quotes a credential.
-    rememberSecrets(secretsIn(defaults));
+    processSecrets.add(secretsIn(defaults));
     this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
     this.waitMs = defaults.waitMs === undefined ? Number.POSITIVE_INFINITY : validateWaitMs(defaults.waitMs);
     this.driftRate = defaults.driftRate ?? DEFAULT_DRIFT_RATE;
@@ -204,13 +204,15 @@ export abstract class BaseLockProvider implements LockProvider {
       reason: request.reason,
       by: request.by,
     });
+    // Owner, reason and by are callers' text: masked as in every other event.
+    const redactor = this.telemetry.redactor;
     this.events.emit('force-release', {
       backend: this.backend,
-      key,
-      owner: removed.owner,
+      key: redactor.text(key),
+      owner: removed.owner === undefined ? undefined : redactor.text(removed.owner),
       fencingToken: removed.fencingToken,
-      reason: request.reason,
-      by: request.by,
+      reason: redactor.text(request.reason),
+      by: redactor.text(request.by),
     });
     return removed;
   }
@@ -228,7 +230,11 @@ export abstract class BaseLockProvider implements LockProvider {
    */
   protected audit(line: string, fields: Record<string, unknown>): void {
     if (this.#telemetryOptions.logger) this.telemetry.log.write('warn', fields, line);
-    else process.emitWarning(line, { type: 'FencekitAudit', code: 'FENCEKIT_FORCE_RELEASE' });
+    else
+      process.emitWarning(this.telemetry.redactor.text(line), {
+        type: 'FencekitAudit',
+        code: 'FENCEKIT_FORCE_RELEASE',
+      });
   }
 
   get closed(): boolean {

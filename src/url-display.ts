@@ -1,4 +1,5 @@
 import { parseConnectionUrl } from './connection-url.js';
+import { MIN_SEARCHED } from './secret-mask.js';
 
 /**
  * Connection URLs as they may be shown: the only way a URL reaches a message, an event, a log line
@@ -23,8 +24,11 @@ export function displayUrl(url: unknown): string {
   }
   const scheme = /^[a-z][a-z0-9+.-]*/i.exec(url.trim())?.[0].toLowerCase() ?? '';
   const credentials = urlCredentials(url);
-  // A host spelled like the password is masked too: the password must not show in any form.
-  const shown = (part: string) => (credentials.some((secret) => part.includes(secret)) ? MASK : part);
+  // A host spelled like the password is masked too: the password must not show in any form. A
+  // short one only when it is the whole host (it would match ordinary host names by chance).
+  const shows = (part: string, secret: string) =>
+    secret.length >= MIN_SEARCHED ? part.includes(secret) : part === secret;
+  const shown = (part: string) => (credentials.some((secret) => shows(part, secret)) ? MASK : part);
   const hosts =
     spec.backend === 'memory'
       ? [shown(spec.path)]
@@ -36,8 +40,8 @@ export function displayUrl(url: unknown): string {
 /**
  * Every form (as written, %-decoded, %-encoded) of the credentials in a URL-ish string, for
  * masking text that may quote it. Malformed strings are read leniently: `postgres//u:p/w@h` and
- * `postgres://u:p?w@h` still give `p/w` and `p?w`. Forms shorter than 3 characters are left out:
- * they would mask ordinary text.
+ * `postgres://u:p?w@h` still give `p/w` and `p?w`. Every length counts: a password is a secret
+ * however short (SecretMask decides where a short one is looked for).
  */
 export function urlCredentials(url: string): string[] {
   const rest = url.trim().replace(/^[a-z][a-z0-9+.-]*:?\/*/i, '');
@@ -50,7 +54,7 @@ export function urlCredentials(url: string): string[] {
     const userinfo = rest.slice(0, end);
     const colon = userinfo.indexOf(':');
     if (colon < 0) continue; // a user name alone is no secret
-    for (const form of spellings(userinfo.slice(colon + 1))) if (form.length >= 3) found.add(form);
+    for (const form of spellings(userinfo.slice(colon + 1))) if (form.length > 0) found.add(form);
   }
   // Longest first, so that a masker replaces a secret whole before a part of it.
   return [...found].sort((a, b) => b.length - a.length);

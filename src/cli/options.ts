@@ -3,7 +3,6 @@ import { InvalidArgumentError as CommanderArgumentError, Option } from 'commande
 import { connect } from '../connect.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { LockProvider } from '../types.js';
-import { urlCredentials } from '../url-display.js';
 
 /** `--url`, or FENCEKIT_URL when it is absent. */
 export const urlOption = () =>
@@ -51,17 +50,6 @@ export async function withProvider<T>(
   } finally {
     await provider.close();
   }
-}
-
-/**
- * Every message printed passes here: besides what displayUrl() keeps out of messages, any
- * `scheme://user:password@` text and every form of the given URLs' passwords are masked.
- */
-export function redactSecrets(text: string, urls: ReadonlyArray<string | undefined>): string {
-  let out = text.replace(/([a-z][a-z0-9+.-]*:\/\/[^:@/\s]*:)[^@/\s]*@/gi, '$1***@');
-  for (const url of urls)
-    for (const secret of url ? urlCredentials(url) : []) out = out.split(secret).join('***');
-  return out;
 }
 
 /** The URLs this process was given (--url, FENCEKIT_URL), whose passwords must never be printed. */

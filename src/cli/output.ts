@@ -1,10 +1,16 @@
-import { givenUrls, redactSecrets } from './options.js';
+import { processSecrets } from '../secret-mask.js';
+import { urlCredentials } from '../url-display.js';
+import { givenUrls } from './options.js';
 
-const urls = givenUrls(process.argv, process.env);
+// The passwords of the URLs this process was given are masked before any connect() remembers them.
+processSecrets.add(givenUrls(process.argv, process.env).flatMap(urlCredentials));
 
-/** Writes to stderr with every URL password redacted: the one way the CLI reports a problem. */
+/**
+ * Writes to stderr with every credential masked (URL passwords, and those the process was given),
+ * by the rule every error and event follows: the one way the CLI reports a problem.
+ */
 export function printError(text: string): void {
-  process.stderr.write(redactSecrets(text, urls));
+  process.stderr.write(processSecrets.text(text));
 }
 
 /** One line `fencekit: …` on stderr. */

@@ -1,6 +1,6 @@
 import { parseConnectionUrl, requirePeer } from '../connect.js';
 import { InvalidArgumentError } from '../errors.js';
-import { rememberSecrets } from '../known-secrets.js';
+import { processSecrets } from '../secret-mask.js';
 import { urlCredentials } from '../url-display.js';
 import { MemoryRecords } from './memory-records.js';
 import type { RecordBackend } from './records.js';
@@ -25,7 +25,7 @@ export async function createIdempotencyStore(
   options: CreateIdempotencyStoreOptions = {},
 ): Promise<IdempotencyStore> {
   const spec = parseConnectionUrl(url);
-  rememberSecrets(urlCredentials(url));
+  processSecrets.add(urlCredentials(url));
   const timeout = options.callTimeoutMs ?? 5_000;
   let records: RecordBackend;
   switch (spec.backend) {

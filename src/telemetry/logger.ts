@@ -30,9 +30,8 @@ export class SafeLog {
     const safe: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(fields)) {
       if (typeof value === 'bigint') safe[name] = value.toString();
-      else if (typeof value === 'string') safe[name] = this.#redactor.text(value);
       else if (value instanceof Error) safe[name] = this.#redactor.text(String(value));
-      else safe[name] = value;
+      else safe[name] = this.#redactor.error(value);
     }
     try {
       logger[level].call(logger, safe, this.#redactor.text(message));

@@ -3,45 +3,30 @@
  * (redis://:pw@…, postgres://u:pw@…), an etcd password or ZooKeeper digest credentials (user:pw).
  */
 
+import { processSecrets, SecretMask } from '../secret-mask.js';
 import { urlCredentials } from '../url-display.js';
 
-const MASK = '***';
-/** user:password@ in any URL-like text: the password goes even when we never saw it. */
-const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@]*:)[^\s/@]*@/gi;
 /** How deep secretsIn looks into an options object (clients and pools are skipped). */
 const MAX_DEPTH = 4;
 
+/**
+ * The credentials of one provider's options, and those the process was given, masked by the one
+ * SecretMask rule (src/secret-mask.ts) in what its telemetry reports.
+ */
 export class Redactor {
-  readonly #secrets: string[];
+  readonly #mask: SecretMask;
 
   constructor(secrets: Iterable<string>) {
-    const all = new Set<string>();
-    for (const secret of secrets) {
-      // Short values would mask ordinary words; a password of 1-2 characters is no secret anyway.
-      if (secret.length < 3) continue;
-      all.add(secret);
-      all.add(encodeURIComponent(secret));
-    }
-    // Longest first, so that a secret containing another is masked whole.
-    this.#secrets = [...all].sort((a, b) => b.length - a.length);
+    this.#mask = new SecretMask(secrets);
   }
 
   text(value: string): string {
-    let out = value.replace(URL_PASSWORD, `$1${MASK}@`);
-    for (const secret of this.#secrets) out = out.split(secret).join(MASK);
-    return out;
+    return processSecrets.text(this.#mask.text(value));
   }
 
-  /** The error itself when it says nothing secret, else a copy (name, code, message) that does not. */
+  /** The value itself when it shows no secret, else a masked copy (see SecretMask.value). */
   error(error: unknown): unknown {
-    if (!(error instanceof Error)) return typeof error === 'string' ? this.text(error) : error;
-    const message = this.text(error.message);
-    if (message === error.message) return error;
-    const copy = new Error(message);
-    copy.name = error.name;
-    const code = (error as { code?: unknown }).code;
-    if (code !== undefined) Object.assign(copy, { code });
-    return copy;
+    return processSecrets.value(this.#mask.value(error));
   }
 }
 

@@ -69,7 +69,8 @@ export class ProviderTelemetry {
   attributes(kind: string, name: string, extraName?: string, extraValue?: string): Attributes {
     // A session's renewals have no name: they serve every lock of the provider.
     if (this.#withName && name !== '') {
-      const attrs: Attributes = { backend: this.backend, kind, name };
+      // A name is the caller's text: what it shows of a credential is masked as in events.
+      const attrs: Attributes = { backend: this.backend, kind, name: this.redactor.text(name) };
       if (extraName !== undefined) attrs[extraName] = extraValue;
       return attrs;
     }
@@ -258,7 +259,7 @@ class GrantRecord implements GrantObserver {
   facts() {
     return {
       backend: this.telemetry.backend as never,
-      key: this.name,
+      key: this.telemetry.redactor.text(this.name),
       owner: this.owner === undefined ? undefined : this.telemetry.redactor.text(this.owner),
       fencingToken: this.lock.fencingToken,
     };

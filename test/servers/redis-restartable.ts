@@ -10,7 +10,8 @@ import { Redis } from 'ioredis';
  * One redis-server (Debian package) on a free loopback port that a test can kill (SIGKILL, as a
  * crash) and start again on the same port and data directory: with `aof`, every write is fsynced
  * to the append-only file before it is acknowledged (appendfsync always), so a restart keeps it;
- * without, a restart comes back empty.
+ * without, a restart comes back empty. `args` are more redis-server options (`--requirepass`,
+ * `--user`); `password` is what the start check then authenticates with (as `default`).
  */
 export class RestartableRedis {
   #child: ChildProcess | undefined;
@@ -19,11 +20,23 @@ export class RestartableRedis {
     readonly port: number,
     readonly dir: string,
     readonly aof: boolean,
+    readonly args: readonly string[],
+    readonly password: string | undefined,
   ) {}
 
-  static async start(options: { aof: boolean }): Promise<RestartableRedis> {
+  static async start(options: {
+    aof: boolean;
+    args?: string[];
+    password?: string;
+  }): Promise<RestartableRedis> {
     const dir = await mkdtemp(join(process.env.FENCEKIT_SERVERS_ROOT ?? tmpdir(), 'fencekit-redis-restart-'));
-    const server = new RestartableRedis(await freePort(), dir, options.aof);
+    const server = new RestartableRedis(
+      await freePort(),
+      dir,
+      options.aof,
+      options.args ?? [],
+      options.password,
+    );
     await server.startAgain();
     return server;
   }
@@ -39,11 +52,23 @@ export class RestartableRedis {
       : ['--appendonly', 'no'];
     const child = spawn(
       'redis-server',
-      ['--bind', '127.0.0.1', '--port', String(this.port), '--save', '', ...persistence, '--dir', this.dir],
+      [
+        '--bind',
+        '127.0.0.1',
+        '--port',
+        String(this.port),
+        '--save',
+        '',
+        ...persistence,
+        '--dir',
+        this.dir,
+        ...this.args,
+      ],
       { stdio: 'ignore' },
     );
     this.#child = child;
-    const client = new Redis(this.url, {
+    const client = new Redis(this.port, '127.0.0.1', {
+      password: this.password,
       lazyConnect: true,
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,

@@ -1,5 +1,4 @@
 import { inspect } from 'node:util';
-import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import { PostgresLockProvider } from '../../adapters/postgres/index.js';
@@ -7,63 +6,8 @@ import { RedisLockProvider } from '../../adapters/redis/index.js';
 import { createIdempotencyStore } from '../../src/idempotency/index.js';
 import { BackendUnavailableError, type ConnectOptions, connect, type LockProvider } from '../../src/index.js';
 import { displayUrl } from '../../src/url-display.js';
+import { Outputs } from './secret-outputs.js';
 import { leaked, SECRET_URLS, type SecretUrl } from './secret-urls.js';
-
-/** A reader that exports nothing: the test collects what the SDK aggregated. */
-class CollectingReader extends MetricReader {
-  protected async onShutdown(): Promise<void> {}
-  protected async onForceFlush(): Promise<void> {}
-}
-
-/** Everything a caller can see of a provider: thrown errors (whole), events, log lines, metrics. */
-class Outputs {
-  readonly texts: string[] = [];
-  readonly codes: string[] = [];
-  readonly #reader = new CollectingReader();
-  readonly meterProvider = new MeterProvider({ readers: [this.#reader] });
-
-  error(error: unknown): void {
-    this.codes.push(String((error as { code?: unknown })?.code));
-    this.texts.push(
-      String(error),
-      (error as Error)?.message ?? '',
-      (error as Error)?.stack ?? '',
-      inspect(error, { depth: 10, showHidden: true }),
-    );
-  }
-
-  record(what: string, value: unknown): void {
-    this.texts.push(`${what} ${inspect(value, { depth: 10, showHidden: true })}`);
-  }
-
-  options(): ConnectOptions {
-    const line =
-      (level: string) =>
-      (...args: unknown[]) =>
-        this.record(`log ${level}`, args);
-    return {
-      callTimeoutMs: 300,
-      waitMs: 300,
-      sessionTimeoutMs: 1_000,
-      logger: { info: line('info'), warn: line('warn'), error: line('error') },
-      meterProvider: this.meterProvider,
-    };
-  }
-
-  listen(provider: LockProvider): void {
-    for (const event of ['grant', 'loss', 'renew-failed', 'release', 'force-release'] as const)
-      provider.on?.(event, (payload: unknown) => this.record(`event ${event}`, payload));
-  }
-
-  async collectMetrics(): Promise<void> {
-    const { resourceMetrics } = await this.#reader.collect();
-    this.record('metrics', resourceMetrics.scopeMetrics);
-  }
-
-  all(): string {
-    return this.texts.join('\n');
-  }
-}
 
 async function throughConnect(url: string, extra: ConnectOptions = {}): Promise<Outputs> {
   const out = new Outputs();

@@ -54,6 +54,19 @@ export interface Execution<T> {
   replayed: boolean;
 }
 
+/** The lease behind each running fn's context, for leaveToLease(). */
+const leases = new WeakMap<RunContext, LeaseKeeper>();
+
+/**
+ * Stops renewing the lease of the run `context` was given to, without ending the run: its outcome
+ * is still stored if fn returns within the lease; after it, the context's signal aborts and a
+ * repeat takes the record over (a higher fencingToken), as after a crash. For callers that can no
+ * longer tell whether fn will ever return (an HTTP response the client walked away from).
+ */
+export function leaveToLease(context: RunContext): void {
+  leases.get(context)?.stopRenewing();
+}
+
 /**
  * Idempotency keys over one record store: the first run of a key runs fn and stores its result;
  * repeats get that result. The in-flight record is a lease with a fencing token, so a crashed or
@@ -243,12 +256,14 @@ export class IdempotencyStore {
     let final: FinalError | undefined;
     try {
       // The signal is a getter: a run that never reads it never has one made.
-      value = await fn({
+      const context: RunContext = {
         get signal() {
           return lease.signal;
         },
         fencingToken: token,
-      });
+      };
+      leases.set(context, lease);
+      value = await fn(context);
       outcome = { kind: 'value', body: this.codec.encode(value) };
     } catch (error) {
       lease.stop();

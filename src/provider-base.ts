@@ -92,6 +92,11 @@ function grace(ms: number): Promise<void> {
  */
 export abstract class BaseLockProvider implements LockProvider {
   abstract readonly backend: BackendName;
+  /**
+   * Whether a name with a reserved segment (see validateKey) can reach a semaphore's nodes here
+   * (ZooKeeper): then forceRelease() and inspect() refuse such names as acquire() does.
+   */
+  protected readonly reservedNamesCollide: boolean = false;
   protected readonly ttlMs: number;
   protected readonly waitMs: number;
   protected readonly driftRate: number;
@@ -177,7 +182,7 @@ export abstract class BaseLockProvider implements LockProvider {
    * backend tells it (see the README's Administration section); the next waiter is granted.
    */
   async forceRelease(key: string, options: ForceReleaseOptions): Promise<HolderInfo | null> {
-    validateKey(key);
+    validateKey(key, 'key', { allowReserved: !this.reservedNamesCollide });
     const request = validateForceReleaseOptions(options);
     this.assertOpen();
     let removed: HolderInfo | null;

@@ -18,7 +18,10 @@ const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
  * keeps its mutex in `s/locks` and its leases in `s/leases` (Curator's InterProcessSemaphoreV2
  * layout, kept for interop): a lock, election or semaphore named `s/leases` or `s/leases/x` would put
  * nodes in that folder and be counted as permits, one named `s/locks` would queue in its mutex. They
- * are refused on every backend, so that a name valid on one backend is valid on all.
+ * are refused for every call that creates nodes, on every backend, so that a name valid on one
+ * backend is valid on all. Calls that only read or remove what exists (inspect, forceRelease) take
+ * them where they cannot reach a semaphore's nodes, that is everywhere but on ZooKeeper: a name
+ * granted before the rule, or a tenant id that happens to be "leases", stays reachable there.
  */
 const RESERVED_SEGMENTS = new Set(['locks', 'leases']);
 /** Curator's protected node names (`_c_<uuid>-lock-<seq>`): as a folder, one would pass for a queue node. */
@@ -28,9 +31,14 @@ const QUEUE_NODE_NAME = /^_c_[0-9a-f-]{36}-/;
  * Keys are '/'-separated names. Every backend maps them to paths or key prefixes, so the rules are the
  * strictest common ones: no control characters, no empty, '.' or '..' segments (path tricks), no
  * leading or trailing '/', no segment that is a recipe's node name on ZooKeeper (RESERVED_SEGMENTS,
- * QUEUE_NODE_NAME), at most MAX_KEY_BYTES.
+ * QUEUE_NODE_NAME; `allowReserved` lifts this one rule, for reads and removals where no such node
+ * can be reached), at most MAX_KEY_BYTES.
  */
-export function validateKey(key: unknown, argument = 'key'): string {
+export function validateKey(
+  key: unknown,
+  argument = 'key',
+  { allowReserved = false }: { allowReserved?: boolean } = {},
+): string {
   if (typeof key !== 'string')
     throw new InvalidArgumentError(argument, `expected a string, got ${typeof key}`);
   if (key.length === 0) throw new InvalidArgumentError(argument, 'must not be empty');
@@ -46,6 +54,7 @@ export function validateKey(key: unknown, argument = 'key'): string {
     if (segment === '.' || segment === '..') {
       throw new InvalidArgumentError(argument, `"${key}" has a "${segment}" path segment`);
     }
+    if (allowReserved) continue;
     if (index > 0 && RESERVED_SEGMENTS.has(segment)) {
       throw new InvalidArgumentError(
         argument,

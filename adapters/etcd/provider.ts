@@ -93,7 +93,7 @@ export class EtcdLockProvider extends BaseLockProvider {
   }
 
   async inspect(key: string): Promise<LockInfo | null> {
-    validateKey(key);
+    validateKey(key, 'key', { allowReserved: true }); // reads only: reaches no semaphore's nodes
     this.assertOpen();
     const prefix = Buffer.from(namePrefix(this.namespace, key));
     let kvs: Array<{ value: Buffer; create_revision: string }>;

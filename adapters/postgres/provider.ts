@@ -137,7 +137,7 @@ export class PostgresLockProvider extends BaseLockProvider {
   }
 
   async inspect(key: string): Promise<LockInfo | null> {
-    validateKey(key);
+    validateKey(key, 'key', { allowReserved: true }); // reads only: reaches no semaphore's nodes
     this.assertOpen();
     const { classid, objid } = lockRowIds(advisoryKey(key));
     await this.#fence.ensure(this.#control, this.callTimeoutMs);

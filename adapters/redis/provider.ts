@@ -114,7 +114,7 @@ export class RedisLockProvider extends BaseLockProvider {
   }
 
   async inspect(key: string): Promise<LockInfo | null> {
-    validateKey(key);
+    validateKey(key, 'key', { allowReserved: true }); // reads only: reaches no semaphore's nodes
     this.assertOpen();
     const [pttl, token, owner, since, waiters] = await this.#call('inspect', () =>
       this.#scripts.inspect(this.keys(key)),

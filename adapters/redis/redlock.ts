@@ -91,7 +91,7 @@ export class RedlockProvider extends BaseLockProvider {
   }
 
   async inspect(key: string): Promise<LockInfo | null> {
-    validateKey(key);
+    validateKey(key, 'key', { allowReserved: true }); // reads only: reaches no semaphore's nodes
     this.assertOpen();
     const { holder, waiters } = await this.#read(key);
     if (!holder) return waiters === 0 ? null : { key, holder: null, waiters };

@@ -54,6 +54,8 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
  * only its predecessor; the node's czxid is the fencing token.
  */
 export class ZooKeeperLockProvider extends BaseLockProvider {
+  /** A semaphore `s` keeps its nodes in `s/locks` and `s/leases`: such names would reach them. */
+  protected override readonly reservedNamesCollide = true;
   readonly backend = 'zookeeper' as const;
   readonly root: string;
   readonly #options: ZooKeeperProviderOptions;

@@ -5,6 +5,7 @@ import {
   failWhenDestroyed,
   type HttpIdempotencyOptions,
   keptHeaders,
+  leaveWhenClientGone,
   startIdempotentRequest,
 } from './http-core.js';
 import type { IdempotencyStore } from './store.js';
@@ -37,6 +38,7 @@ export function idempotencyMiddleware(store: IdempotencyStore, options: HttpIdem
         if (start.kind === 'pass') return next();
         if (start.kind === 'answer') return send(res, start.answer);
         attachContext(req, start.context);
+        leaveWhenClientGone(res, start.clientGone);
         capture(res, options, start.finish, start.fail);
         next();
       },
@@ -71,7 +73,8 @@ function capture(
     unwatchDestroy();
   };
   // A client that disconnects has not stopped the handler: its response is still stored when it
-  // ends (the retry is replayed). Only a handler that cannot end in a stored response frees the key.
+  // ends within the lease (the retry is replayed; see leaveWhenClientGone). Only a handler that
+  // cannot end in a stored response frees the key.
   res.writeHead = ((status: number, ...rest: unknown[]) => {
     res.statusCode = status;
     const headers = rest.find((r) => typeof r === 'object' && r !== null) as

@@ -5,6 +5,7 @@ import {
   type HttpIdempotencyOptions,
   type HttpStart,
   keptHeaders,
+  leaveWhenClientGone,
   startIdempotentRequest,
 } from './http-core.js';
 import type { IdempotencyStore } from './store.js';
@@ -17,7 +18,11 @@ interface FastifyRequestLike {
   body?: unknown;
 }
 interface FastifyReplyLike {
-  raw: { destroy(error?: Error): unknown };
+  raw: {
+    destroy(error?: Error): unknown;
+    once(event: 'close', listener: () => void): unknown;
+    writableFinished?: boolean;
+  };
   statusCode: number;
   code(status: number): FastifyReplyLike;
   header(name: string, value: string): FastifyReplyLike;
@@ -52,6 +57,7 @@ async function plugin(app: FastifyLike, options: IdempotencyPluginOptions): Prom
     });
     if (start.kind === 'run') {
       runs.set(request, { ...start, unwatch: failWhenDestroyed(reply.raw, start.fail) });
+      leaveWhenClientGone(reply.raw, start.clientGone);
       attachContext(request, start.context);
     }
     if (start.kind === 'answer') return apply(reply, start.answer);
@@ -67,7 +73,9 @@ async function plugin(app: FastifyLike, options: IdempotencyPluginOptions): Prom
       payload !== null &&
       payload !== undefined
     ) {
-      run.fail(); // a stream cannot be stored
+      // A stream cannot be stored: the key is freed as the response starts, and a repeat runs the
+      // handler again (with a higher fencing token).
+      run.fail();
       return payload;
     }
     const body = payload === null || payload === undefined ? Buffer.alloc(0) : Buffer.from(payload);
@@ -89,7 +97,10 @@ async function plugin(app: FastifyLike, options: IdempotencyPluginOptions): Prom
     run?.fail();
   }) as never;
   // After onSend, a run still listed never handed a storable response over. A client abort is not
-  // such an end: the handler goes on and its response is stored for the retry.
+  // such an end (and fires no onResponse): the handler goes on, and its response is stored for the
+  // retry if it comes within the lease (see leaveWhenClientGone). A handler writing to reply.raw
+  // itself never reaches onSend: its run ends with the response, or with the lease if the client
+  // goes first.
   app.addHook('onResponse', abandon);
 }
 

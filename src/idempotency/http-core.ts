@@ -1,6 +1,6 @@
 import type { FencekitError } from '../errors.js';
 import { FinalError, type IdempotencyInFlightError } from './errors.js';
-import type { IdempotencyStore } from './store.js';
+import { type IdempotencyStore, leaveToLease, type RunContext } from './store.js';
 import { validateIdempotencyKey } from './validate.js';
 
 export interface HttpIdempotencyOptions {
@@ -40,6 +40,11 @@ export type HttpStart =
       finish(response: StoredResponse): Promise<Answer | null>;
       /** The handler gave no response we can store (aborted, streamed): the key is freed. */
       fail(): void;
+      /**
+       * The client went away before the response was handed over: the run is left to its lease (see
+       * leaveWhenClientGone).
+       */
+      clientGone(): void;
     };
 
 const NOT_STORED = Symbol('not stored');
@@ -146,12 +151,14 @@ export async function startIdempotentRequest(
   const handed = new Promise<StoredResponse | typeof NOT_STORED>((resolve) => {
     hand = resolve;
   });
+  let runContext: RunContext | undefined;
   const execution = store
     .execute(
       key,
       payload,
-      async ({ fencingToken, signal }) => {
-        started({ key, fencingToken, signal });
+      async (context) => {
+        runContext = context;
+        started({ key, fencingToken: context.fencingToken, signal: context.signal });
         const response = await handed;
         // A 5xx or a response we could not capture is not the answer: throwing frees the key for a retry.
         if (response === NOT_STORED) throw new Error('response not stored');
@@ -173,6 +180,7 @@ export async function startIdempotentRequest(
     return { kind: 'answer', answer: answerFromError(error) };
   }
   let settled = false;
+  let gone = false;
   return {
     kind: 'run',
     context: first,
@@ -185,11 +193,42 @@ export async function startIdempotentRequest(
       return answerFromError(outcome.error);
     },
     fail() {
-      if (settled) return;
+      // After the client went away, a destroyed response is the disconnect's doing (stream.pipeline
+      // destroys both ends): the run stays left to its lease.
+      if (settled || gone) return;
       settled = true;
       hand(NOT_STORED);
     },
+    clientGone() {
+      if (settled || gone || !runContext) return;
+      gone = true;
+      leaveToLease(runContext);
+      // Once the lease is no longer ours, nothing the handler does later can be stored: the run ends
+      // (its record is freed if still ours, a repeat may already have taken it over).
+      const lease = runContext.signal;
+      if (lease.aborted) hand(NOT_STORED);
+      else lease.addEventListener('abort', () => hand(NOT_STORED), { once: true });
+    },
   };
+}
+
+/**
+ * A client that disconnects before the response was handed over does not stop the handler, which
+ * may already have had its effect: freeing the key would let the client's retry run it a second
+ * time. Renewing the lease until the handler ends would leave the key in flight for as long as the
+ * process lives when the response never ends: a body piped into it is unpiped when the connection
+ * closes. So the run is left to its lease, as if the process had crashed: a response ended within
+ * the lease is still stored and replayed; after it, the key is freed and a retry runs the handler
+ * again with a higher fencing token (storage that checks the token refuses the first run's late
+ * writes). The caller registers this on the response's 'close' before its handler runs.
+ */
+export function leaveWhenClientGone(
+  response: { once(event: 'close', listener: () => void): unknown; writableFinished?: boolean },
+  clientGone: () => void,
+): void {
+  response.once('close', () => {
+    if (!response.writableFinished) clientGone();
+  });
 }
 
 /**

@@ -19,6 +19,8 @@ export class LeaseKeeper {
   /** What the armed timer is for: a renewal, or the end of the trusted lease. */
   private armedFor: 'renewal' | 'deadline' = 'renewal';
   private stopped = false;
+  /** False once stopRenewing() was called: the lease then runs out at trustedUntil. */
+  private renewing = true;
   /** When the lease may last be trusted, by this process's monotonic clock. */
   trustedUntil: number;
 
@@ -49,10 +51,10 @@ export class LeaseKeeper {
     this.linked?.abort(this.lost);
   }
 
-  /** The next renewal at leaseMs/3 from now, or the deadline if that comes first. */
+  /** The next renewal at leaseMs/3 from now, or the deadline if that comes first (or renewals stopped). */
   private armNext(): void {
     const renewAt = performance.now() + this.leaseMs / 3;
-    if (renewAt < this.trustedUntil) this.arm('renewal', renewAt);
+    if (this.renewing && renewAt < this.trustedUntil) this.arm('renewal', renewAt);
     else this.arm('deadline', this.trustedUntil);
   }
 
@@ -87,6 +89,15 @@ export class LeaseKeeper {
       if (this.stopped || this.lost) return;
     }
     this.armNext();
+  }
+
+  /**
+   * No more renewals: the lease runs out at trustedUntil (a renewal already sent may still extend
+   * it), then the signal aborts ('unconfirmed') unless the run has ended.
+   */
+  stopRenewing(): void {
+    this.renewing = false;
+    if (!this.stopped && !this.lost && this.armedFor === 'renewal') this.arm('deadline', this.trustedUntil);
   }
 
   stop(): void {

@@ -54,6 +54,19 @@ export interface Execution<T> {
   replayed: boolean;
 }
 
+/** The lease behind each running fn's context, for leaveToLease(). */
+const leases = new WeakMap<RunContext, LeaseKeeper>();
+
+/**
+ * Stops renewing the lease of the run `context` was given to, without ending the run: its outcome
+ * is still stored if fn returns within the lease; after it, the context's signal aborts and a
+ * repeat takes the record over (a higher fencingToken), as after a crash. For callers that can no
+ * longer tell whether fn will ever return (an HTTP response the client walked away from).
+ */
+export function leaveToLease(context: RunContext): void {
+  leases.get(context)?.stopRenewing();
+}
+
 /**
  * Idempotency keys over one record store: the first run of a key runs fn and stores its result;
  * repeats get that result. The in-flight record is a lease with a fencing token, so a crashed or
@@ -66,11 +79,16 @@ export class IdempotencyStore {
   private readonly defaults: Omit<RunOptions, 'signal'>;
   /** Aborted when close() begins: new runs are refused, starts and waits end. */
   private readonly closing = new AbortController();
-  /** Aborted when close() stops waiting for runs under way: their leases and store calls end. */
+  /** Aborted when close() stops waiting for runs still in fn: their leases and store calls end. */
   private readonly ending = new AbortController();
+  /** Aborted when close() stops waiting for completions: their store calls end. */
+  private readonly finishing = new AbortController();
   private closed: Promise<void> | undefined;
-  /** Runs whose fn has started, until their outcome is stored or refused: close() waits for them. */
-  private readonly underWay = new Set<Promise<unknown>>();
+  /**
+   * Runs whose fn has started, until their outcome is stored or refused: close() waits for them.
+   * `completing` turns true once fn has returned and its outcome is being stored.
+   */
+  private readonly underWay = new Map<Promise<unknown>, { completing: boolean }>();
   private readonly deadlines: CallDeadlines;
   /** The store's own signals, in the shape of a link: what a call without a caller's signal uses. */
   private readonly unlinked: { signal: AbortSignal; dispose(): void };
@@ -85,7 +103,12 @@ export class IdempotencyStore {
     this.canonicalize = options.canonicalize ?? canonicalJson;
     this.codec = options.codec ?? jsonCodec;
     this.defaults = options.defaults ?? {};
-    this.deadlines = new CallDeadlines(this.callTimeoutMs, this.closing.signal, this.ending.signal);
+    this.deadlines = new CallDeadlines(
+      this.callTimeoutMs,
+      this.closing.signal,
+      this.ending.signal,
+      this.finishing.signal,
+    );
     this.unlinked = { signal: this.closing.signal, dispose: () => undefined };
     this.unlinkedRun = { signal: this.ending.signal, dispose: () => undefined };
   }
@@ -205,8 +228,9 @@ export class IdempotencyStore {
     // The run outlives the start of close(): only the caller's signal and the end of close's wait
     // stop it.
     const link = opts.signal ? linkSignals([opts.signal, this.ending.signal]) : this.unlinkedRun;
-    const run = this.runFirst(key, token, beganAt, fn, opts, link.signal);
-    this.underWay.add(run);
+    const phase = { completing: false };
+    const run = this.runFirst(key, token, beganAt, fn, opts, link.signal, phase);
+    this.underWay.set(run, phase);
     try {
       return await run;
     } finally {
@@ -222,6 +246,7 @@ export class IdempotencyStore {
     fn: (ctx: RunContext) => T | Promise<T>,
     opts: ValidRunOptions,
     signal: AbortSignal,
+    phase: { completing: boolean },
   ): Promise<T> {
     const lease = new LeaseKeeper(key, token, opts.leaseMs, beganAt, signal, () =>
       this.call('renew', signal, () => this.records.renew(key, token, opts.leaseMs)),
@@ -231,12 +256,14 @@ export class IdempotencyStore {
     let final: FinalError | undefined;
     try {
       // The signal is a getter: a run that never reads it never has one made.
-      value = await fn({
+      const context: RunContext = {
         get signal() {
           return lease.signal;
         },
         fencingToken: token,
-      });
+      };
+      leases.set(context, lease);
+      value = await fn(context);
       outcome = { kind: 'value', body: this.codec.encode(value) };
     } catch (error) {
       lease.stop();
@@ -252,6 +279,10 @@ export class IdempotencyStore {
       };
     }
     try {
+      // fn returned after close() stopped waiting for it: the run counts as crashed, as it was told
+      // through its signal. Its lease runs out; nothing more is sent.
+      if (this.ending.signal.aborted) throw this.ending.signal.reason;
+      phase.completing = true;
       await this.completeWithinLease(key, token, outcome, opts.retentionMs, lease);
     } finally {
       lease.stop();
@@ -271,14 +302,15 @@ export class IdempotencyStore {
     let delays: Generator<number, never> | undefined;
     for (;;) {
       try {
-        const done = await this.call('complete', undefined, () =>
+        // Under its own signal: close() ending the runs still in fn does not cut a completion off.
+        const done = await this.call('complete', this.finishing.signal, () =>
           this.records.complete(key, token, outcome, retentionMs),
         );
         if (done.stored) return;
         throw new StaleFencingTokenError(`idempotency key "${key}"`, token, done.current ?? token);
       } catch (error) {
-        // close() stopped waiting for this run: the outcome is not stored, the lease runs out.
-        if (error instanceof AbortError && this.ending.signal.aborted) throw this.ending.signal.reason;
+        // close() stopped waiting for completions: the outcome is not stored, the lease runs out.
+        if (error instanceof AbortError && this.finishing.signal.aborted) throw this.finishing.signal.reason;
         const left = lease.trustedUntil - performance.now();
         if (!(error instanceof BackendUnavailableError) || left <= 0) throw error;
         delays ??= jitteredDelays({ initialMs: 20, maxMs: 500 });
@@ -301,9 +333,11 @@ export class IdempotencyStore {
 
   /**
    * Refuses new runs at once (ProviderClosedError) and ends starts and waits. Runs whose fn is under
-   * way keep their lease and may store their outcome for up to callTimeoutMs; then their leases end,
-   * and a run whose fn has not returned by then is treated as a crashed one: its outcome is not
-   * stored (it rejects with ProviderClosedError), and once its lease runs out a retry runs fn again.
+   * way keep their lease and may store their outcome; close() waits callTimeoutMs for them. Then a
+   * run still in fn is treated as a crashed one: its lease ends, its outcome is not stored (it
+   * rejects with ProviderClosedError), and once its lease runs out a retry runs fn again. A run
+   * whose fn has returned is not cut off, since its effect has happened: its completion gets
+   * callTimeoutMs more to be stored (within its lease, which is no longer renewed).
    * Last, the store's connections are closed (bounded by callTimeoutMs again).
    */
   close(): Promise<void> {
@@ -311,22 +345,29 @@ export class IdempotencyStore {
       const reason = new ProviderClosedError(`idempotency (${this.records.name})`);
       this.closing.abort(reason);
       this.deadlines.failUnder(this.closing.signal, reason);
-      if (this.underWay.size > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([
-          Promise.allSettled(this.underWay),
-          new Promise((resolve) => {
-            timer = setTimeout(resolve, this.callTimeoutMs);
-          }),
-        ]);
-        clearTimeout(timer);
-      }
+      await this.settleWithin([...this.underWay.keys()]);
       this.ending.abort(reason);
+      this.deadlines.failUnder(this.ending.signal, reason);
+      await this.settleWithin([...this.underWay].filter(([, phase]) => phase.completing).map(([run]) => run));
+      this.finishing.abort(reason);
       this.deadlines.failAll(reason);
       await within('idempotency close', this.callTimeoutMs, undefined, () => this.records.close()).catch(
         () => undefined, // a connection the server no longer answers is left to its client's end
       );
     })();
     return this.closed;
+  }
+
+  /** Waits until every run given has settled, or callTimeoutMs has passed. */
+  private async settleWithin(runs: Promise<unknown>[]): Promise<void> {
+    if (runs.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(runs),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, this.callTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 }

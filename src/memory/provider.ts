@@ -54,7 +54,7 @@ export class MemoryLockProvider extends BaseLockProvider {
   };
 
   async inspect(key: string): Promise<LockInfo | null> {
-    validateKey(key);
+    validateKey(key, 'key', { allowReserved: true }); // reads only: reaches no semaphore's nodes
     this.assertOpen();
     return this.server.inspect(key);
   }

@@ -321,3 +321,118 @@ describe.each([
     }
   });
 });
+
+/** A body that sends a chunk every 25 ms and ends after 10 s: long enough to be cut off by its client. */
+function slowBody(): Readable {
+  let sent = 0;
+  return new Readable({
+    read() {
+      setTimeout(() => this.push(sent++ < 400 ? `chunk ${sent}\n` : null), 25);
+    },
+  });
+}
+
+interface StreamingApp {
+  base: string;
+  /** Runs of each streamed route: the first streams (and is cut off), later ones answer at once. */
+  runs: Record<string, number>;
+  close(): Promise<void>;
+}
+
+const streamedRoutes: Record<'Express' | 'Fastify', string[]> = {
+  Express: ['/piped'],
+  Fastify: ['/piped', '/stream-payload'],
+};
+
+async function streamingExpressApp(store: IdempotencyStore, leaseMs: number): Promise<StreamingApp> {
+  const runs: Record<string, number> = { '/piped': 0 };
+  const app = express();
+  app.use(express.json());
+  app.use(idempotencyMiddleware(store, { leaseMs }));
+  app.post('/piped', (_req, res) => {
+    runs['/piped'] = (runs['/piped'] ?? 0) + 1;
+    if (runs['/piped'] > 1) return void res.status(201).json({ attempt: runs['/piped'] });
+    res.status(200).type('text/plain');
+    slowBody().pipe(res);
+  });
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    runs,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+async function streamingFastifyApp(store: IdempotencyStore, leaseMs: number): Promise<StreamingApp> {
+  const runs: Record<string, number> = { '/piped': 0, '/stream-payload': 0 };
+  const app = Fastify({ forceCloseConnections: true });
+  await app.register(idempotencyPlugin, { store, leaseMs });
+  app.post('/piped', async (_request, reply) => {
+    runs['/piped'] = (runs['/piped'] ?? 0) + 1;
+    if (runs['/piped'] > 1) return reply.code(201).send({ attempt: runs['/piped'] });
+    reply.hijack();
+    reply.raw.writeHead(200, { 'content-type': 'text/plain' });
+    slowBody().pipe(reply.raw);
+  });
+  app.post('/stream-payload', async (_request, reply) => {
+    runs['/stream-payload'] = (runs['/stream-payload'] ?? 0) + 1;
+    if (runs['/stream-payload'] > 1) return reply.code(201).send({ attempt: runs['/stream-payload'] });
+    return reply.code(200).type('text/plain').send(slowBody());
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return {
+    base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
+    runs,
+    close: () => app.close(),
+  };
+}
+
+describe.each([
+  ['Express', streamingExpressApp],
+  ['Fastify', streamingFastifyApp],
+] as const)('%s with a streamed response', (name, start) => {
+  const leaseMs = 1_000;
+  let store: IdempotencyStore;
+  let app: StreamingApp;
+  beforeAll(async () => {
+    store = await createIdempotencyStore(`memory://stream-${crypto.randomUUID()}`);
+    app = await start(store, leaseMs);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await store?.close();
+  });
+
+  it.each(streamedRoutes[name])(
+    'a client that disconnects mid-body (%s) does not leave the key in flight for good: the retry runs the handler again',
+    async (path) => {
+      const key = crypto.randomUUID();
+      const controller = new AbortController();
+      const first = post(app.base, path, {}, key, controller.signal)
+        .then((res) => res.arrayBuffer())
+        .catch((e: unknown) => e);
+      // The body is being streamed (or, on Express, gathered to be stored) when the client goes.
+      await eventually('the handler streams', async () => app.runs[path] === 1);
+      await new Promise((r) => setTimeout(r, 150));
+      controller.abort();
+      await first;
+      // A client's retry loop: 409 means "still in flight" (at most 100 times, 100 ms apart, so
+      // well past the lease; the first response's body would go on for 10 s).
+      let retry = await post(app.base, path, {}, key);
+      for (let i = 0; i < 100 && retry.status === 409; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        retry = await post(app.base, path, {}, key);
+      }
+      expect(retry.status).toBe(201);
+      expect(await retry.json()).toEqual({ attempt: 2 });
+      const replay = await post(app.base, path, {}, key);
+      expect(replay.headers.get('idempotency-replayed')).toBe('true');
+    },
+  );
+});

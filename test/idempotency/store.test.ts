@@ -7,8 +7,9 @@ import {
   FinalError,
   IdempotencyInFlightError,
   IdempotencyMismatchError,
-  type IdempotencyStore,
+  IdempotencyStore,
 } from '../../src/idempotency/index.js';
+import type { RecordBackend } from '../../src/idempotency/records.js';
 import { eventually } from '../../src/testing/index.js';
 import { rawRecords, type StoreBackend, useStoreServers } from './backends.js';
 
@@ -255,7 +256,9 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
           });
           return 'too late';
         },
-        { leaseMs: 1_000, waitMs: 20_000 }, // rides through a slow first start on a busy machine
+        // A lease far longer than callTimeoutMs: on a busy machine a late renewal must not end it
+        // (LockLostError) before close() does. waitMs rides through a slow first start.
+        { leaseMs: 5_000, waitMs: 20_000 },
       )
       .catch((e: unknown) => e);
     await eventually('fn started', async () => release !== undefined);
@@ -271,6 +274,59 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
     } finally {
       await fresh.close();
     }
+  });
+
+  it('close() does not cut off a completion under way when it stops waiting for runs still in fn', async () => {
+    // The first completion is lost on the way (never answered): the store retries it after its
+    // callTimeoutMs, which is when close() stops waiting for runs in fn. fn had returned: the effect
+    // happened, so its outcome must still be stored.
+    const records = rawRecords(backend, servers.urls[backend]);
+    let lostCompletions = 0;
+    const losingFirst: RecordBackend = {
+      name: records.name,
+      begin: (...args) => records.begin(...args),
+      renew: (...args) => records.renew(...args),
+      abandon: (...args) => records.abandon(...args),
+      close: () => records.close(),
+      complete: (...args) => {
+        if (lostCompletions++ === 0) return new Promise<never>(() => undefined); // lost: no reply
+        return records.complete(...args);
+      },
+    };
+    const closing = new IdempotencyStore(losingFirst, { callTimeoutMs: 1_500 });
+    const k = key('close-completing');
+    let runs = 0;
+    let finish: ((value: string) => void) | undefined;
+    const running = closing
+      .run(
+        k,
+        'p',
+        () => {
+          runs++;
+          return new Promise<string>((resolve) => {
+            finish = resolve;
+          });
+        },
+        { leaseMs: 20_000, waitMs: 20_000 },
+      )
+      .catch((e: unknown) => e);
+    await eventually('fn started', async () => finish !== undefined);
+    const closed = closing.close();
+    finish?.('charged'); // fn returns at once; its completion is what is slow
+    expect(await running).toBe('charged');
+    await closed;
+    expect(lostCompletions).toBeGreaterThanOrEqual(2);
+    const fresh = await createIdempotencyStore(servers.urls[backend]);
+    try {
+      const retry = await fresh.execute(k, 'p', () => {
+        runs++;
+        return 'charged again';
+      });
+      expect(retry).toEqual({ value: 'charged', replayed: true });
+    } finally {
+      await fresh.close();
+    }
+    expect(runs).toBe(1);
   });
 
   it('a run whose record was taken over while it ran fails with StaleFencingTokenError', async () => {

@@ -28,6 +28,9 @@ describe('names reserved for the recipes’ own nodes', () => {
     // A first segment is no semaphore's folder, and look-alikes are names.
     for (const key of ['locks', 'leases/x', 'locks/a', 's/leases2', 's/my-locks', 'a/_c_x-lock-1'])
       expect(validateKey(key)).toBe(key);
+    // Where no semaphore's node can be reached, the plain rules alone apply.
+    for (const key of reserved) expect(validateKey(key, 'key', { allowReserved: true })).toBe(key);
+    expect(() => validateKey('s//leases', 'key', { allowReserved: true })).toThrow(/empty path segment/);
   });
 
   // Validation comes before any backend call: servers that do not answer are enough here.
@@ -47,12 +50,21 @@ describe('names reserved for the recipes’ own nodes', () => {
         const calls: Array<() => Promise<unknown> | undefined> = [
           () => provider.acquire(name),
           () => provider.tryAcquire(name),
-          () => provider.inspect(name),
           () => createElection(provider, name).campaign('x'),
         ];
-        if (provider.forceRelease) calls.push(() => provider.forceRelease?.(name, { reason: 'test' }));
         if (provider.semaphore) calls.push(() => provider.semaphore?.(name, { limit: 1 }).tryAcquire());
         for (const call of calls) await expect((async () => call())()).rejects.toThrow(InvalidArgumentError);
+      }
+      // Reads and removals reach a semaphore's nodes only on ZooKeeper: elsewhere they take the name
+      // (and then fail for want of a server, or find nothing).
+      const admin: Array<(name: string) => Promise<unknown> | undefined> = [(name) => provider.inspect(name)];
+      if (provider.forceRelease) admin.push((name) => provider.forceRelease?.(name, { reason: 'test' }));
+      for (const name of ['s/leases', 's/locks', 'tenants/leases']) {
+        for (const call of admin) {
+          const outcome = await (async () => call(name))().catch((e: unknown) => e);
+          if (provider.backend === 'zookeeper') expect(outcome).toBeInstanceOf(InvalidArgumentError);
+          else expect(outcome).not.toBeInstanceOf(InvalidArgumentError);
+        }
       }
     } finally {
       await provider.close();

@@ -96,8 +96,11 @@ class CommandSession {
   readonly #sid: number;
   readonly #graceMs: number;
   readonly #ended: (code: number) => void;
-  /** Process groups seen in the session (the leader's first). */
-  readonly #groups: Set<number>;
+  /**
+   * Process groups seen in the session (the leader's first) that the last look did not show to be
+   * gone from it: a group id is free once its group is empty and may come back as another group.
+   */
+  #groups: Set<number>;
   #leaderCode: number | undefined;
   #stopping = false;
   #killed = false;
@@ -149,15 +152,13 @@ class CommandSession {
     this.#giveUpTimer = setTimeout(() => this.#giveUp(), AFTER_KILL_MS);
   }
 
-  /** The leader's group at once, then every other group a look at the session finds (once each). */
+  /** The leader's group at once, then every other group a look at the session finds a process in. */
   #signal(signal: NodeJS.Signals): void {
     signalGroup(this.#sid, signal);
     void scanSession(this.#sid, this.#groups).then(
       (scan) => {
-        for (const pgid of scan.groups) {
-          this.#groups.add(pgid);
-          if (pgid !== this.#sid) signalGroup(pgid, signal);
-        }
+        this.#groups = scan.known;
+        for (const pgid of scan.groups) if (pgid !== this.#sid) signalGroup(pgid, signal);
       },
       () => undefined, // the watch looks again
     );
@@ -178,11 +179,9 @@ class CommandSession {
 
   async #look(): Promise<void> {
     const scan = await scanSession(this.#sid, this.#groups);
-    for (const pgid of scan.groups) {
-      this.#groups.add(pgid);
-      // Killed already: a process that forked into a new group since gets SIGKILL too.
-      if (this.#killed) signalGroup(pgid, 'SIGKILL');
-    }
+    this.#groups = scan.known;
+    // Killed already: a process that forked into a new group since gets SIGKILL too.
+    if (this.#killed) for (const pgid of scan.groups) signalGroup(pgid, 'SIGKILL');
     if (this.#leaderCode === undefined) return;
     if (!scan.live && (await sessionIsEmpty(this.#sid, this.#groups))) {
       this.#end(this.#leaderCode);

@@ -11,8 +11,12 @@ import { readdir, readFile } from 'node:fs/promises';
  * process group found there is signalled. A process counts as gone when it is reaped or a zombie
  * all of whose threads are zombies too (it runs no code and holds no file; its parent, or an init
  * that may be slow or absent in a container, reaps it later). What cannot be observed is not
- * gone: a group that kill(-pgid, 0) still finds but /proc does not list (hidepid, another
- * user's process) keeps the session alive. Without a /proc of this pid namespace only the
+ * gone: the leader's group, or a group seen in the session before, that kill(-pgid, 0) still finds
+ * while /proc does not list it keeps the session alive (hidepid, another user's process) — the
+ * latter only when the look could not read every entry /proc listed. A group id is free again
+ * once its group is empty and may then name an unrelated group, so a group is signalled only while
+ * the look finds a process of the session in it, and a group seen before is forgotten once a look
+ * that read every entry finds no process of the session in it. Without a /proc of this pid namespace only the
  * leader's group is seen, through kill(-pgid, 0). A process that calls setsid() leaves the
  * session and is beyond reach.
  */
@@ -28,8 +32,10 @@ export interface ProcStat {
 export interface SessionScan {
   /** Whether some process of the session may still run. */
   live: boolean;
-  /** The process groups of the session's live processes (to signal). */
+  /** The process groups this look found a process of the session in (to signal). */
   groups: Set<number>;
+  /** The groups to remember for the next look: these, and those a hidden process may still hold. */
+  known: Set<number>;
 }
 
 /** Sends signal to every process of the group; nothing when the group is gone. */
@@ -55,46 +61,76 @@ export function parseStat(text: string): ProcStat | undefined {
 
 /**
  * Looks at the session led by sid. `knownGroups` are groups seen in it before: one that kill()
- * still finds while /proc lists none of its processes is hidden from this process, so live.
+ * still finds while /proc lists none of its processes may be hidden from this process (live),
+ * unless this look read every entry /proc listed (then nothing of the session is hidden in it).
  */
-export async function scanSession(sid: number, knownGroups: ReadonlySet<number>): Promise<SessionScan> {
+export async function scanSession(
+  sid: number,
+  knownGroups: ReadonlySet<number>,
+  listPids: PidLister = procPids,
+): Promise<SessionScan> {
+  const pids = await listPids();
+  if (pids === undefined) {
+    const live = groupExists(sid);
+    return { live, groups: new Set([sid]), known: new Set([sid]) };
+  }
   const groups = new Set<number>();
-  const pids = await procPids();
-  if (pids === undefined) return { live: groupExists(sid), groups: new Set([sid]) };
   const listedGroups = new Set<number>();
+  let unreadable = false;
   let live = false;
   // In batches: one open file per process at once would run out of descriptors on a busy host.
   for (let i = 0; i < pids.length; i += SCAN_BATCH)
     await Promise.all(
       pids.slice(i, i + SCAN_BATCH).map(async (pid) => {
         const stat = await readStat(`/proc/${pid}/stat`);
-        if (stat === undefined) return; // exited since the listing, or hidden (the kill() check below)
+        if (stat === 'gone') return; // exited since the listing
+        if (stat === 'hidden') {
+          unreadable = true; // may be a process of the session (the kill() check below)
+          return;
+        }
         listedGroups.add(stat.pgrp);
-        if (stat.session !== sid || !(await running(pid, stat.state))) return;
-        live = true;
+        if (stat.session !== sid) return;
+        // A zombie keeps its group id taken, so its group may be signalled; it does not run.
         groups.add(stat.pgrp);
+        if (await running(pid, stat.state)) live = true;
       }),
     );
-  for (const pgid of new Set([sid, ...knownGroups]))
-    if (!listedGroups.has(pgid) && groupExists(pgid)) {
-      live = true; // hidden from /proc, or started after the listing: not gone
-      groups.add(pgid);
-    }
-  return { live, groups };
+  const known = new Set([sid, ...groups]);
+  if (!listedGroups.has(sid) && groupExists(sid)) {
+    live = true; // hidden from /proc, or started after the listing: not gone
+    groups.add(sid);
+  }
+  // A group seen before and listed now without a process of the session has a new owner. One not
+  // listed may hold a hidden process of the session only when some entry could not be read.
+  if (unreadable)
+    for (const pgid of knownGroups)
+      if (!listedGroups.has(pgid) && groupExists(pgid)) {
+        live = true; // not known empty; not signalled: the group id may name another group now
+        known.add(pgid);
+      }
+  return { live, groups, known };
 }
 
 /**
  * Whether no process of the session can run any more. An empty look is taken twice, with a
- * SIGKILL to the groups seen in between: a process that forked and exited between the listing
- * and the reading of its entry may have left a child the first look missed; the second one finds
- * it (a child in a killed group cannot fork again: fork fails with a fatal signal pending).
+ * SIGKILL to the groups it found (zombies of the session hold them) in between: a process that
+ * forked and exited between the listing and the reading of its entry may have left a child the
+ * first look missed; the second one finds it (a child in a killed group cannot fork again: fork
+ * fails with a fatal signal pending).
  */
-export async function sessionIsEmpty(sid: number, knownGroups: Set<number>): Promise<boolean> {
-  const first = await scanSession(sid, knownGroups);
+export async function sessionIsEmpty(
+  sid: number,
+  knownGroups: ReadonlySet<number>,
+  listPids: PidLister = procPids,
+): Promise<boolean> {
+  const first = await scanSession(sid, knownGroups, listPids);
   if (first.live) return false;
-  for (const pgid of new Set([sid, ...knownGroups])) signalGroup(pgid, 'SIGKILL');
-  return !(await scanSession(sid, knownGroups)).live;
+  for (const pgid of new Set([sid, ...first.groups])) signalGroup(pgid, 'SIGKILL');
+  return !(await scanSession(sid, first.known, listPids)).live;
 }
+
+/** Lists the pids /proc shows; undefined when there is no /proc of this pid namespace. */
+export type PidLister = () => Promise<string[] | undefined>;
 
 /** The pids /proc lists, or undefined when there is no /proc of this pid namespace. */
 async function procPids(): Promise<string[] | undefined> {
@@ -118,7 +154,7 @@ async function running(pid: string, state: string): Promise<boolean> {
     return true; // its threads cannot be seen: not gone
   }
   const states = await Promise.all(tids.map((tid) => readStat(`/proc/${pid}/task/${tid}/stat`)));
-  return states.some((stat) => stat !== undefined && !gone(stat.state));
+  return states.some((stat) => typeof stat !== 'string' && !gone(stat.state));
 }
 
 function gone(state: string): boolean {
@@ -126,19 +162,23 @@ function gone(state: string): boolean {
 }
 
 /**
- * The entry's fields; undefined when it is gone (ENOENT, ESRCH) or hidden (EACCES, EPERM: hidepid).
- * Any other failure (EMFILE) throws: a scan that could not read an entry has no verdict.
+ * The entry's fields; 'gone' when it is gone (ENOENT, ESRCH), 'hidden' when it may not be read
+ * (EACCES, EPERM: hidepid) or does not parse. Any other failure (EMFILE) throws: a scan that could
+ * not read an entry has no verdict.
  */
-async function readStat(path: string): Promise<ProcStat | undefined> {
+async function readStat(path: string): Promise<ProcStat | 'gone' | 'hidden'> {
   try {
-    return parseStat(await readFile(path, 'utf8'));
+    return parseStat(await readFile(path, 'utf8')) ?? 'hidden';
   } catch (error) {
-    if (UNREADABLE.has((error as NodeJS.ErrnoException).code ?? '')) return undefined;
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    if (GONE.has(code)) return 'gone';
+    if (HIDDEN.has(code)) return 'hidden';
     throw error;
   }
 }
 
-const UNREADABLE = new Set(['ENOENT', 'ESRCH', 'EACCES', 'EPERM']);
+const GONE = new Set(['ENOENT', 'ESRCH']);
+const HIDDEN = new Set(['EACCES', 'EPERM']);
 const SCAN_BATCH = 64;
 
 /** kill(-pgid, 0): ESRCH says the group is empty; anything else (EPERM too) that it is not. */

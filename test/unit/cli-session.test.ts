@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runChild } from '../../src/cli/child.js';
 import { Interrupts } from '../../src/cli/interrupts.js';
-import { parseStat, scanSession } from '../../src/cli/session.js';
+import { type PidLister, parseStat, scanSession, sessionIsEmpty } from '../../src/cli/session.js';
 
 describe('the CLI command session', () => {
   const dir = mkdtempSync(join(tmpdir(), 'fencekit-cli-unit-'));
@@ -74,5 +75,59 @@ describe('the CLI command session', () => {
       interrupts.dispose();
       for (const listener of others) process.on('SIGTERM', listener);
     }
+  });
+
+  // A group id is free again once its group is empty, and the kernel may give it to an unrelated
+  // group (another user's, or anything under root). A remembered group that the session no
+  // longer has a member in is that case: here a detached `sleep` outside the command's session.
+  describe('a remembered group with no member of the session left', () => {
+    async function endedSession(): Promise<number> {
+      const leader = spawn('true', [], { detached: true, stdio: 'ignore' });
+      await new Promise((r) => leader.once('exit', r));
+      return leader.pid ?? 0;
+    }
+
+    async function withOutsider(
+      body: (outsider: number, alive: () => boolean) => Promise<void>,
+    ): Promise<void> {
+      const outsider = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
+      const pgid = outsider.pid ?? 0;
+      let exited = false;
+      outsider.once('exit', () => {
+        exited = true;
+      });
+      try {
+        await body(pgid, () => !exited);
+      } finally {
+        try {
+          process.kill(-pgid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+    }
+
+    it('is not signalled when the session is found empty', async () => {
+      const sid = await endedSession();
+      await withOutsider(async (outsider, alive) => {
+        expect(await sessionIsEmpty(sid, new Set([sid, outsider]))).toBe(true);
+        await new Promise((r) => setTimeout(r, 300));
+        expect(alive()).toBe(true);
+      });
+    });
+
+    it('does not count as live when /proc does not list it (hidden, or another user)', async () => {
+      const sid = await endedSession();
+      await withOutsider(async (outsider, alive) => {
+        const hiding: PidLister = async () =>
+          (await readdir('/proc')).filter((entry) => /^\d+$/.test(entry) && entry !== String(outsider));
+        const scan = await scanSession(sid, new Set([sid, outsider]), hiding);
+        expect(scan.live).toBe(false);
+        expect([...scan.groups]).not.toContain(outsider);
+        expect(await sessionIsEmpty(sid, new Set([sid, outsider]), hiding)).toBe(true);
+        await new Promise((r) => setTimeout(r, 300));
+        expect(alive()).toBe(true);
+      });
+    });
   });
 });

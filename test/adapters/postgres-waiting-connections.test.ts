@@ -44,7 +44,7 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
       }
       return peak;
     };
-    return { provider, blocked, blockedPeak };
+    return { provider, app, blocked, blockedPeak };
   };
 
   it('30 waiters on 30 names with maxConnections 4 and waitingConnections 1: one blocks, a try and an acquire of a free name are granted, then every waiter with a higher token', async () => {
@@ -185,6 +185,48 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
       rising: true,
     });
   }, 120_000);
+
+  it('a polling semaphore waiter reuses one pooled connection: it opens no backend per look, and the connection goes back holding no lock', async () => {
+    const holder = server.open();
+    const { provider: waiting, app } = openNamed({ waitingConnections: 0 });
+    const name = uniqueKey('polling-semaphore');
+    const held = await holder.semaphore(name, { limit: 1 }).acquire();
+    let connects = 0;
+    let looks = 0;
+    waiting.pool.on('connect', () => connects++);
+    waiting.pool.on('acquire', () => looks++);
+    const controller = new AbortController();
+    const semaphore = waiting.semaphore(name, { limit: 1 });
+    const aborted = outcome(semaphore.acquire({ signal: controller.signal }));
+    // Counted in looks, not in time: a slower machine only makes the wait longer.
+    const deadline = performance.now() + 30_000;
+    while (looks < 6 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const connectsWhilePolling = connects;
+    controller.abort(new Error('enough looks'));
+    const abortedOutcome = await aborted;
+    const { rows } = await server.admin.query<{ n: string }>(
+      `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE a.application_name = $1 AND l.locktype = 'advisory'`,
+      [app],
+    );
+    await held.release();
+    const permit = await semaphore.acquire({ waitMs: 15_000 });
+    const rising = permit.fencingToken > held.fencingToken;
+    await permit.release();
+    expect({
+      looked: looks >= 6,
+      connects: connectsWhilePolling,
+      abortedOutcome,
+      advisoryLocksLeft: Number(rows[0]?.n),
+      rising,
+    }).toEqual({
+      looked: true,
+      connects: 1,
+      abortedOutcome: 'ABORTED',
+      advisoryLocksLeft: 0,
+      rising: true,
+    });
+  }, 60_000);
 
   it('waitingConnections must be an integer from 0 to maxConnections', async () => {
     const made = (options: ConstructorParameters<typeof PostgresLockProvider>[0]) => {

@@ -228,7 +228,28 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
     });
   }, 60_000);
 
-  it('waitingConnections must be an integer from 0 to maxConnections', async () => {
+  it('with maxConnections 1 the waiter polls by default: a try of another name still finds the connection', async () => {
+    const holder = server.open();
+    const { provider: waiting, blockedPeak } = openNamed({ maxConnections: 1, callTimeoutMs: 5_000 });
+    const [busy, free] = [uniqueKey('one-connection-busy'), uniqueKey('one-connection-free')];
+    const held = await holder.acquire(busy);
+    const waited = waiting.acquire(busy, { waitMs: 60_000 });
+    await until(async () => (await waiting.inspect(busy))?.waiters === 1);
+    const peak = await blockedPeak(5);
+    const tried = waiting.tryAcquire(free);
+    const triedOutcome = await outcome(tried);
+    await (await tried.catch(() => null))?.release();
+    await held.release();
+    const lock = await waited;
+    await lock.release();
+    expect({ blockedAtMost: peak, triedOutcome, rising: lock.fencingToken > held.fencingToken }).toEqual({
+      blockedAtMost: 0,
+      triedOutcome: 'granted',
+      rising: true,
+    });
+  }, 60_000);
+
+  it('waitingConnections must be an integer from 0 to maxConnections - 1, and is by default', async () => {
     const made = (options: ConstructorParameters<typeof PostgresLockProvider>[0]) => {
       try {
         void new PostgresLockProvider({ connectionString: server.url, ...options }).close();
@@ -245,6 +266,9 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
       text: made({ waitingConnections: '2' as unknown as number }),
       zero: made({ waitingConnections: 0 }),
       all: made({ maxConnections: 4, waitingConnections: 4 }),
+      allButOne: made({ maxConnections: 4, waitingConnections: 3 }),
+      oneOfOne: made({ maxConnections: 1, waitingConnections: 1 }),
+      zeroOfOne: made({ maxConnections: 1, waitingConnections: 0 }),
       byDefault: made({ maxConnections: 1 }),
     }).toEqual({
       negative: 'INVALID_ARGUMENT',
@@ -253,7 +277,10 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
       notANumber: 'INVALID_ARGUMENT',
       text: 'INVALID_ARGUMENT',
       zero: 'accepted',
-      all: 'accepted',
+      all: 'INVALID_ARGUMENT',
+      allButOne: 'accepted',
+      oneOfOne: 'INVALID_ARGUMENT',
+      zeroOfOne: 'accepted',
       byDefault: 'accepted',
     });
   });

@@ -32,8 +32,9 @@ export interface PostgresProviderOptions extends ProviderDefaults {
   maxConnections?: number;
   /**
    * How many of those connections may block inside PostgreSQL waiting for a lock or permit at once
-   * (0 to maxConnections). The first waiter of a name beyond that holds no connection: it polls
-   * with a try on a briefly checked-out connection. Default maxConnections / 4, at least 1.
+   * (0 to maxConnections - 1, so that one is always left for holders and tries). The first waiter
+   * of a name beyond that holds no connection: it polls with a try on a briefly checked-out
+   * connection. Default maxConnections / 4, at least 1 (0 when maxConnections is 1).
    */
   waitingConnections?: number;
   /** The fencing-token table, created on first use. Default 'fencekit_fencing_tokens'. */
@@ -97,11 +98,12 @@ export class PostgresLockProvider extends BaseLockProvider {
     const max = options.maxConnections ?? 10;
     if (!Number.isInteger(max) || max < 1)
       throw new InvalidArgumentError('maxConnections', 'must be a positive integer');
-    const waiting = options.waitingConnections ?? Math.max(1, Math.floor(max / 4));
-    if (!Number.isInteger(waiting) || waiting < 0 || waiting > max)
+    // At least one connection is never blocked in a wait: holders and tries always find one.
+    const waiting = options.waitingConnections ?? Math.min(Math.max(1, Math.floor(max / 4)), max - 1);
+    if (!Number.isInteger(waiting) || waiting < 0 || waiting > max - 1)
       throw new InvalidArgumentError(
         'waitingConnections',
-        `must be an integer from 0 to maxConnections (${max})`,
+        `must be an integer from 0 to maxConnections - 1 (${max - 1})`,
       );
     this.#healthIntervalMs = options.healthCheckIntervalMs ?? 5_000;
     this.#healthTimeoutMs = options.healthCheckTimeoutMs ?? 2_000;

@@ -192,7 +192,8 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     const free = await this.#c.slots.take(mode === 'try' ? callTimeoutMs : Number.POSITIVE_INFINITY, cancel);
     const conn = await checkOut(this.#c.pool, callTimeoutMs, cancel, free);
     this.#c.answered();
-    let kept = false;
+    // What the session holds when the request ends: the grant's slots, nothing, or unknown.
+    let left: 'grant' | 'nothing' | 'unknown' = 'unknown';
     try {
       if (mode === 'queue') {
         await this.#enterQueue(conn, keys, cancel);
@@ -204,13 +205,19 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
           'semaphore queue',
           cancel,
         );
-        if (!entered.rows[0]?.ok) return null;
+        if (!entered.rows[0]?.ok) {
+          left = 'nothing'; // the try took no lock
+          return null;
+        }
       }
       const grant = await this.#takeSlots(conn, req, keys, { untilFree: mode === 'queue' }, cancel);
-      if (grant === null) return null;
+      if (grant === null) {
+        left = 'nothing'; // #takeSlots let go of every advisory lock of the session
+        return null;
+      }
       // A grant that raced in with the cancel: closing the connection (below) gives it back.
       if (cancel.aborted) throw cancel.reason;
-      kept = true;
+      left = 'grant';
       return this.#hold(conn, req, keys, grant.token, grant.slots);
     } catch (error) {
       if (cancel.aborted) throw cancel.reason;
@@ -220,9 +227,12 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
         cause: error,
       });
     } finally {
-      // Closing the connection ends the queue lock and any slot taken before a failure: nothing
-      // is left behind however the request ended. A granted request keeps it (it holds the slots).
-      if (!kept) conn.discard();
+      // A granted request keeps its connection (it holds the slots). One that found nothing free
+      // holds no lock any more: its connection goes back to the pool, so that a polling waiter does
+      // not open a new backend at every look. After a failure the session's state is unknown:
+      // closing the connection ends the queue lock and any slot taken, so nothing is left behind.
+      if (left === 'nothing') conn.giveBack();
+      else if (left === 'unknown') conn.discard();
     }
   }
 
@@ -303,13 +313,15 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
           if (listening) await run('unlisten', `UNLISTEN ${keys.channel}`, []);
           return { token: BigInt(granted.rows[0]?.token ?? '0'), slots };
         }
+        if (!untilFree) {
+          // All or none: the slots we took and the queue lock go, and with them every advisory
+          // lock of the session, so that its connection can go back to the pool holding none.
+          await run('leave queue', 'SELECT pg_advisory_unlock_all()', []);
+          return null;
+        }
         // All or none: give back what we took.
         if (slots.length > 0) {
           await run('give back', 'SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) k', [slots]);
-        }
-        if (!untilFree) {
-          await run('leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
-          return null;
         }
         if (!listening) {
           await run('listen', `LISTEN ${keys.channel}`, []);

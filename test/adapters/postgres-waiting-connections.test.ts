@@ -44,7 +44,7 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
       }
       return peak;
     };
-    return { provider, blocked, blockedPeak };
+    return { provider, app, blocked, blockedPeak };
   };
 
   it('30 waiters on 30 names with maxConnections 4 and waitingConnections 1: one blocks, a try and an acquire of a free name are granted, then every waiter with a higher token', async () => {
@@ -186,7 +186,70 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
     });
   }, 120_000);
 
-  it('waitingConnections must be an integer from 0 to maxConnections', async () => {
+  it('a polling semaphore waiter reuses one pooled connection: it opens no backend per look, and the connection goes back holding no lock', async () => {
+    const holder = server.open();
+    const { provider: waiting, app } = openNamed({ waitingConnections: 0 });
+    const name = uniqueKey('polling-semaphore');
+    const held = await holder.semaphore(name, { limit: 1 }).acquire();
+    let connects = 0;
+    let looks = 0;
+    waiting.pool.on('connect', () => connects++);
+    waiting.pool.on('acquire', () => looks++);
+    const controller = new AbortController();
+    const semaphore = waiting.semaphore(name, { limit: 1 });
+    const aborted = outcome(semaphore.acquire({ signal: controller.signal }));
+    // Counted in looks, not in time: a slower machine only makes the wait longer.
+    const deadline = performance.now() + 30_000;
+    while (looks < 6 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const connectsWhilePolling = connects;
+    controller.abort(new Error('enough looks'));
+    const abortedOutcome = await aborted;
+    const { rows } = await server.admin.query<{ n: string }>(
+      `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE a.application_name = $1 AND l.locktype = 'advisory'`,
+      [app],
+    );
+    await held.release();
+    const permit = await semaphore.acquire({ waitMs: 15_000 });
+    const rising = permit.fencingToken > held.fencingToken;
+    await permit.release();
+    expect({
+      looked: looks >= 6,
+      connects: connectsWhilePolling,
+      abortedOutcome,
+      advisoryLocksLeft: Number(rows[0]?.n),
+      rising,
+    }).toEqual({
+      looked: true,
+      connects: 1,
+      abortedOutcome: 'ABORTED',
+      advisoryLocksLeft: 0,
+      rising: true,
+    });
+  }, 60_000);
+
+  it('with maxConnections 1 the waiter polls by default: a try of another name still finds the connection', async () => {
+    const holder = server.open();
+    const { provider: waiting, blockedPeak } = openNamed({ maxConnections: 1, callTimeoutMs: 5_000 });
+    const [busy, free] = [uniqueKey('one-connection-busy'), uniqueKey('one-connection-free')];
+    const held = await holder.acquire(busy);
+    const waited = waiting.acquire(busy, { waitMs: 60_000 });
+    await until(async () => (await waiting.inspect(busy))?.waiters === 1);
+    const peak = await blockedPeak(5);
+    const tried = waiting.tryAcquire(free);
+    const triedOutcome = await outcome(tried);
+    await (await tried.catch(() => null))?.release();
+    await held.release();
+    const lock = await waited;
+    await lock.release();
+    expect({ blockedAtMost: peak, triedOutcome, rising: lock.fencingToken > held.fencingToken }).toEqual({
+      blockedAtMost: 0,
+      triedOutcome: 'granted',
+      rising: true,
+    });
+  }, 60_000);
+
+  it('waitingConnections must be an integer from 0 to maxConnections - 1, and is by default', async () => {
     const made = (options: ConstructorParameters<typeof PostgresLockProvider>[0]) => {
       try {
         void new PostgresLockProvider({ connectionString: server.url, ...options }).close();
@@ -203,6 +266,9 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
       text: made({ waitingConnections: '2' as unknown as number }),
       zero: made({ waitingConnections: 0 }),
       all: made({ maxConnections: 4, waitingConnections: 4 }),
+      allButOne: made({ maxConnections: 4, waitingConnections: 3 }),
+      oneOfOne: made({ maxConnections: 1, waitingConnections: 1 }),
+      zeroOfOne: made({ maxConnections: 1, waitingConnections: 0 }),
       byDefault: made({ maxConnections: 1 }),
     }).toEqual({
       negative: 'INVALID_ARGUMENT',
@@ -211,7 +277,10 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
       notANumber: 'INVALID_ARGUMENT',
       text: 'INVALID_ARGUMENT',
       zero: 'accepted',
-      all: 'accepted',
+      all: 'INVALID_ARGUMENT',
+      allButOne: 'accepted',
+      oneOfOne: 'INVALID_ARGUMENT',
+      zeroOfOne: 'accepted',
       byDefault: 'accepted',
     });
   });

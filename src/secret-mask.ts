@@ -57,7 +57,7 @@ export class SecretMask {
     this.#shortWhole = wholePattern(this.#short);
   }
 
-  /** Text with every URL password and every searched-for secret replaced by `***`. */
+  /** Text with every URL password, every short secret standing whole and every searched-for one replaced by `***`. */
   text(value: string): string {
     let out = value.replace(URL_PASSWORD, `$1${MASK}@`);
     if (this.#shortWhole)

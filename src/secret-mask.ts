@@ -11,10 +11,14 @@ import { inspect } from 'node:util';
  *
  * Which occurrences count depends on the secret's length, so that short ones mask no ordinary text:
  * - any length: the password of a URL's user-info (`scheme://user:pw@`, even one never given to
- *   us; a given one also with a / ? or # in it), a field named like a password, and a string equal
- *   to a secret (a quoted `'pw'` in inspect);
+ *   us; a given one also with a / ? or # in it), a field named like a password, and a secret that
+ *   stands whole in quotes, alone (`'pw'`, `"pw"`, as inspect and JSON quote a string and drivers
+ *   quote a value) or after a user name (a ZooKeeper digest `'user:pw'`);
  * - only secrets of MIN_SEARCHED characters or more are searched for inside other text: a message,
  *   a stack's frame lines (file paths), where a short one would match by chance.
+ *
+ * Detecting and masking share one rule: text() masks every occurrence that shows() counts, so a
+ * value found to show a secret never keeps it in its masked copy.
  */
 
 const MASK = '***';
@@ -33,6 +37,8 @@ export class SecretMask {
   #searched: string[] = [];
   /** The secrets (as given and %-encoded) shorter than that: matched whole only. */
   readonly #short = new Set<string>();
+  /** Where a short secret stands whole (see above); null while there is none. */
+  #shortWhole: RegExp | null = null;
 
   constructor(secrets: Iterable<string> = []) {
     this.add(secrets);
@@ -48,16 +54,16 @@ export class SecretMask {
       }
     if (searched.size !== this.#searched.length)
       this.#searched = [...searched].sort((a, b) => b.length - a.length);
+    this.#shortWhole = wholePattern(this.#short);
   }
 
-  /** Text with every URL password and every searched-for secret replaced by `***`. */
+  /** Text with every URL password, every short secret standing whole and every searched-for one replaced by `***`. */
   text(value: string): string {
     let out = value.replace(URL_PASSWORD, `$1${MASK}@`);
-    // A short one stands whole between the user-info's ':' and '@' (the pattern above stops at a /).
-    for (const secret of this.#short) {
-      const userinfo = `:${secret}@`;
-      if (out.includes(userinfo)) out = out.split(userinfo).join(`:${MASK}@`);
-    }
+    if (this.#shortWhole)
+      out = out.replace(this.#shortWhole, (_whole, open = '', user = '', close = '') =>
+        open ? `${open}${user}${MASK}${close}` : `:${MASK}@`,
+      );
     for (const secret of this.#searched) if (out.includes(secret)) out = out.split(secret).join(MASK);
     return out;
   }
@@ -74,7 +80,7 @@ export class SecretMask {
       return true; // a value that cannot be looked at may hold anything
     }
     const texts = [inspected, safeString(value), (value as { stack?: unknown }).stack];
-    return texts.some((text) => typeof text === 'string' && this.#textShows(text));
+    return texts.some((text) => typeof text === 'string' && this.text(text) !== text);
   }
 
   /**
@@ -85,12 +91,12 @@ export class SecretMask {
    */
   value(value: unknown, depth = 0): unknown {
     if (depth > MAX_DEPTH) return undefined; // deeper than anyone reads: cut rather than check
-    if (typeof value === 'string') return this.#short.has(value) ? MASK : this.text(value);
+    if (typeof value === 'string') return this.#string(value);
     if (!this.shows(value)) return value;
     if (!(value instanceof Error)) return LEFT_OUT;
     const cause = 'cause' in value ? this.value(value.cause, depth + 1) : undefined;
-    const copy = new Error(this.text(value.message), cause === undefined ? undefined : { cause });
-    copy.name = this.text(value.name);
+    const copy = new Error(this.#string(value.message), cause === undefined ? undefined : { cause });
+    copy.name = this.#string(value.name);
     copy.stack = this.text(value.stack ?? '');
     // Codes, errno, address …: the plain fields, masked; objects are left out.
     for (const [field, plain] of Object.entries(value)) {
@@ -101,19 +107,29 @@ export class SecretMask {
     return copy;
   }
 
+  /** A string masked, and masked whole when it is a short secret (inspect quotes a hidden message). */
+  #string(value: string): string {
+    return this.#short.has(value) ? MASK : this.text(value);
+  }
+
   #field(field: string, plain: unknown): unknown {
     if (SECRET_FIELD.test(field) && plain !== undefined && plain !== null && plain !== '') return MASK;
     return typeof plain === 'string' ? this.value(plain) : plain;
   }
+}
 
-  #textShows(text: string): boolean {
-    if (this.text(text) !== text) return true;
-    for (const secret of this.#short) {
-      // Whole: quoted as inspect or JSON quote a string, or as a URL's password.
-      if (text.includes(inspect(secret)) || text.includes(JSON.stringify(secret))) return true;
-    }
-    return false;
-  }
+/**
+ * A short secret standing whole: in matching quotes, alone or after a `user:` (a digest), or between
+ * a user-info's ':' and '@' (URL_PASSWORD stops at a / in it). Longest first, so a secret goes whole
+ * before one that is part of it.
+ */
+function wholePattern(short: ReadonlySet<string>): RegExp | null {
+  if (short.size === 0) return null;
+  const secrets = [...short]
+    .sort((a, b) => b.length - a.length)
+    .map((secret) => secret.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&'))
+    .join('|');
+  return new RegExp(`(['"\`])([^'"\`\\s:@]*:)?(?:${secrets})(\\1)|:(?:${secrets})@`, 'g');
 }
 
 /** A secret as given, %-encoded, and as inspect/JSON escape it inside a quoted string. */

@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { BackendUnavailableError, connect } from '../../src/index.js';
+import { SecretMask } from '../../src/secret-mask.js';
 import { Redactor } from '../../src/telemetry/redact.js';
 import { Outputs } from './secret-outputs.js';
 
@@ -165,5 +166,71 @@ describe('which lengths are looked for where', () => {
     expect(warnings.filter((line) => line.startsWith('FencekitAudit'))).toHaveLength(1);
     expect(shown([events, warnings])).not.toContain(LONG);
     expect(shown(events)).toContain('rotating ***');
+  });
+});
+
+describe('a short secret that a message quotes whole is masked wherever it is found', () => {
+  const quoted = [
+    { password: 'k9Zq', message: (pw: string) => `password '${pw}' rejected by the server` },
+    { password: 'x7!pQ', message: (pw: string) => `etcdserver: authentication failed, password "${pw}"` },
+    { password: 'abc12', message: (pw: string) => `KeeperErrorCode = AuthFailed for digest 'user:${pw}'` },
+  ];
+
+  it.each(quoted.map((row, i) => ({ ...row, i })))(
+    "a cause's message, and so its stack, that quote the password $password: masked in the copy",
+    async ({ password, message, i }) => {
+      await given(`memory://user:${encodeURIComponent(password)}@mask-quoted-${i}`);
+      const cause = new Error(message(password));
+      const error = new BackendUnavailableError('cannot connect', { cause });
+      const copy = error.cause as Error;
+      expect(copy).not.toBe(cause);
+      expect(copy.message).toBe(message('***'));
+      expect(copy.stack).not.toContain(password);
+      expect(shown(error)).not.toContain(password);
+      expect(new BackendUnavailableError(message(password)).message).toBe(message('***'));
+    },
+  );
+
+  it('the same secret unquoted inside other words is left alone', () => {
+    const mask = new SecretMask(['abc12']);
+    for (const text of [
+      'job abc12-nightly',
+      "lock 'abc12-orders'",
+      'at /srv/abc12/worker.js:1:2',
+      "'xabc12'",
+    ])
+      expect(mask.text(text)).toBe(text);
+  });
+
+  it('whatever short secret and wherever it stands: an error or a text that shows it is masked so that it shows it no more', () => {
+    let seed = 7;
+    const random = (below: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % below;
+    };
+    const alphabet = 'abcXYZ019:@\'"-/.%';
+    const pick = (length: number) => Array.from({ length }, () => alphabet[random(alphabet.length)]).join('');
+    const places = [
+      (pw: string) => `'${pw}'`,
+      (pw: string) => `"${pw}"`,
+      (pw: string) => `'user:${pw}'`,
+      (pw: string) => `redis://u:${pw}@h:1`,
+      (pw: string) => `x:${pw}@y`,
+      (pw: string) => pw,
+      (pw: string) => `a ${pw} b`,
+    ];
+    let shown = 0;
+    for (let round = 0; round < 2000; round++) {
+      const secret = pick(1 + random(5));
+      const mask = new SecretMask([secret]);
+      const text = `${pick(random(4))}${places[random(places.length)]?.(secret)}${pick(random(4))}`;
+      const cause = Object.assign(new Error(text), { detail: text });
+      if (!mask.shows(cause)) continue;
+      shown++;
+      const where = `${JSON.stringify(secret)} in ${JSON.stringify(text)}`;
+      expect(mask.shows(mask.value(cause)), where).toBe(false);
+      expect(mask.shows(mask.value(text)), where).toBe(false);
+    }
+    expect(shown).toBeGreaterThan(500);
   });
 });

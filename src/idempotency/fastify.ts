@@ -22,6 +22,8 @@ interface FastifyReplyLike {
     destroy(error?: Error): unknown;
     once(event: 'close', listener: () => void): unknown;
     writableFinished?: boolean;
+    closed?: boolean;
+    destroyed?: boolean;
   };
   statusCode: number;
   code(status: number): FastifyReplyLike;

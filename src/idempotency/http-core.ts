@@ -220,12 +220,23 @@ export async function startIdempotentRequest(
  * closes. So the run is left to its lease, as if the process had crashed: a response ended within
  * the lease is still stored and replayed; after it, the key is freed and a retry runs the handler
  * again with a higher fencing token (storage that checks the token refuses the first run's late
- * writes). The caller registers this on the response's 'close' before its handler runs.
+ * writes). The caller registers this on the response's 'close' before its handler runs. The start
+ * (a store call, or up to waitMs) may outlast the client: a response already closed then fired its
+ * 'close' before anyone listened, so the run is left to its lease at once.
  */
 export function leaveWhenClientGone(
-  response: { once(event: 'close', listener: () => void): unknown; writableFinished?: boolean },
+  response: {
+    once(event: 'close', listener: () => void): unknown;
+    writableFinished?: boolean;
+    closed?: boolean;
+    destroyed?: boolean;
+  },
   clientGone: () => void,
 ): void {
+  if (response.closed || response.destroyed) {
+    if (!response.writableFinished) clientGone();
+    return;
+  }
   response.once('close', () => {
     if (!response.writableFinished) clientGone();
   });

@@ -86,9 +86,8 @@ export class IdempotencyStore {
   private closed: Promise<void> | undefined;
   /**
    * Runs whose fn has started, until their outcome is stored or refused: close() waits for them.
-   * `completing` turns true once fn has returned and its outcome is being stored.
    */
-  private readonly underWay = new Map<Promise<unknown>, { completing: boolean }>();
+  private readonly underWay = new Set<Promise<unknown>>();
   private readonly deadlines: CallDeadlines;
   /** The store's own signals, in the shape of a link: what a call without a caller's signal uses. */
   private readonly unlinked: { signal: AbortSignal; dispose(): void };
@@ -228,9 +227,8 @@ export class IdempotencyStore {
     // The run outlives the start of close(): only the caller's signal and the end of close's wait
     // stop it.
     const link = opts.signal ? linkSignals([opts.signal, this.ending.signal]) : this.unlinkedRun;
-    const phase = { completing: false };
-    const run = this.runFirst(key, token, beganAt, fn, opts, link.signal, phase);
-    this.underWay.set(run, phase);
+    const run = this.runFirst(key, token, beganAt, fn, opts, link.signal);
+    this.underWay.add(run);
     try {
       return await run;
     } finally {
@@ -246,7 +244,6 @@ export class IdempotencyStore {
     fn: (ctx: RunContext) => T | Promise<T>,
     opts: ValidRunOptions,
     signal: AbortSignal,
-    phase: { completing: boolean },
   ): Promise<T> {
     const lease = new LeaseKeeper(key, token, opts.leaseMs, beganAt, signal, () =>
       this.call('renew', signal, () => this.records.renew(key, token, opts.leaseMs)),
@@ -279,10 +276,11 @@ export class IdempotencyStore {
       };
     }
     try {
-      // fn returned after close() stopped waiting for it: the run counts as crashed, as it was told
-      // through its signal. Its lease runs out; nothing more is sent.
-      if (this.ending.signal.aborted) throw this.ending.signal.reason;
-      phase.completing = true;
+      // fn has returned: its effect happened, so its outcome is stored while the lease is trusted,
+      // even after close() stopped waiting for runs in fn (close() waits for completions). Past the
+      // lease, the run counts as crashed, as it was told through its signal: nothing more is sent.
+      if (this.ending.signal.aborted && performance.now() >= lease.trustedUntil)
+        throw this.ending.signal.reason;
       await this.completeWithinLease(key, token, outcome, opts.retentionMs, lease);
     } finally {
       lease.stop();
@@ -336,8 +334,9 @@ export class IdempotencyStore {
    * way keep their lease and may store their outcome; close() waits callTimeoutMs for them. Then a
    * run still in fn is treated as a crashed one: its lease ends, its outcome is not stored (it
    * rejects with ProviderClosedError), and once its lease runs out a retry runs fn again. A run
-   * whose fn has returned is not cut off, since its effect has happened: its completion gets
-   * callTimeoutMs more to be stored (within its lease, which is no longer renewed).
+   * whose fn has returned (also one returning after that first wait, while its lease is trusted)
+   * is not cut off, since its effect has happened: its completion gets callTimeoutMs more to be
+   * stored (within its lease, which is no longer renewed).
    * Last, the store's connections are closed (bounded by callTimeoutMs again).
    */
   close(): Promise<void> {
@@ -345,10 +344,12 @@ export class IdempotencyStore {
       const reason = new ProviderClosedError(`idempotency (${this.records.name})`);
       this.closing.abort(reason);
       this.deadlines.failUnder(this.closing.signal, reason);
-      await this.settleWithin([...this.underWay.keys()]);
+      await this.settleWithin([...this.underWay]);
       this.ending.abort(reason);
       this.deadlines.failUnder(this.ending.signal, reason);
-      await this.settleWithin([...this.underWay].filter(([, phase]) => phase.completing).map(([run]) => run));
+      // A run whose fn returns now, within its lease, is still stored: runs still in fn are waited
+      // for too (their signal has aborted), bounded by callTimeoutMs as the completions are.
+      await this.settleWithin([...this.underWay]);
       this.finishing.abort(reason);
       this.deadlines.failAll(reason);
       await within('idempotency close', this.callTimeoutMs, undefined, () => this.records.close()).catch(

@@ -6,11 +6,13 @@ import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createIdempotencyStore,
-  type IdempotencyStore,
+  IdempotencyStore,
   idempotencyContext,
   idempotencyMiddleware,
   idempotencyPlugin,
 } from '../../src/idempotency/index.js';
+import { MemoryRecords } from '../../src/idempotency/memory-records.js';
+import type { RecordBackend } from '../../src/idempotency/records.js';
 import { eventually } from '../../src/testing/index.js';
 
 // The IETF Idempotency-Key draft over real HTTP (fetch), on Express 5 and Fastify 5.
@@ -336,7 +338,15 @@ interface StreamingApp {
   base: string;
   /** Runs of each streamed route: the first streams (and is cut off), later ones answer at once. */
   runs: Record<string, number>;
+  /** Connections the server has seen close. */
+  closedConnections(): number;
   close(): Promise<void>;
+}
+
+function countClosed(server: Server): () => number {
+  let closed = 0;
+  server.on('connection', (socket) => socket.once('close', () => closed++));
+  return () => closed;
 }
 
 const streamedRoutes: Record<'Express' | 'Fastify', string[]> = {
@@ -361,6 +371,7 @@ async function streamingExpressApp(store: IdempotencyStore, leaseMs: number): Pr
   return {
     base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     runs,
+    closedConnections: countClosed(server),
     close: () =>
       new Promise((r) => {
         server.closeAllConnections();
@@ -389,6 +400,7 @@ async function streamingFastifyApp(store: IdempotencyStore, leaseMs: number): Pr
   return {
     base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
     runs,
+    closedConnections: countClosed(app.server),
     close: () => app.close(),
   };
 }
@@ -435,4 +447,78 @@ describe.each([
       expect(replay.headers.get('idempotency-replayed')).toBe('true');
     },
   );
+});
+
+/** Memory records whose begin waits, while held, until released: a start slower than the client. */
+function slowStartRecords(): { records: RecordBackend; hold(): () => void; begins(): number } {
+  const memory = new MemoryRecords(`slow-start-${crypto.randomUUID()}`);
+  let gate: Promise<void> | undefined;
+  let begins = 0;
+  const records: RecordBackend = {
+    name: memory.name,
+    begin: async (...args) => {
+      begins++;
+      await gate;
+      return memory.begin(...args);
+    },
+    renew: (...args) => memory.renew(...args),
+    complete: (...args) => memory.complete(...args),
+    abandon: (...args) => memory.abandon(...args),
+    close: () => memory.close(),
+  };
+  return {
+    records,
+    begins: () => begins,
+    hold: () => {
+      let release!: () => void;
+      gate = new Promise<void>((r) => {
+        release = r;
+      });
+      return () => {
+        gate = undefined;
+        release();
+      };
+    },
+  };
+}
+
+describe.each([
+  ['Express', streamingExpressApp],
+  ['Fastify', streamingFastifyApp],
+] as const)('%s with a client gone before the run started', (_name, start) => {
+  const leaseMs = 1_000;
+  const slow = slowStartRecords();
+  let store: IdempotencyStore;
+  let app: StreamingApp;
+  beforeAll(async () => {
+    store = new IdempotencyStore(slow.records);
+    app = await start(store, leaseMs);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await store?.close();
+  });
+
+  it('a client that disconnects while the start is under way leaves the run to its lease: a retry after it gets an answer', async () => {
+    const key = crypto.randomUUID();
+    const release = slow.hold();
+    const closedBefore = app.closedConnections();
+    const controller = new AbortController();
+    const first = post(app.base, '/piped', {}, key, controller.signal).catch((e: unknown) => e);
+    await eventually('the start reached the store', async () => slow.begins() === 1);
+    controller.abort();
+    await first;
+    await eventually('the server saw the client go', async () => app.closedConnections() > closedBefore);
+    release(); // the run starts now, for a response already closed; its handler pipes a 10 s body
+    await eventually('the handler runs', async () => app.runs['/piped'] === 1);
+    // A client's retry loop: 409 means "still in flight" (at most 50 times, 100 ms apart: well past
+    // the 1 s lease, well short of the first body's 10 s).
+    let retry = await post(app.base, '/piped', {}, key);
+    for (let i = 0; i < 50 && retry.status === 409; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      retry = await post(app.base, '/piped', {}, key);
+    }
+    expect(retry.status).toBe(201);
+    expect(await retry.json()).toEqual({ attempt: 2 });
+  });
 });

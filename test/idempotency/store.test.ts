@@ -329,6 +329,43 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres'])('idempotency store 
     expect(runs).toBe(1);
   });
 
+  it('close() stores a run whose fn returns after close() stopped waiting for runs in fn, within its lease', async () => {
+    const closing = await createIdempotencyStore(servers.urls[backend], { callTimeoutMs: 1_500 });
+    const k = key('close-late-return');
+    let runs = 0;
+    let started = false;
+    const running = closing
+      .run(
+        k,
+        'p',
+        ({ signal }) => {
+          runs++;
+          started = true;
+          // fn returns when close() ends its wait for runs in fn (its signal aborts), long before the
+          // lease ends: the charge happened, so its outcome must be stored.
+          return new Promise<string>((resolve) => {
+            signal.addEventListener('abort', () => resolve('charged'), { once: true });
+          });
+        },
+        { leaseMs: 20_000, waitMs: 20_000 },
+      )
+      .catch((e: unknown) => e);
+    await eventually('fn started', async () => started);
+    await closing.close();
+    expect(await running).toBe('charged');
+    const fresh = await createIdempotencyStore(servers.urls[backend]);
+    try {
+      const retry = await fresh.execute(k, 'p', () => {
+        runs++;
+        return 'charged again';
+      });
+      expect(retry).toEqual({ value: 'charged', replayed: true });
+    } finally {
+      await fresh.close();
+    }
+    expect(runs).toBe(1);
+  });
+
   it('a run whose record was taken over while it ran fails with StaleFencingTokenError', async () => {
     const k = key('superseded');
     const other = rawRecords(backend, servers.urls[backend]);

@@ -53,8 +53,7 @@ export function checkHistory(events: readonly TortureEvent[], options: CheckOpti
   const progress = checkProgress(grants, faults, options.progressBoundMs);
   violations.push(...progress.violations);
   for (const e of sorted) {
-    if (e.type === 'leftover')
-      violations.push({ rule: 'leftover', message: `${e.key}: ${e.detail}`, events: [e] });
+    if (e.type === 'leftover') violations.push({ rule: 'leftover', message: e.detail, events: [e] });
   }
   const faultCounts: Record<string, number> = {};
   for (const f of faults) faultCounts[f.kind] = (faultCounts[f.kind] ?? 0) + 1;

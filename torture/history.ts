@@ -60,6 +60,6 @@ export type TortureEvent =
       late?: { worker: string; ms: number };
     }
   /** Something of the run's still held in the backend after every worker closed. */
-  | { type: 'leftover'; t: number; key: string; detail: string };
+  | { type: 'leftover'; t: number; workload: string; detail: string };
 
 export const now = (): number => Number(process.hrtime.bigint()) / 1e6;

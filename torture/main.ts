@@ -5,16 +5,18 @@ import type { TortureBackend } from './cluster.js';
 import { LIBRARY_ACTIVE, LIBRARY_ENV } from './library-env.js';
 import { runTorture, type TortureReport } from './run.js';
 import { formatTable } from './table.js';
-import type { Unsafety } from './unsafe-provider.js';
+import { WORKLOADS, workload } from './workloads/index.js';
+import type { WorkloadName } from './workloads/workload.js';
 
-// npm run torture -- --backend <name|all> [--seconds N] [--workers N] [--seed S] [--faults a,b]
-//   [--no-fencing] [--no-nemesis] [--unsafe no-exclusion|born-lost] [--json] [--lib DIR]
+// npm run torture -- --backend <name|all> [--workload <name,…|all>] [--seconds N] [--workers N]
+//   [--seed S] [--faults a,b] [--no-fencing] [--no-nemesis] [--unsafe VARIANT] [--json] [--lib DIR]
 const ALL: TortureBackend[] = ['memory', 'redis', 'postgres', 'etcd', 'zookeeper', 'redlock'];
 const { values } = parseArgs({
   options: {
     backend: { type: 'string', default: 'memory' },
+    workload: { type: 'string', default: 'all' },
     seconds: { type: 'string', default: '30' },
-    workers: { type: 'string', default: '4' },
+    workers: { type: 'string', default: '3' },
     seed: { type: 'string' },
     'no-fencing': { type: 'boolean', default: false },
     'no-nemesis': { type: 'boolean', default: false },
@@ -38,26 +40,37 @@ if (lib && (globalThis as Record<symbol, unknown>)[LIBRARY_ACTIVE] !== resolve(l
 const backends = values.backend === 'all' ? ALL : [values.backend as TortureBackend];
 for (const b of backends)
   if (!ALL.includes(b)) throw new Error(`unknown backend ${b}; one of ${ALL.join(', ')}, all`);
+const workloads = (
+  values.workload === 'all' ? Object.keys(WORKLOADS) : values.workload.split(',')
+) as WorkloadName[];
+for (const w of workloads) workload(w); // an unknown name fails here, before servers start
+if (values.unsafe && !workloads.some((w) => workload(w).unsafe.includes(values.unsafe ?? ''))) {
+  const known = workloads.flatMap((w) => workload(w).unsafe.map((u) => `${u} (${w})`));
+  throw new Error(`unknown --unsafe ${values.unsafe} for these workloads; one of ${known.join(', ')}`);
+}
 const seed = values.seed ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
 const reports: TortureReport[] = [];
 for (const backend of backends) {
-  const report = await runTorture({
+  const runReports = await runTorture({
     backend,
+    workloads,
     seconds: Number(values.seconds),
     workers: Number(values.workers),
     seed,
     workerScript: resolve(import.meta.dirname, 'worker-main.js'),
     fencing: !values['no-fencing'],
     nemesis: !values['no-nemesis'],
-    ...(values.unsafe ? { unsafe: values.unsafe as Unsafety } : {}),
+    ...(values.unsafe ? { unsafe: values.unsafe } : {}),
     ...(values.faults ? { faults: values.faults.split(',') } : {}),
     historyDir: resolve(import.meta.dirname, 'histories'),
     log: values.json ? (line) => console.error(line) : (line) => console.log(line),
   });
-  reports.push(report);
-  for (const v of report.violations.slice(0, 20)) {
-    console.error(`VIOLATION ${backend} seed=${seed} ${v.rule}: ${v.message}`);
-    for (const e of v.events) console.error(`    ${JSON.stringify(e)}`);
+  reports.push(...runReports);
+  for (const report of runReports) {
+    for (const v of report.violations.slice(0, 20)) {
+      console.error(`VIOLATION ${backend} ${report.workload} seed=${seed} ${v.rule}: ${v.message}`);
+      for (const e of v.events) console.error(`    ${JSON.stringify(e)}`);
+    }
   }
 }
 const output = values.json

@@ -89,11 +89,13 @@ const pauseAfterRequest: Fault = async (ctx, stop) => {
  * every worker when it stops, so no stall starts in the quiet tail.
  */
 const stallAfterAcquire: Fault = async (ctx) => {
-  // A worker granted before (connected: its request leaves at once), and that calls acquire()
+  // A lock worker granted before (connected: its request leaves at once), and that calls acquire()
   // itself or through runAsLeader (etcd's and ZooKeeper's native elections do not).
   const granted = new Set(ctx.pool.history.flatMap((e) => (e.type === 'grant' ? [e.worker] : [])));
   const native = ctx.backend === 'etcd' || ctx.backend === 'zookeeper';
-  const candidates = workers(ctx).filter((w) => granted.has(w.id) && (w.config.mode === 'lock' || !native));
+  const candidates = workers(ctx).filter(
+    (w) => w.config.workload === 'lock' && granted.has(w.id) && (w.config.mode === 'lock' || !native),
+  );
   if (candidates.length === 0) return null;
   const w = pick(ctx.random, candidates);
   const ms = between(ctx.random, ctx.ttlMs + 200, ctx.ttlMs * 2);

@@ -1,20 +1,24 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from 'fencekit';
-import { type CheckResult, checkHistory } from './checker.js';
+import type { CheckResult } from './checker.js';
 import { type TortureBackend, TortureCluster } from './cluster.js';
-import { now } from './history.js';
+import { now, type TortureEvent } from './history.js';
 import { LIBRARY_ENV } from './library-env.js';
 import { runNemesis } from './nemesis.js';
 import { seeded } from './random.js';
 import { FencedStorage } from './storage.js';
-import type { Unsafety } from './unsafe-provider.js';
 import type { WorkerConfig } from './worker.js';
 import { type WorkerHandle, WorkerPool } from './workers.js';
+import { workload } from './workloads/index.js';
+import type { Workload, WorkloadName } from './workloads/workload.js';
 
 export interface TortureOptions {
   backend: TortureBackend;
+  /** The workloads run side by side, under one nemesis; those the backend lacks are skipped. */
+  workloads: WorkloadName[];
   seconds: number;
+  /** Workers per workload. */
   workers: number;
   seed: number;
   /** The forked worker's built entry (.tmp/torture/worker-main.js). */
@@ -24,7 +28,8 @@ export interface TortureOptions {
   nemesis?: boolean;
   /** Only these fault kinds (see FAULTS in nemesis.ts). */
   faults?: string[];
-  unsafe?: Unsafety;
+  /** A control variant of one of the workloads (see each workload's `unsafe`). */
+  unsafe?: string;
   /** Where the history goes as JSONL (default: none). */
   historyDir?: string;
   log?: (line: string) => void;
@@ -32,57 +37,65 @@ export interface TortureOptions {
 
 export interface TortureReport extends CheckResult {
   backend: TortureBackend;
+  workload: WorkloadName;
   seed: number;
   historyFile: string | undefined;
 }
 
 const TTL_MS = 2_000;
 const CALL_TIMEOUT_MS = 1_000;
-const KEYS = ['k0', 'k1'];
-const ELECTION = 'leader';
 
 /** A grant must follow a heal within this: a lease or session running out, one call, slack. */
 export const PROGRESS_BOUND_MS = 2 * TTL_MS + CALL_TIMEOUT_MS + 5_000;
 
+/** The workloads of `names` that `backend` has the recipe for. */
+export function workloadsFor(backend: TortureBackend, names: readonly WorkloadName[]): Workload[] {
+  return names.map(workload).filter((w) => w.backends.includes(backend));
+}
+
 /**
- * One run: servers up, workers looping, the nemesis injecting faults for `seconds`, then a quiet
- * tail (so progress after the last heal can be seen), a clean stop, a leftover check, the verdict.
+ * One run: servers up, every workload's workers looping side by side, the nemesis injecting faults
+ * for `seconds`, then a quiet tail (so progress after the last heal can be seen), a clean stop, a
+ * leftover check, and one verdict per workload on its share of the history.
  */
-export async function runTorture(options: TortureOptions): Promise<TortureReport> {
+export async function runTorture(options: TortureOptions): Promise<TortureReport[]> {
   const log = options.log ?? (() => undefined);
+  const workloads = workloadsFor(options.backend, options.workloads);
+  if (workloads.length === 0) return [];
   const random = seeded(options.seed);
   log(
-    `torture ${options.backend} seed=${options.seed} workers=${options.workers} seconds=${options.seconds} library=${process.env[LIBRARY_ENV] ?? 'this checkout'}`,
+    `torture ${options.backend} workloads=${workloads.map((w) => w.name).join(',')} seed=${options.seed} workers=${options.workers} seconds=${options.seconds} library=${process.env[LIBRARY_ENV] ?? 'this checkout'}`,
   );
   const cluster = await TortureCluster.start(options.backend);
   const pool = new WorkerPool(options.workerScript);
   const inProcess = options.backend === 'memory';
   const stopping = new AbortController();
+  /** worker id → its workload, for splitting the history. */
+  const workloadOf = new Map<string, WorkloadName>();
   let spawned = 0;
-  const start = async (mode: WorkerConfig['mode']) => {
+  const start = async (w: Workload, mode: string) => {
     const id = `w${spawned++}`;
+    workloadOf.set(id, w.name);
     const config: WorkerConfig = {
       id,
+      workload: w.name,
+      mode,
       url: await cluster.urlFor(id, options.seed),
       connectOptions: { ttlMs: TTL_MS, callTimeoutMs: CALL_TIMEOUT_MS },
-      mode,
-      keys: KEYS,
-      election: ELECTION,
       storageUrl: cluster.storageUrl,
       fencing: options.fencing ?? true,
       seed: Math.floor(random() * 2 ** 31),
       criticalMaxMs: 300,
-      ...(options.unsafe ? { unsafe: options.unsafe } : {}),
+      ...(options.unsafe && w.unsafe.includes(options.unsafe) ? { unsafe: options.unsafe } : {}),
     };
     pool.start(config, inProcess);
   };
   let nemesis: Promise<unknown> = Promise.resolve();
   try {
     const storage = new FencedStorage(cluster.storageUrl, true);
-    await storage.setup([...KEYS, ELECTION]);
+    await storage.setup(workloads.flatMap((w) => w.storageKeys));
     await storage.close();
-    // One in four workers leads through runAsLeader; the rest take locks.
-    for (let i = 0; i < options.workers; i++) await start(i % 4 === 3 ? 'leader' : 'lock');
+    for (const w of workloads) for (let i = 0; i < options.workers; i++) await start(w, w.mode(i));
     nemesis =
       options.nemesis === false
         ? Promise.resolve()
@@ -97,7 +110,7 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
               log,
               respawn: async (dead: WorkerHandle) => {
                 await cluster.dropWorker(dead.id);
-                if (!stopping.signal.aborted) await start(dead.config.mode);
+                if (!stopping.signal.aborted) await start(workload(dead.config.workload), dead.config.mode);
               },
             },
             stopping.signal,
@@ -108,21 +121,32 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
     // Quiet tail: every fault has healed; grants must resume within the bound.
     await sleep(Math.min(PROGRESS_BOUND_MS, 6_000));
     await pool.stopAll();
-    await checkLeftovers(cluster, options, pool);
+    await checkLeftovers(cluster, options, workloads, pool);
   } finally {
     // A fault still running (after an error above) could restart a member into a stopped cluster.
     stopping.abort();
     await nemesis.catch(() => undefined);
     await cluster.stop();
   }
-  const result = checkHistory(pool.history, { progressBoundMs: PROGRESS_BOUND_MS, ttlMs: TTL_MS });
   let historyFile: string | undefined;
   if (options.historyDir) {
     mkdirSync(options.historyDir, { recursive: true });
-    historyFile = join(options.historyDir, `history-${options.backend}-${options.seed}.jsonl`);
+    const name = workloads.length === 1 ? `${options.backend}-${workloads[0]?.name}` : options.backend;
+    historyFile = join(options.historyDir, `history-${name}-${options.seed}.jsonl`);
     writeFileSync(historyFile, pool.history.map((e) => JSON.stringify(e)).join('\n'));
   }
-  return { ...result, backend: options.backend, seed: options.seed, historyFile };
+  return workloads.map((w) => {
+    const share = pool.history.filter((e) => belongsTo(e, w.name, workloadOf));
+    const result = w.check(share, { progressBoundMs: PROGRESS_BOUND_MS, ttlMs: TTL_MS });
+    return { ...result, backend: options.backend, workload: w.name, seed: options.seed, historyFile };
+  });
+}
+
+/** A workload's share of the history: its workers' events, every fault, its own leftovers. */
+function belongsTo(event: TortureEvent, name: WorkloadName, workloadOf: Map<string, WorkloadName>): boolean {
+  if (event.type === 'fault') return true;
+  if (event.type === 'leftover') return event.workload === name;
+  return workloadOf.get(event.worker) === name;
 }
 
 /**
@@ -132,23 +156,23 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
 async function checkLeftovers(
   cluster: TortureCluster,
   options: TortureOptions,
+  workloads: readonly Workload[],
   pool: WorkerPool,
 ): Promise<void> {
-  if (options.backend === 'memory') return; // the in-process server dies with the run
+  // memory://: the runner's own process holds the named server its in-process workers shared.
   await sleep(TTL_MS * 2);
   const url = await cluster.urlFor('inspector', options.seed);
   const provider = await connect(url, { callTimeoutMs: 3_000 });
   try {
-    for (const key of KEYS) {
-      const info = await provider.inspect(key).catch((error: unknown) => ({ error }));
-      if (info && ('error' in info || info.holder || info.waiters > 0)) {
-        pool.record({ type: 'leftover', t: now(), key, detail: JSON.stringify(info, bigintJson) });
-      }
+    for (const w of workloads) {
+      const found = await w
+        .leftovers({ provider, url, storageUrl: cluster.storageUrl, backend: options.backend })
+        .catch((error: unknown) => [`leftover check failed: ${String(error)}`]);
+      for (const detail of found) pool.record({ type: 'leftover', t: now(), workload: w.name, detail });
     }
   } finally {
     await provider.close();
   }
 }
 
-const bigintJson = (_key: string, value: unknown) => (typeof value === 'bigint' ? String(value) : value);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

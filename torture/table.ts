@@ -1,10 +1,11 @@
 import type { Rule } from './checker.js';
 import type { TortureReport } from './run.js';
 
-/** The summary table: one row per backend. */
+/** The summary table: one row per backend and workload. */
 export function formatTable(reports: readonly TortureReport[]): string {
   const head = [
     'backend',
+    'workload',
     'seed',
     'grants',
     'writes ok',
@@ -19,6 +20,7 @@ export function formatTable(reports: readonly TortureReport[]): string {
   ];
   const rows = reports.map((r) => [
     r.backend,
+    r.workload,
     String(r.seed),
     String(r.grants),
     String(r.writesAccepted),

@@ -168,8 +168,8 @@ describe('torture checker', () => {
   });
 
   it('rule leftover: something still held after every worker closed', () => {
-    expect(rulesOf([...good, { type: 'leftover', t: 99, key: 'k', detail: 'held by a' }])).toEqual([
-      'leftover',
-    ]);
+    expect(rulesOf([...good, { type: 'leftover', t: 99, workload: 'lock', detail: 'k: held by a' }])).toEqual(
+      ['leftover'],
+    );
   });
 });

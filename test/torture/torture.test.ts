@@ -15,7 +15,8 @@ const SEED = 20261201;
 /** A built checkout of an old commit to run against (see README, Torture suite); unset: skipped. */
 const OLD_LIB = process.env.FENCEKIT_TORTURE_OLD_LIB;
 
-async function torture(args: string[], lib?: string): Promise<TortureReport> {
+/** Runs the runner with `args` and returns its reports, one per backend and workload. */
+async function tortureAll(args: string[], lib?: string): Promise<TortureReport[]> {
   // Another build is loaded through the resolve hook given here (not by main.js running itself
   // again), so the timeout below ends the run itself.
   const hook = lib ? ['--import', './.tmp/torture/library.js'] : [];
@@ -30,8 +31,15 @@ async function torture(args: string[], lib?: string): Promise<TortureReport> {
     if (error.code === 1 && error.stdout) return { stdout: error.stdout };
     throw error;
   });
-  const [report] = JSON.parse(stdout) as TortureReport[];
-  if (!report) throw new Error(`no report in ${stdout}`);
+  const reports = JSON.parse(stdout) as TortureReport[];
+  if (reports.length === 0) throw new Error(`no report in ${stdout}`);
+  return reports;
+}
+
+/** The lock workload's report of a run of it alone. */
+async function torture(args: string[], lib?: string): Promise<TortureReport> {
+  const [report] = await tortureAll(['--workload', 'lock', ...args], lib);
+  if (!report) throw new Error('no report');
   return report;
 }
 

@@ -1,0 +1,13 @@
+import { lockWorkload } from './lock.js';
+import type { Workload, WorkloadName } from './workload.js';
+
+/** Every workload the runner knows; a name without an entry is not built yet. */
+export const WORKLOADS: Partial<Record<WorkloadName, Workload>> = {
+  lock: lockWorkload,
+};
+
+export function workload(name: string): Workload {
+  const found = WORKLOADS[name as WorkloadName];
+  if (!found) throw new Error(`unknown workload ${name}; one of ${Object.keys(WORKLOADS).join(', ')}, all`);
+  return found;
+}

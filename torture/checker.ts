@@ -1,10 +1,19 @@
 import type { TortureEvent } from './history.js';
 
-type Grant = Extract<TortureEvent, { type: 'grant' }>;
-type Write = Extract<TortureEvent, { type: 'write' }>;
-type Fault = Extract<TortureEvent, { type: 'fault' }>;
+export type Grant = Extract<TortureEvent, { type: 'grant' }>;
+export type Write = Extract<TortureEvent, { type: 'write' }>;
+export type Fault = Extract<TortureEvent, { type: 'fault' }>;
 
-export type Rule = 'tokens' | 'overlap' | 'born-lost' | 'stale-write' | 'progress' | 'leftover' | 'crash';
+/** The lock workload's rules; other workloads add their own names (see workloads/). */
+export type Rule =
+  | 'tokens'
+  | 'overlap'
+  | 'born-lost'
+  | 'stale-write'
+  | 'progress'
+  | 'leftover'
+  | 'crash'
+  | (string & {});
 
 export interface Violation {
   rule: Rule;
@@ -17,6 +26,8 @@ export interface CheckOptions {
   progressBoundMs: number;
   /** The lease the workers asked for; with `late` faults, a reply later than this was already lost. */
   ttlMs?: number;
+  /** Rules of checkHistory that do not apply to a workload (a semaphore's grants overlap by design). */
+  skip?: readonly Rule[];
 }
 
 export interface CheckResult {
@@ -42,16 +53,17 @@ export function checkHistory(events: readonly TortureEvent[], options: CheckOpti
   const grants = sorted.filter((e): e is Grant => e.type === 'grant');
   const writes = sorted.filter((e): e is Write => e.type === 'write');
   const faults = sorted.filter((e): e is Fault => e.type === 'fault');
+  const skip = new Set(options.skip ?? []);
   const violations: Violation[] = [
     ...checkTokens(grants),
     ...checkBornLost(grants),
     ...checkLateGrants(grants, faults, options.ttlMs),
-    ...checkOverlaps(grants, writes, faults),
+    ...(skip.has('overlap') ? [] : checkOverlaps(grants, writes, faults)),
     ...checkStaleWrites(writes),
     ...checkCrashes(sorted),
-  ];
+  ].filter((v) => !skip.has(v.rule));
   const progress = checkProgress(grants, faults, options.progressBoundMs);
-  violations.push(...progress.violations);
+  if (!skip.has('progress')) violations.push(...progress.violations);
   for (const e of sorted) {
     if (e.type === 'leftover') violations.push({ rule: 'leftover', message: e.detail, events: [e] });
   }
@@ -69,7 +81,7 @@ export function checkHistory(events: readonly TortureEvent[], options: CheckOpti
   };
 }
 
-function byKey<T extends { key: string }>(items: readonly T[]): Map<string, T[]> {
+export function byKey<T extends { key: string }>(items: readonly T[]): Map<string, T[]> {
   const map = new Map<string, T[]>();
   for (const item of items) {
     const list = map.get(item.key) ?? [];
@@ -80,7 +92,7 @@ function byKey<T extends { key: string }>(items: readonly T[]): Map<string, T[]>
 }
 
 /** Rule 1: per key, tokens are unique and rise in the order the grants reached their holders. */
-function checkTokens(grants: readonly Grant[]): Violation[] {
+export function checkTokens(grants: readonly Grant[]): Violation[] {
   const out: Violation[] = [];
   for (const [key, list] of byKey(grants)) {
     const seen = new Map<string, Grant>();
@@ -107,7 +119,7 @@ function checkTokens(grants: readonly Grant[]): Violation[] {
  * Rule 2b: no grant or term reaches the user already aborted; and no term reaches it live when
  * its own lock had already lost its signal (a term signal that does not derive from its lock's).
  */
-function checkBornLost(grants: readonly Grant[]): Violation[] {
+export function checkBornLost(grants: readonly Grant[]): Violation[] {
   const out: Violation[] = [];
   for (const g of grants) {
     if (g.abortedAtGrant) {
@@ -131,7 +143,7 @@ function checkBornLost(grants: readonly Grant[]): Violation[] {
  * Rule 6: a worker ends only when asked or killed by the nemesis. Any other end (an uncaught
  * error, a stop that did not finish in time) is the library crashing the process or hanging close().
  */
-function checkCrashes(events: readonly TortureEvent[]): Violation[] {
+export function checkCrashes(events: readonly TortureEvent[]): Violation[] {
   const out: Violation[] = [];
   for (const e of events) {
     if (e.type !== 'crash' || NEMESIS_CRASHES.includes(e.detail)) continue;
@@ -149,7 +161,7 @@ const NEMESIS_CRASHES = ['exit SIGKILL', 'simulated crash'];
  * nothing held back arrives after it): a grant it receives then had run out at the server and must
  * not reach the user live.
  */
-function checkLateGrants(
+export function checkLateGrants(
   grants: readonly Grant[],
   faults: readonly Fault[],
   ttlMs: number | undefined,
@@ -175,7 +187,7 @@ function checkLateGrants(
 }
 
 /** Was `worker` frozen by the nemesis at some time in (from, to]? */
-function frozenBetween(faults: readonly Fault[], worker: string, from: number, to: number): boolean {
+export function frozenBetween(faults: readonly Fault[], worker: string, from: number, to: number): boolean {
   return faults.some((f) => f.pausedWorkers.includes(worker) && f.t <= to && f.tEnd > from);
 }
 
@@ -184,7 +196,7 @@ function frozenBetween(faults: readonly Fault[], worker: string, from: number, t
  * live (a write's check). No other grant of the key may see itself live inside that interval:
  * at that instant both signals were un-aborted.
  */
-function checkOverlaps(
+export function checkOverlaps(
   grants: readonly Grant[],
   writes: readonly Write[],
   faults: readonly Fault[],
@@ -229,7 +241,7 @@ function checkOverlaps(
  * Rule 3: once the storage accepted token T for a key, it never accepts a lower one from a write
  * that started after that acceptance.
  */
-function checkStaleWrites(writes: readonly Write[]): Violation[] {
+export function checkStaleWrites(writes: readonly Write[]): Violation[] {
   const out: Violation[] = [];
   for (const [key, list] of byKey(writes.filter((w) => w.result === 'accepted'))) {
     const byEnd = [...list].sort((a, b) => a.tEnd - b.tEnd);
@@ -251,7 +263,7 @@ function checkStaleWrites(writes: readonly Write[]): Violation[] {
  * Rule 4: a grant follows every heal within the bound, unless the next fault starts first; and a
  * run that granted nothing made no progress at all.
  */
-function checkProgress(
+export function checkProgress(
   grants: readonly Grant[],
   faults: readonly Fault[],
   boundMs: number,

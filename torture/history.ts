@@ -4,7 +4,8 @@
  * stamp events on a common time line without any hand-shake.
  */
 
-export type GrantKind = 'lock' | 'term';
+/** lock: a lock; term: a leader's term; permit: semaphore permits; run: an idempotent run's fn. */
+export type GrantKind = 'lock' | 'term' | 'permit' | 'run';
 
 export type TortureEvent =
   | { type: 'request'; t: number; worker: string; key: string }
@@ -24,6 +25,8 @@ export type TortureEvent =
        * the term's own lock had already lost its signal then (the term's signal must derive from it).
        */
       lockAborted?: boolean;
+      /** Permits only: how many of the limit this grant takes. */
+      permits?: number;
     }
   | { type: 'abort'; t: number; worker: string; grant: string; reason: string }
   | {

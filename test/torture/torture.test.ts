@@ -12,7 +12,7 @@ const run = promisify(execFile);
 const root = resolve(import.meta.dirname, '../..');
 const SEED = 20261201;
 
-/** A built checkout of an old commit to run against (see README, Torture suite); unset: skipped. */
+/** A built checkout of an old commit to run against (see docs/torture.md); unset: skipped. */
 const OLD_LIB = process.env.FENCEKIT_TORTURE_OLD_LIB;
 
 /** Runs the runner with `args` and returns its reports, one per backend and workload. */

@@ -97,6 +97,7 @@ describe('torture suite', () => {
     expect(report.grants).toBeGreaterThan(10);
   }, 150_000);
 
+  // Every workload the backend has, side by side under one nemesis: one short run per backend.
   const cases: [TortureBackend, number][] = [
     ['memory', 6],
     ['redis', 10],
@@ -106,13 +107,30 @@ describe('torture suite', () => {
     ['redlock', 10],
   ];
   it.each(cases)(
-    '%s: no violation under faults, with faults and grants',
+    '%s: every workload, no violation under faults, with faults and grants',
     async (backend, seconds) => {
-      const report = await torture(['--backend', backend, '--seconds', String(seconds), '--workers', '4']);
-      expect(violations(report)).toEqual([]);
-      expect(report.grants).toBeGreaterThan(10);
-      expect(report.writesAccepted).toBeGreaterThan(10);
-      expect(Object.values(report.faults).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+      const reports = await tortureAll([
+        '--backend',
+        backend,
+        '--seconds',
+        String(seconds),
+        '--workload',
+        'all',
+      ]);
+      expect(reports.map((r) => r.workload)).toContain('lock');
+      for (const report of reports) {
+        expect({ workload: report.workload, violations: violations(report) }).toEqual({
+          workload: report.workload,
+          violations: [],
+        });
+        expect({ workload: report.workload, grants: report.grants > 5 }).toEqual({
+          workload: report.workload,
+          grants: true,
+        });
+      }
+      expect(reports.find((r) => r.workload === 'lock')?.writesAccepted).toBeGreaterThan(10);
+      const faults = reports[0]?.faults ?? {};
+      expect(Object.values(faults).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
     },
     150_000,
   );

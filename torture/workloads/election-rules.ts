@@ -1,7 +1,6 @@
 import { byKey, type Fault, frozenBetween, type Grant, type Violation } from '../checker.js';
 import type { TortureEvent } from '../history.js';
 
-type Observe = Extract<TortureEvent, { type: 'observe' }>;
 type Proclaim = Extract<TortureEvent, { type: 'proclaim' }>;
 type Resigned = Extract<TortureEvent, { type: 'resigned' }>;
 type Crash = Extract<TortureEvent, { type: 'crash' }>;
@@ -53,7 +52,6 @@ export function checkStaleObserves(
   const grants = sorted.filter(
     (e): e is Grant => e.type === 'grant' && e.kind === 'term' && !e.abortedAtGrant,
   );
-  const grantById = new Map(grants.map((g) => [g.grant, g]));
   const proclaims = new Map<string, Proclaim[]>();
   for (const e of sorted) {
     if (e.type !== 'proclaim') continue;

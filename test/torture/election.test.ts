@@ -140,6 +140,24 @@ describe('election rules', () => {
     expect(checkStaleObserves([...history, seen(700, 400, 1, 'leader', 'a/c1')], opts)).toEqual([]);
   });
 
+  it('born-lost: a term handed out aborted is excused only right after a stall of the whole process', () => {
+    const bornLost = { ...term(3_400, 'a', 1), abortedAtGrant: true } as TortureEvent;
+    const stall = (tEnd: number): TortureEvent => ({
+      type: 'fault',
+      t: 0,
+      tEnd,
+      kind: 'stallProcess',
+      target: `everything for ${tEnd} ms`,
+      pausedWorkers: ['a', 'b'],
+    });
+    expect(rules([bornLost])).toContain('born-lost');
+    expect(rules([stall(3_390), bornLost])).not.toContain('born-lost');
+    expect(rules([stall(3_300), bornLost])).toContain('born-lost');
+    expect(rules([{ ...stall(3_390), kind: 'pauseHolder' } as TortureEvent, bornLost])).toContain(
+      'born-lost',
+    );
+  });
+
   it('failover: a killed leader is followed by a higher term within the bound', () => {
     const kill: TortureEvent = { type: 'crash', t: 1_000, worker: 'a', detail: 'exit SIGKILL' };
     const stopping: TortureEvent = { type: 'stopping', t: 20_000, worker: 'b' };

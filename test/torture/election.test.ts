@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { connect, createElection } from '../../src/index.js';
 import type { TortureEvent } from '../../torture/history.js';
 import type { TortureReport } from '../../torture/run.js';
 import { electionWorkload } from '../../torture/workloads/election.js';
@@ -156,6 +157,20 @@ describe('election rules', () => {
     expect(rules([{ ...stall(3_390), kind: 'pauseHolder' } as TortureEvent, bornLost])).toContain(
       'born-lost',
     );
+  });
+
+  it('leftovers: a leader still elected after the workers stopped is reported, none after its resign', async () => {
+    const url = 'memory://election-leftovers';
+    const [candidate, inspector] = await Promise.all([connect(url), connect(url)]);
+    try {
+      const leadership = await createElection(candidate, NAME).campaign('stayed');
+      const context = { provider: inspector, url, storageUrl: '', backend: 'memory' as const };
+      expect((await electionWorkload.leftovers(context)).join('\n')).toContain('stayed');
+      await leadership.resign();
+      expect(await electionWorkload.leftovers(context)).toEqual([]);
+    } finally {
+      await Promise.all([candidate.close(), inspector.close()]);
+    }
   });
 
   it('failover: a killed leader is followed by a higher term within the bound', () => {

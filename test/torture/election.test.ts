@@ -174,32 +174,32 @@ describe('election rules', () => {
   });
 
   it('failover: a killed leader is followed by a higher term within the bound', () => {
-    const kill: TortureEvent = { type: 'crash', t: 1_000, worker: 'a', detail: 'exit SIGKILL' };
-    const stopping: TortureEvent = { type: 'stopping', t: 20_000, worker: 'b' };
-    const base = [
-      term(0, 'a', 1),
-      { type: 'request', t: 10, worker: 'b', key: NAME } as TortureEvent,
-      kill,
-      stopping,
-    ];
-    expect(checkFailovers([...base, term(4_000, 'b', 2)], 10_000)).toEqual([]);
-    expect(checkFailovers([...base, term(12_000, 'b', 2)], 10_000).map((v) => v.rule)).toEqual(['failover']);
-    expect(checkFailovers(base, 10_000)).toHaveLength(1);
+    const bound = { boundMs: 10_000, recoveryMs: 4_000 };
+    const kill: TortureEvent = { type: 'crash', t: 1_000, worker: 'w0', detail: 'exit SIGKILL' };
+    const stopping: TortureEvent = { type: 'stopping', t: 30_000, worker: 'w1' };
+    const request: TortureEvent = { type: 'request', t: 10, worker: 'w1', key: NAME };
+    const base = [term(0, 'w0', 1), request, kill, stopping];
+    expect(checkFailovers([...base, term(4_000, 'w1', 2)], bound)).toEqual([]);
+    expect(checkFailovers([...base, term(12_000, 'w1', 2)], bound).map((v) => v.rule)).toEqual(['failover']);
+    expect(checkFailovers(base, bound)).toHaveLength(1);
     // A worker that had released its term was no leader; a run that stopped too soon is not judged.
-    const released: TortureEvent = { type: 'release', t: 500, worker: 'a', grant: 'a#1' };
-    expect(checkFailovers([...base, released], 10_000)).toEqual([]);
-    expect(checkFailovers([term(0, 'a', 1), kill, { ...stopping, t: 5_000 }], 10_000)).toEqual([]);
-    // Another fault on a candidate moves the deadline to the bound after its heal.
-    const partition: TortureEvent = {
+    const released: TortureEvent = { type: 'release', t: 500, worker: 'w0', grant: 'w0#1' };
+    expect(checkFailovers([...base, released], bound)).toEqual([]);
+    expect(checkFailovers([term(0, 'w0', 1), kill, { ...stopping, t: 5_000 }], bound)).toEqual([]);
+    // A candidate cut off for 4 s lengthens the window by 4 s + recovery; the same fault on an
+    // observer, or a fault that only hits holders, does not.
+    const cut = (target: string, kind = 'partitionWorker'): TortureEvent => ({
       type: 'fault',
       t: 2_000,
       tEnd: 6_000,
-      kind: 'partitionWorker',
-      target: 'b for 4000 ms',
+      kind,
+      target: `${target} for 4000 ms`,
       pausedWorkers: [],
-    };
-    const later = [...base, partition, term(15_000, 'b', 2)];
-    expect(checkFailovers(later, 10_000)).toEqual([]); // 'b' is no w<n> id: counted as a cluster fault
+    });
+    expect(checkFailovers([...base, cut('w1'), term(18_000, 'w1', 2)], bound)).toEqual([]);
+    expect(checkFailovers([...base, cut('w1'), term(19_500, 'w1', 2)], bound)).toHaveLength(1);
+    expect(checkFailovers([...base, cut('w2'), term(12_000, 'w1', 2)], bound)).toHaveLength(1);
+    expect(checkFailovers([...base, cut('w1', 'pauseHolder'), term(12_000, 'w1', 2)], bound)).toHaveLength(1);
   });
 });
 

@@ -132,41 +132,52 @@ function targetWorker(f: Fault): string | undefined {
   return /^(w\d+)\b/.exec(f.target)?.[1];
 }
 
+/** Faults aimed at holders only: after a kill they follow the next grant (or hit another workload). */
+const HOLDER_FAULTS = ['killWorker', 'pauseHolder', 'stallAfterAcquire'];
+
+export interface FailoverOptions {
+  /** A new term follows a leader's kill within this (the leader's lease, a campaign, slack). */
+  boundMs: number;
+  /** What a fault that can hold a failover up costs on top of its own length (a lease running out). */
+  recoveryMs: number;
+}
+
 /**
  * Rule `failover`: after the nemesis kills a worker holding a term T (its last term grant before
  * the kill, not released), a higher term of the name is granted no later than boundMs after the
- * kill (it may come earlier, when T was already lost). Another fault overlapping that window
- * (except ones aimed only at observers, which campaign for nothing) moves the deadline to boundMs
- * after its heal; a kill whose deadline falls after the workers were asked to stop is not judged.
+ * kill (it may come earlier, when T was already lost). A fault that can hold the failover up —
+ * one on the backend, or one freezing, cutting off or slowing a candidate — that overlaps the
+ * window lengthens it by its overlap plus recoveryMs (the candidate's own lease running out);
+ * faults that only hit holders do not (they follow the next grant). A kill whose deadline falls
+ * after the workers were asked to stop is not judged.
  */
-export function checkFailovers(events: readonly TortureEvent[], boundMs: number): Violation[] {
+export function checkFailovers(events: readonly TortureEvent[], options: FailoverOptions): Violation[] {
   const sorted = [...events].sort((a, b) => a.t - b.t);
-  const faults = sorted.filter((e): e is Fault => e.type === 'fault');
   const grants = sorted.filter(
     (e): e is Grant => e.type === 'grant' && e.kind === 'term' && !e.abortedAtGrant,
   );
   const candidates = new Set(
     sorted.flatMap((e) => (e.type === 'request' || e.type === 'grant' ? [e.worker] : [])),
   );
-  const stops = sorted.filter((e) => e.type === 'stopping');
-  const runEnd = stops[0]?.t ?? sorted.at(-1)?.t ?? 0;
+  const hindering = sorted.filter((e): e is Fault => {
+    if (e.type !== 'fault' || HOLDER_FAULTS.includes(e.kind)) return false;
+    const aimed = targetWorker(e);
+    return aimed === undefined || candidates.has(aimed);
+  });
+  const runEnd = sorted.find((e) => e.type === 'stopping')?.t ?? sorted.at(-1)?.t ?? 0;
   const out: Violation[] = [];
   for (const crash of sorted.filter((e): e is Crash => e.type === 'crash' && KILLS.includes(e.detail))) {
     const held = heldAt(sorted, crash);
     if (!held) continue;
-    const others = faults.filter((f) => {
-      if (f.kind === 'killWorker' && f.target === crash.worker) return false;
-      const aimed = targetWorker(f);
-      return aimed === undefined || candidates.has(aimed);
-    });
-    let deadline = crash.t + boundMs;
-    for (let moved = true; moved; ) {
-      moved = false;
-      for (const f of others) {
-        if (f.t < deadline && f.tEnd > crash.t && f.tEnd + boundMs > deadline) {
-          deadline = f.tEnd + boundMs;
-          moved = true;
-        }
+    let deadline = crash.t + options.boundMs;
+    const counted = new Set<Fault>();
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const f of hindering) {
+        if (counted.has(f) || f.t >= deadline || f.tEnd <= crash.t) continue;
+        counted.add(f);
+        deadline += f.tEnd - Math.max(f.t, crash.t) + options.recoveryMs;
+        grew = true;
       }
     }
     if (deadline > runEnd) continue;
@@ -175,8 +186,8 @@ export function checkFailovers(events: readonly TortureEvent[], boundMs: number)
     if (!next || next.t > deadline) {
       out.push({
         rule: 'failover',
-        message: `${held.key}: no term after ${held.token} within ${boundMs} ms of ${crash.worker}'s kill (it held that term)${next ? `; the next came ${Math.round(next.t - crash.t)} ms after it` : ''}`,
-        events: [held, crash, ...(next ? [next] : [])],
+        message: `${held.key}: no term after ${held.token} within ${Math.round(deadline - crash.t)} ms of ${crash.worker}'s kill (it held that term)${next ? `; the next came ${Math.round(next.t - crash.t)} ms after it` : ''}`,
+        events: [held, crash, ...(next ? [next] : []), ...counted],
       });
     }
   }

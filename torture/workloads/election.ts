@@ -44,7 +44,10 @@ export const electionWorkload: Workload = {
     const result = checkHistory(events, options);
     result.violations.push(
       ...checkStaleObserves(events, { readWindowMs: READ_WINDOW_MS, resignConfirmedMs: RESIGN_CONFIRMED_MS }),
-      ...checkFailovers(events, options.progressBoundMs),
+      ...checkFailovers(events, {
+        boundMs: options.progressBoundMs,
+        recoveryMs: 2 * (options.ttlMs ?? 2_000),
+      }),
     );
     return result;
   },

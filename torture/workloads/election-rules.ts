@@ -32,8 +32,8 @@ interface TermEnd {
  *
  * - A term T of a name ended on the server no later than (a) the first grant of a higher term of
  *   the name reaching its holder (the server granted it earlier, and a higher term is granted only
- *   once T's key is gone), or (b) T's resign() resolving, when it resolved within
- *   resignConfirmedMs and no fault of any kind overlapped the call.
+ *   once T's key is gone), or (b) T's resign() resolving, when T was still live when it was called,
+ *   it resolved within resignConfirmedMs and no fault of any kind overlapped the call.
  * - A value of T was replaced once a proclaim of T to a later value resolved (values are unique).
  * - The read behind a report started no earlier than its `since` (leader(): the call; observe():
  *   the previous report or the observe() call — the iterator reads only when asked for the next
@@ -59,9 +59,14 @@ export function checkStaleObserves(
     list.push(e);
     proclaims.set(e.grant, list);
   }
+  const abortedAt = new Map<string, number>();
+  for (const e of sorted) if (e.type === 'abort' && !abortedAt.has(e.grant)) abortedAt.set(e.grant, e.t);
   const resignEnds = new Map<string, Resigned>();
   for (const e of sorted) {
     if (e.type !== 'resigned' || e.t - e.tStart > options.resignConfirmedMs) continue;
+    // A term already lost when resigned may still hold its key (a ZooKeeper session the client
+    // gave up on lives on at the server until it expires): its resign proves nothing.
+    if ((abortedAt.get(e.grant) ?? Number.POSITIVE_INFINITY) < e.tStart) continue;
     if (faults.some((f) => f.t <= e.t && f.tEnd >= e.tStart)) continue;
     resignEnds.set(e.grant, e);
   }

@@ -112,6 +112,11 @@ describe('election rules', () => {
     expect(checkStaleObserves([term(0, 'a', 1), resigned(1_500, 450), seen(1_700, 1_600, 1)], opts)).toEqual(
       [],
     );
+    // Resigning a term already lost (its signal aborted first) does not show its key gone.
+    const lost: TortureEvent = { type: 'abort', t: 300, worker: 'a', grant: 'a#1', reason: 'unconfirmed' };
+    expect(checkStaleObserves([term(0, 'a', 1), lost, resigned(500, 450), seen(700, 600, 1)], opts)).toEqual(
+      [],
+    );
     const fault: TortureEvent = {
       type: 'fault',
       t: 0,

@@ -55,7 +55,7 @@ export const electionWorkload: Workload = {
 
 async function runElectionWorker(ctx: WorkerContext): Promise<void> {
   const { config, emit, stop } = ctx;
-  const provider = await connect(config.url, config.connectOptions);
+  const provider = await connect(config.url, { ...config.connectOptions, ...sessionOptions(config) });
   ctx.onProvider?.(provider);
   stop.addEventListener('abort', () => emit({ type: 'stopping', t: now(), worker: config.id }), {
     once: true,
@@ -178,6 +178,18 @@ async function leaderLoop(ctx: WorkerContext, election: Election): Promise<void>
         emit({ type: 'acquire-error', t: now(), worker: config.id, key: NAME, code: codeOf(error) });
     }
   }
+}
+
+/**
+ * etcd's and ZooKeeper's terms live as long as the candidate's session (10 s by default), not the
+ * run's ttlMs: give the session that lease, so that "a new term within TTL + a bound" after a
+ * leader's kill means the same on every backend.
+ */
+function sessionOptions(config: WorkerContext['config']): Record<string, number> {
+  const ttlMs = Number(config.connectOptions.ttlMs ?? 2_000);
+  if (config.url.startsWith('etcd:')) return { sessionTtlMs: ttlMs };
+  if (config.url.startsWith('zk:')) return { sessionTimeoutMs: ttlMs };
+  return {};
 }
 
 const report = (info: { term: bigint; value: string } | null) => ({

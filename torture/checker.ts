@@ -56,7 +56,7 @@ export function checkHistory(events: readonly TortureEvent[], options: CheckOpti
   const skip = new Set(options.skip ?? []);
   const violations: Violation[] = [
     ...checkTokens(grants),
-    ...checkBornLost(grants),
+    ...checkBornLost(grants, faults),
     ...checkLateGrants(grants, faults, options.ttlMs),
     ...(skip.has('overlap') ? [] : checkOverlaps(grants, writes, faults)),
     ...checkStaleWrites(writes),
@@ -118,10 +118,15 @@ export function checkTokens(grants: readonly Grant[]): Violation[] {
 /**
  * Rule 2b: no grant or term reaches the user already aborted; and no term reaches it live when
  * its own lock had already lost its signal (a term signal that does not derive from its lock's).
+ *
+ * Except right after a stall of the whole process (memory's stallProcess, a GC pause): it runs
+ * between two steps of any promise chain, so it can fall after the library's last look at the
+ * lease and before the caller's code runs — a pause no library can tell from one in the caller.
  */
-export function checkBornLost(grants: readonly Grant[]): Violation[] {
+export function checkBornLost(grants: readonly Grant[], faults: readonly Fault[] = []): Violation[] {
   const out: Violation[] = [];
   for (const g of grants) {
+    if (g.abortedAtGrant && handedOutAcrossStall(g, faults)) continue;
     if (g.abortedAtGrant) {
       out.push({
         rule: 'born-lost',
@@ -137,6 +142,19 @@ export function checkBornLost(grants: readonly Grant[]): Violation[] {
     }
   }
   return out;
+}
+
+/** A stall of the whole process ended this shortly before a grant: the hand-out straddled it. */
+const STALL_HANDOUT_MS = 50;
+
+function handedOutAcrossStall(g: Grant, faults: readonly Fault[]): boolean {
+  return faults.some(
+    (f) =>
+      f.kind === 'stallProcess' &&
+      f.pausedWorkers.includes(g.worker) &&
+      f.tEnd <= g.t &&
+      g.t - f.tEnd < STALL_HANDOUT_MS,
+  );
 }
 
 /**

@@ -63,6 +63,28 @@ export type TortureEvent =
       late?: { worker: string; ms: number };
     }
   /** Something of the run's still held in the backend after every worker closed. */
-  | { type: 'leftover'; t: number; workload: string; detail: string };
+  | { type: 'leftover'; t: number; workload: string; detail: string }
+  // The election workload's events (workloads/election.ts).
+  /**
+   * A leader report reached the observer: from observe() (`since`: the previous report or the
+   * observe() call, before which the read behind this report cannot have started) or from a
+   * leader() call (`since`: when the call was made).
+   */
+  | {
+      type: 'observe';
+      t: number;
+      since: number;
+      worker: string;
+      key: string;
+      via: 'observe' | 'leader';
+      term: string | null;
+      value: string | null;
+    }
+  /** A term's proclaim(value) resolved: from t on the term advertises value. */
+  | { type: 'proclaim'; t: number; tStart: number; worker: string; grant: string; key: string; value: string }
+  /** A term's resign() resolved (called at tStart): the term's key is gone on the server. */
+  | { type: 'resigned'; t: number; tStart: number; worker: string; grant: string }
+  /** The worker was asked to stop (the run's end, as far as its workers go). */
+  | { type: 'stopping'; t: number; worker: string };
 
 export const now = (): number => Number(process.hrtime.bigint()) / 1e6;

@@ -161,8 +161,8 @@ export interface PermitsReturnOptions {
 /**
  * permits-return: a request for all `limit` permits of a name (the probe worker asks for them in
  * turn) is granted within boundMs of the moment the name must be whole again. That moment, `ready`,
- * is the request's start, moved past kill + ttlMs for every holder the nemesis killed meanwhile
- * (its lease runs out by then: its last renewal was before the kill). A crashed holder whose
+ * is the request's start, moved past kill + ttlMs for every holder of the name the nemesis killed
+ * meanwhile (its lease runs out by then: its last renewal was before the kill). A crashed holder whose
  * permits never come back keeps such a request waiting, and this rule sees it.
  *
  * Judged only where the answer is known and nothing else explains the wait: the request ended
@@ -193,8 +193,9 @@ export function checkPermitsReturn(
       if (request.permits !== limits[request.key]) return;
       const outcome = findFrom(list, i + 1, (e) => ANSWERS.includes(e.type));
       if (!outcome || (outcome.type !== 'grant' && outcome.type !== 'acquire-error')) return;
+      const holderKills = kills.filter((k) => heldAtKill(sorted, k, request.key, ttlMs));
       let ready = request.t;
-      for (const k of kills) if (k.t < ready + boundMs && k.t + ttlMs > ready) ready = k.t + ttlMs;
+      for (const k of holderKills) if (k.t < ready + boundMs && k.t + ttlMs > ready) ready = k.t + ttlMs;
       const deadline = ready + boundMs;
       if (outcome.t <= deadline) return;
       const disturbed = faults.some((f) => f.t <= deadline && f.tEnd + ttlMs >= request.t);
@@ -205,11 +206,36 @@ export function checkPermitsReturn(
         message: `${request.key}: all ${request.permits} permits ${
           outcome.type === 'grant' ? 'granted' : `still not granted (${outcome.code})`
         } ${waited} ms after every dead holder's lease had run out (bound ${boundMs} ms)`,
-        events: [request, ...kills.filter((k) => k.t >= request.t - ttlMs && k.t <= outcome.t), outcome],
+        events: [
+          request,
+          ...holderKills.filter((k) => k.t >= request.t - ttlMs && k.t <= outcome.t),
+          outcome,
+        ],
       });
     });
   }
   return out;
+}
+
+/**
+ * Whether the killed worker may still have held permits of `name` at the server when it died: a
+ * grant of the name before the kill not released long before it (a release() cut short leaves
+ * the lease to run out, within ttlMs of the call).
+ */
+function heldAtKill(events: readonly TortureEvent[], kill: Crash, name: string, ttlMs: number): boolean {
+  const released = new Set(
+    events.flatMap((e) =>
+      e.type === 'release' && e.worker === kill.worker && e.t <= kill.t - ttlMs ? [e.grant] : [],
+    ),
+  );
+  return events.some(
+    (e) =>
+      e.type === 'grant' &&
+      e.worker === kill.worker &&
+      e.key === name &&
+      e.t < kill.t &&
+      !released.has(e.grant),
+  );
 }
 
 /** What ends a worker's request: its grant, its error, its death, or (never) its next request. */

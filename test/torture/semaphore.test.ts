@@ -178,6 +178,21 @@ describe('semaphore rules', () => {
     });
   });
 
+  it("born-lost: a grant found aborted is red, unless it was recorded inside its own worker's freeze", () => {
+    const options = { progressBoundMs: 10_000, ttlMs: 2_000 };
+    const lost = {
+      ...(grant(3_000, 'a', 1) as Extract<TortureEvent, { type: 'grant' }>),
+      abortedAtGrant: true,
+    };
+    const events = [request(0, 'a'), lost, release(3_010, 'a', 1), request(3_020, 'a'), grant(3_030, 'a', 2)];
+    expect(rules(checkSemaphoreHistory(events, options).violations)).toEqual(['born-lost']);
+    // The stall landed between the library's last check and the worker's read of the signal.
+    const inStall = [...events, fault(5, 3_001, 'stallProcess', ['a'])];
+    expect(checkSemaphoreHistory(inStall, options).violations).toEqual([]);
+    const otherWorker = [...events, fault(5, 3_001, 'stallProcess', ['b'])];
+    expect(rules(checkSemaphoreHistory(otherWorker, options).violations)).toEqual(['born-lost']);
+  });
+
   it('the workload check: leftovers are red; tokens and overlap of checkHistory do not apply', () => {
     const events = [
       request(0, 'a'),

@@ -248,3 +248,14 @@ function findFrom<T>(items: readonly T[], from: number, test: (item: T) => boole
   }
   return undefined;
 }
+
+/**
+ * A grant recorded inside a freeze of its own worker (between the nemesis stopping it and the
+ * nemesis's own next step): it was handed out live before the freeze, and the freeze came between
+ * the library's last check and the worker's read of the signal. An in-process stall runs as a
+ * microtask and can land exactly there; no library can guard that gap (a GC pause can land there
+ * too), so such a grant found aborted is no born-lost grant.
+ */
+export function recordedInFreeze(g: Grant, faults: readonly Fault[]): boolean {
+  return faults.some((f) => f.pausedWorkers.includes(g.worker) && f.t <= g.t && g.t <= f.tEnd);
+}

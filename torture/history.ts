@@ -8,7 +8,16 @@
 export type GrantKind = 'lock' | 'term' | 'permit' | 'run';
 
 export type TortureEvent =
-  | { type: 'request'; t: number; worker: string; key: string }
+  | {
+      type: 'request';
+      t: number;
+      worker: string;
+      key: string;
+      // semaphore workload: the permits asked for (the checker judges how fast a full-size request
+      // is granted) and whether the request could wait (acquire, withPermit) or not (tryAcquire).
+      permits?: number;
+      wait?: boolean;
+    }
   | {
       type: 'grant';
       t: number;

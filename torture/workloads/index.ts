@@ -1,10 +1,12 @@
 import { electionWorkload } from './election.js';
 import { lockWorkload } from './lock.js';
+import { semaphoreWorkload } from './semaphore.js';
 import type { Workload, WorkloadName } from './workload.js';
 
 /** Every workload the runner knows; a name without an entry is not built yet. */
 export const WORKLOADS: Partial<Record<WorkloadName, Workload>> = {
   lock: lockWorkload,
+  semaphore: semaphoreWorkload,
   election: electionWorkload,
 };
 

@@ -30,7 +30,7 @@ const SEMAPHORE_KEY = `semaphore:${SEMAPHORE}`;
 /** The semaphore's limit, as the app (and the checker) knows it. */
 const LIMIT = 3;
 /** Calls each worker runs at once on its shared Redlock, Mutex and Semaphore objects. */
-const CALLS_PER_WORKER = 2;
+const CALLS_PER_WORKER = 3;
 /**
  * redlock waits retryCount × retryDelay; every lease (redlock's duration, lockTimeout) is at most
  * the runner's TTL, which the late-grant rule assumes.
@@ -253,15 +253,17 @@ async function runFacadesWorker(ctx: WorkerContext): Promise<void> {
     released(held);
   };
 
+  // The over-limit control sends every call to the semaphores: more demand than its limit.
+  const semaphoreShare = unsafe === 'permits-over-limit' ? 1 : 0.3;
   const call = async () => {
-    const dice = random();
-    if (dice < 0.3) return usingCall();
-    if (dice < 0.6) return acquireCall();
-    if (dice < 0.8 || semaphores.length === 0) {
-      const key = pick(random, LOCK_KEYS);
-      return holderCall(mutexes.get(key) as SharedHolder, key);
+    if (semaphores.length > 0 && random() < semaphoreShare) {
+      return holderCall(pick(random, semaphores), SEMAPHORE_KEY);
     }
-    return holderCall(pick(random, semaphores), SEMAPHORE_KEY);
+    const dice = random();
+    if (dice < 0.35) return usingCall();
+    if (dice < 0.7) return acquireCall();
+    const key = pick(random, LOCK_KEYS);
+    return holderCall(mutexes.get(key) as SharedHolder, key);
   };
 
   try {

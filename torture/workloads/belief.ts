@@ -18,7 +18,7 @@ export interface BeliefSources {
  */
 export class Belief {
   readonly #controller = new AbortController();
-  readonly #until: number;
+  #until: number;
   readonly #reads: (() => boolean) | undefined;
   #timer: NodeJS.Timeout | undefined;
   readonly #unlisten: Array<() => void> = [];
@@ -35,8 +35,21 @@ export class Belief {
       signal.addEventListener('abort', onAbort, { once: true });
       this.#unlisten.push(() => signal.removeEventListener('abort', onAbort));
     }
+    this.#schedule();
+  }
+
+  /** The lease the user counts on was extended (redlock's extend()): the belief lasts until `until`. */
+  moveUntil(until: number): void {
     if (!this.live()) return;
-    if (Number.isFinite(until)) this.#timer = setTimeout(() => this.live(), Math.max(0, until - now()));
+    this.#until = until;
+    this.#schedule();
+  }
+
+  /** Ends the belief when the lease passes, even if nobody checks. */
+  #schedule(): void {
+    clearTimeout(this.#timer);
+    if (!this.live() || !Number.isFinite(this.#until)) return;
+    this.#timer = setTimeout(() => this.live(), Math.max(0, this.#until - now()));
   }
 
   get signal(): AbortSignal {

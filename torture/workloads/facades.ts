@@ -152,10 +152,11 @@ async function runFacadesWorker(ctx: WorkerContext): Promise<void> {
   };
 
   /** The critical section: a few writes to each key held, each checking the belief just before. */
-  const work = async (held: readonly Held[], belief: Belief) => {
+  const work = async (held: readonly Held[], belief: Belief, beforeWrite?: () => Promise<void>) => {
     const writes = between(random, 1, 3);
     for (let i = 0; i < writes && !stop.aborted; i++) {
       await pause(between(random, 0, config.criticalMaxMs));
+      await beforeWrite?.();
       for (const h of held) {
         const live = belief.live();
         if (!live && random() > 0.5) return; // a well-behaved holder stops; half keep going
@@ -180,7 +181,9 @@ async function runFacadesWorker(ctx: WorkerContext): Promise<void> {
     const first = random() < 0.7 ? (NAMES[0] ?? '') : pick(random, NAMES);
     return random() < 0.15 ? [...NAMES].sort(() => random() - 0.5).map(lockKey) : [lockKey(first)];
   };
-  const duration = () => between(random, 600, LOCK_TIMEOUT_MS);
+  // using() needs 100 ms over its automaticExtensionThreshold (500); acquire() may be shorter than
+  // the work, so that locks expire under their holders.
+  const duration = (min = 600) => between(random, min, LOCK_TIMEOUT_MS);
 
   /** redlock's using(): held until its signal aborts. */
   const usingCall = async () => {
@@ -204,26 +207,38 @@ async function runFacadesWorker(ctx: WorkerContext): Promise<void> {
   };
 
   /**
-   * redlock's acquire() + release(): held until release, or until the lock's expiration (as a
-   * monotonic time, read when the lock is handed out), or while `lock.expiration > Date.now()`.
+   * redlock's acquire() (+ extend()) + release(): held until release, or until the lock's
+   * expiration (as a monotonic time, read when the lock is handed out or extended), or while
+   * `lock.expiration > Date.now()`.
    */
   const acquireCall = async () => {
     const keys = resources();
     request(keys[0] ?? '');
     let lock: Awaited<ReturnType<RedlockCalls['acquire']>>;
     try {
-      lock = await redlock.acquire(keys, duration());
+      lock = await redlock.acquire(keys, duration(300));
     } catch (error) {
       await failed(keys[0] ?? '', error);
       return;
     }
-    const until = now() + (lock.expiration - Date.now());
-    const belief = new Belief({ until, reads: () => lock.expiration > Date.now() });
+    const untilOf = (at: number) => now() + (at - Date.now());
+    const belief = new Belief({ until: untilOf(lock.expiration), reads: () => lock.expiration > Date.now() });
     const held = keys.map((key) => {
       const token = lock.fencingTokens.get(key) ?? -1n;
       return { key, token, grant: grants.granted(key, 'lock', token, belief.signal) };
     });
-    await work(held, belief);
+    // Now and then the holder extends before a write, as redlock v5 apps did before using():
+    // the extended Lock replaces the old one (whose expiration reads 0) and the belief moves.
+    const extend = async () => {
+      if (random() >= 0.3 || !belief.live()) return;
+      try {
+        lock = await lock.extend(duration(300));
+        belief.moveUntil(untilOf(lock.expiration));
+      } catch {
+        belief.end('extend refused'); // expired or lost meanwhile: the app stops believing
+      }
+    };
+    await work(held, belief, extend);
     belief.end('released');
     await lock.release().catch(() => undefined); // ExecutionError: it had expired or was lost
     released(held);
@@ -234,7 +249,7 @@ async function runFacadesWorker(ctx: WorkerContext): Promise<void> {
     request(key);
     let turn: Awaited<ReturnType<SharedHolder['acquire']>>;
     try {
-      turn = await holder.acquire();
+      turn = await holder.acquire(stop);
     } catch (error) {
       await failed(key, error);
       return;
@@ -243,7 +258,7 @@ async function runFacadesWorker(ctx: WorkerContext): Promise<void> {
       await failed(key, { code: 'TimeoutError' });
       return;
     }
-    const kind = holder.permits === 1 && key !== SEMAPHORE_KEY ? 'lock' : 'permit';
+    const kind = key === SEMAPHORE_KEY ? 'permit' : 'lock';
     const extra = kind === 'permit' ? { permits: holder.permits } : {};
     const held = [
       { key, token: turn.token, grant: grants.granted(key, kind, turn.token, turn.belief.signal, extra) },

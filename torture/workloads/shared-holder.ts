@@ -30,10 +30,10 @@ export class SharedHolder {
     });
   }
 
-  /** acquire() as an app calls it; undefined when it timed out (TimeoutError). */
-  async acquire(): Promise<HeldTurn | undefined> {
+  /** acquire() as an app calls it (`stop` cancels the wait); undefined when it timed out (TimeoutError). */
+  async acquire(stop?: AbortSignal): Promise<HeldTurn | undefined> {
     try {
-      await this.object.acquire();
+      await this.object.acquire(stop);
     } catch (error) {
       if (error instanceof TimeoutError) return undefined;
       throw error;

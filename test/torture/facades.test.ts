@@ -117,6 +117,9 @@ describe('facades checker', () => {
     expect(new Belief({ until: performance.now() - 1 }).live()).toBe(false); // monotonic clock
     expect(new Belief({ lost: [AbortSignal.abort()] }).live()).toBe(false);
     expect(new Belief({ reads: () => false }).live()).toBe(false);
+    const extended = new Belief({ until: performance.now() + 60_000 });
+    extended.moveUntil(performance.now() - 1); // an extend() whose lease is already over
+    expect(extended.live()).toBe(false);
     const belief = new Belief({});
     expect(belief.live()).toBe(true);
     belief.end('released');

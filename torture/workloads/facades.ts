@@ -98,6 +98,37 @@ export function checkFacades(events: Parameters<Workload['check']>[0], options: 
   return result;
 }
 
+/**
+ * The objects a worker's calls share, over its provider: one Redlock, a Mutex per name, and (where
+ * the provider has semaphores) a Semaphore and a MultiSemaphore of two permits on one name.
+ */
+function openFacades(provider: LockProvider, unsafe: Unsafe | undefined) {
+  const shipped = new Redlock(provider, REDLOCK_SETTINGS);
+  const redlock: RedlockCalls = unsafe === 'expiry-from-call-start' ? expiryFromCallStart(shipped) : shipped;
+  const options = { lockTimeout: LOCK_TIMEOUT_MS, acquireTimeout: ACQUIRE_TIMEOUT_MS };
+  const mutexes = new Map(
+    NAMES.map((name) => [
+      lockKey(name),
+      new SharedHolder((onLockLost) => new Mutex(provider, name, { ...options, onLockLost }), 1),
+    ]),
+  );
+  // The control builds its semaphores with one permit more than the app (and the checker) counts on.
+  const limit = unsafe === 'permits-over-limit' ? LIMIT + 1 : LIMIT;
+  const semaphores = provider.semaphore
+    ? [
+        new SharedHolder(
+          (onLockLost) => new Semaphore(provider, SEMAPHORE, limit, { ...options, onLockLost }),
+          1,
+        ),
+        new SharedHolder(
+          (onLockLost) => new MultiSemaphore(provider, SEMAPHORE, limit, 2, { ...options, onLockLost }),
+          2,
+        ),
+      ]
+    : [];
+  return { redlock, mutexes, semaphores };
+}
+
 /** One grant of a call, on one key: what the holder writes under. */
 interface Held {
   key: string;
@@ -116,29 +147,7 @@ async function runFacadesWorker(ctx: WorkerContext): Promise<void> {
   const provider: LockProvider = stallingProvider(real, stalls, config.id, emit, (lock) =>
     lastLock.set(lock.key, lock),
   );
-  const shipped = new Redlock(provider, REDLOCK_SETTINGS);
-  const redlock: RedlockCalls = unsafe === 'expiry-from-call-start' ? expiryFromCallStart(shipped) : shipped;
-  const holderOptions = { lockTimeout: LOCK_TIMEOUT_MS, acquireTimeout: ACQUIRE_TIMEOUT_MS };
-  const mutexes = new Map(
-    NAMES.map((name) => [
-      lockKey(name),
-      new SharedHolder((onLockLost) => new Mutex(provider, name, { ...holderOptions, onLockLost }), 1),
-    ]),
-  );
-  // The control builds its semaphores with one permit more than the app (and the checker) counts on.
-  const limit = unsafe === 'permits-over-limit' ? LIMIT + 1 : LIMIT;
-  const semaphores = real.semaphore
-    ? [
-        new SharedHolder(
-          (onLockLost) => new Semaphore(provider, SEMAPHORE, limit, { ...holderOptions, onLockLost }),
-          1,
-        ),
-        new SharedHolder(
-          (onLockLost) => new MultiSemaphore(provider, SEMAPHORE, limit, 2, { ...holderOptions, onLockLost }),
-          2,
-        ),
-      ]
-    : [];
+  const { redlock, mutexes, semaphores } = openFacades(provider, unsafe);
   const grants: GrantRecorder = grantRecorder(config.id, emit);
   const pause = (ms: number) => sleep(ms, stop);
   const request = (key: string) => emit({ type: 'request', t: now(), worker: config.id, key });

@@ -12,6 +12,7 @@ export interface HeldTurn {
  * calls, as an app shares one: each call acquire()s, works, release()s; the object lets one call in
  * at a time. Its user learns of a loss through the object's one onLockLost option, which speaks of
  * the turn granted now; a loss reported before the caller's acquire() returned counts for that turn.
+ * A careful caller also reads `isAcquired` before it acts: the belief ends at whichever says lost first.
  */
 export class SharedHolder {
   readonly object: HolderObject;
@@ -43,7 +44,7 @@ export class SharedHolder {
       this.object.fencingToken ??
       (this.object.signal?.reason as { fencingToken?: bigint } | undefined)?.fencingToken ??
       -1n;
-    const belief = new Belief({});
+    const belief = new Belief({ reads: () => this.object.isAcquired });
     if (this.#lostInTurn) belief.end('onLockLost before acquire() returned');
     this.#belief = belief;
     return { token, belief };

@@ -184,7 +184,7 @@ describe('facades runs', () => {
     expect(rules(report).has('over-limit')).toBe(true);
   }, 90_000);
 
-  it.concurrent('redis: no violation under faults, with faults, lock and permit grants', async () => {
+  it.concurrent('redis: no violation under faults, with faults and grants', async () => {
     const report = await torture(['--backend', 'redis', '--seconds', '12', '--seed', '20261201']);
     expect(report.violations.map((v) => `${v.rule}: ${v.message}`).slice(0, 10)).toEqual([]);
     expect(report.grants).toBeGreaterThan(20);

@@ -1,4 +1,5 @@
 import { electionWorkload } from './election.js';
+import { facadesWorkload } from './facades.js';
 import { lockWorkload } from './lock.js';
 import { semaphoreWorkload } from './semaphore.js';
 import type { Workload, WorkloadName } from './workload.js';
@@ -8,6 +9,7 @@ export const WORKLOADS: Partial<Record<WorkloadName, Workload>> = {
   lock: lockWorkload,
   semaphore: semaphoreWorkload,
   election: electionWorkload,
+  facades: facadesWorkload,
 };
 
 export function workload(name: string): Workload {

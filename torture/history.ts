@@ -63,6 +63,36 @@ export type TortureEvent =
       late?: { worker: string; ms: number };
     }
   /** Something of the run's still held in the backend after every worker closed. */
-  | { type: 'leftover'; t: number; workload: string; detail: string };
+  | { type: 'leftover'; t: number; workload: string; detail: string }
+  // The idempotency workload's events (see workloads/idempotency.ts).
+  | {
+      /** What one execute() call gave its caller. */
+      type: 'outcome';
+      t: number;
+      worker: string;
+      key: string;
+      /** The grant of the run this call's fn ran as, if it ran. */
+      run?: string;
+      /** The result the caller got: the name of the run that produced it (a value or a FinalError's). */
+      result?: string;
+      /** The result was a FinalError. */
+      final?: boolean;
+      replayed?: boolean;
+      /** The code of the error the caller got instead. */
+      error?: string;
+      /** The error was neither a FencekitError nor one of the workload's own fn errors. */
+      untyped?: boolean;
+    }
+  | {
+      /** Runner side, after every worker stopped: a key's effect row and the result its record replays. */
+      type: 'final';
+      t: number;
+      workload: string;
+      key: string;
+      /** The effect row: the run that wrote it last and the token it wrote with (null: never written). */
+      effect: { value: string | null; token: string | null };
+      /** The result a repeat gets now (null: no stored result). */
+      stored: { result: string; final: boolean } | null;
+    };
 
 export const now = (): number => Number(process.hrtime.bigint()) / 1e6;

@@ -25,7 +25,8 @@ function storedResults(
 ): Map<string, { result: string; final: boolean }> {
   const stored = new Map<string, { result: string; final: boolean }>();
   for (const o of outcomes)
-    if (o.result !== undefined && !stored.has(o.key)) stored.set(o.key, { result: o.result, final: !!o.final });
+    if (o.result !== undefined && !stored.has(o.key))
+      stored.set(o.key, { result: o.result, final: !!o.final });
   for (const f of finals) if (f.stored) stored.set(f.key, f.stored);
   return stored;
 }
@@ -89,7 +90,8 @@ export function checkLateCompletion(
   const runsByKey = byKey(runs);
   const completed = new Map<string, TortureEvent>(); // run → the event that says it completed
   for (const [key, stored] of storedResults(outcomes, finals)) {
-    const by = finals.find((f) => f.key === key) ?? outcomes.find((o) => o.key === key && o.result !== undefined);
+    const by =
+      finals.find((f) => f.key === key) ?? outcomes.find((o) => o.key === key && o.result !== undefined);
     if (by) completed.set(stored.result, by);
   }
   for (const o of outcomes) if (o.replayed === false && o.run && o.result === o.run) completed.set(o.run, o);

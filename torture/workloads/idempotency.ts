@@ -96,15 +96,29 @@ async function runIdempotencyWorker(ctx: WorkerContext): Promise<void> {
     const grant = grants.granted(key, 'run', run.fencingToken, run.signal);
     ran.run = grant;
     if (random() < 0.1) throw new RunFailed('TRANSIENT'); // before the effect: nothing happened
-    await pause(between(random, 0, config.criticalMaxMs));
+    // Half the runs write their effect at once, half after some work: the nemesis freezes a run
+    // just after its grant, so both a frozen run's late effect and its late completion are met.
+    if (random() < 0.5) await pause(between(random, 0, 100));
     if (stop.aborted) throw new RunFailed('STOPPED'); // stopping, or crashed: a dead worker writes nothing
     const live = !run.signal.aborted;
     if (!live && random() > 0.5) throw run.signal.reason; // a well-behaved run stops; half keep going
     const t = now();
     const result = await storage.write(key, run.fencingToken, grant);
-    emit({ type: 'write', t, tEnd: now(), worker: config.id, key, grant, token: String(run.fencingToken), live, result });
-    if (result !== 'accepted') throw new RunFailed(result === 'rejected' ? 'EFFECT_REJECTED' : 'EFFECT_ERROR');
-    await pause(between(random, 0, 100)); // a pause here lands between the effect and the completion
+    emit({
+      type: 'write',
+      t,
+      tEnd: now(),
+      worker: config.id,
+      key,
+      grant,
+      token: String(run.fencingToken),
+      live,
+      result,
+    });
+    if (result !== 'accepted')
+      throw new RunFailed(result === 'rejected' ? 'EFFECT_REJECTED' : 'EFFECT_ERROR');
+    // The rest of the run's work: a pause landing here falls between the effect and the completion.
+    await pause(between(random, 0, config.criticalMaxMs));
     if (random() < 0.15) throw new FinalError(grant);
     return grant;
   };

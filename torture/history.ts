@@ -95,5 +95,27 @@ export type TortureEvent =
   | { type: 'resigned'; t: number; tStart: number; worker: string; grant: string }
   /** The worker was asked to stop (the run's end, as far as its workers go). */
   | { type: 'stopping'; t: number; worker: string };
+  // The idempotency workload's events (see workloads/idempotency.ts).
+      /** What one execute() call gave its caller. */
+      type: 'outcome';
+      /** The grant of the run this call's fn ran as, if it ran. */
+      run?: string;
+      /** The result the caller got: the name of the run that produced it (a value or a FinalError's). */
+      result?: string;
+      /** The result was a FinalError. */
+      final?: boolean;
+      replayed?: boolean;
+      /** The code of the error the caller got instead. */
+      error?: string;
+      /** The error was neither a FencekitError nor one of the workload's own fn errors. */
+      untyped?: boolean;
+      /** Runner side, after every worker stopped: a key's effect row and the result its record replays. */
+      type: 'final';
+      workload: string;
+      /** The effect row: the run that wrote it last and the token it wrote with (null: never written). */
+      effect: { value: string | null; token: string | null };
+      /** The result a repeat gets now (null: no stored result). */
+      stored: { result: string; final: boolean } | null;
+    };
 
 export const now = (): number => Number(process.hrtime.bigint()) / 1e6;

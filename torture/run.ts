@@ -145,7 +145,7 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
 /** A workload's share of the history: its workers' events, every fault, its own leftovers. */
 function belongsTo(event: TortureEvent, name: WorkloadName, workloadOf: Map<string, WorkloadName>): boolean {
   if (event.type === 'fault') return true;
-  if (event.type === 'leftover') return event.workload === name;
+  if (event.type === 'leftover' || event.type === 'final') return event.workload === name;
   return workloadOf.get(event.worker) === name;
 }
 
@@ -166,7 +166,13 @@ async function checkLeftovers(
   try {
     for (const w of workloads) {
       const found = await w
-        .leftovers({ provider, url, storageUrl: cluster.storageUrl, backend: options.backend })
+        .leftovers({
+          provider,
+          url,
+          storageUrl: cluster.storageUrl,
+          backend: options.backend,
+          record: (event) => pool.record(event),
+        })
         .catch((error: unknown) => [`leftover check failed: ${String(error)}`]);
       for (const detail of found) pool.record({ type: 'leftover', t: now(), workload: w.name, detail });
     }

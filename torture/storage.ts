@@ -49,6 +49,16 @@ export class FencedStorage {
     }
   }
 
+  /** The rows whose key starts with `prefix`: who wrote each last, with which token (null: never). */
+  async rows(prefix: string): Promise<{ key: string; value: string | null; token: string | null }[]> {
+    const client = await this.#connect();
+    const { rows } = await client.query(
+      `SELECT key, value, fence_token::text AS token FROM ${TABLE} WHERE starts_with(key, $1) ORDER BY key`,
+      [prefix],
+    );
+    return rows;
+  }
+
   async close(): Promise<void> {
     const client = this.#client;
     this.#client = undefined;

@@ -67,7 +67,18 @@ export class PostgresRecords implements RecordBackend {
 
   private setup(): Promise<void> {
     this.ready ??= (async () => {
-      const client = await this.pool.connect();
+      // A connection error while the client is out fails the query in flight (below); pg also
+      // emits it on the client, which must have a listener then or the process crashes. Added in
+      // the step the pool hands the client over, as named() does.
+      const onError = () => undefined;
+      const client = await new Promise<PoolClient>((resolve, reject) =>
+        this.pool.connect((error, connected) => {
+          if (error || !connected) return reject(error ?? new Error('pool.connect gave no client'));
+          connected.on('error', onError);
+          resolve(connected);
+        }),
+      );
+      let failed: Error | undefined;
       try {
         // Serialized: two processes running CREATE … IF NOT EXISTS at once can still collide.
         await client.query('BEGIN');
@@ -76,10 +87,12 @@ export class PostgresRecords implements RecordBackend {
         await client.query('COMMIT');
         this.isReady = true;
       } catch (error) {
+        failed = error as Error;
         await client.query('ROLLBACK').catch(() => undefined);
         throw error;
       } finally {
-        client.release();
+        client.removeListener('error', onError);
+        client.release(failed); // a failed connection is ended, not pooled
       }
     })().catch((error) => {
       this.ready = undefined; // retried by the next call

@@ -1,5 +1,6 @@
 import { electionWorkload } from './election.js';
 import { facadesWorkload } from './facades.js';
+import { idempotencyWorkload } from './idempotency.js';
 import { lockWorkload } from './lock.js';
 import { semaphoreWorkload } from './semaphore.js';
 import type { Workload, WorkloadName } from './workload.js';
@@ -10,6 +11,7 @@ export const WORKLOADS: Partial<Record<WorkloadName, Workload>> = {
   semaphore: semaphoreWorkload,
   election: electionWorkload,
   facades: facadesWorkload,
+  idempotency: idempotencyWorkload,
 };
 
 export function workload(name: string): Workload {

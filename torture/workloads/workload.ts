@@ -39,6 +39,8 @@ export interface LeftoverContext {
   url: string;
   storageUrl: string;
   backend: TortureBackend;
+  /** Records what the check needs of the end state (a key's final effect row): not a leftover. */
+  record(event: TortureEvent): void;
 }
 
 /**

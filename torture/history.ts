@@ -63,6 +63,17 @@ export type TortureEvent =
       late?: { worker: string; ms: number };
     }
   /** Something of the run's still held in the backend after every worker closed. */
-  | { type: 'leftover'; t: number; workload: string; detail: string };
+  | { type: 'leftover'; t: number; workload: string; detail: string }
+  // cli workload: a process of a command run by `fencekit lock` says it still runs (the grant id
+  // names the command's group); the CLI process ends (code, or the signal that killed it).
+  | { type: 'alive'; t: number; worker: string; grant: string; member: string }
+  | {
+      type: 'cli-exit';
+      t: number;
+      worker: string;
+      grant: string;
+      code: number | null;
+      signal: string | null;
+    };
 
 export const now = (): number => Number(process.hrtime.bigint()) / 1e6;

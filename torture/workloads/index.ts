@@ -1,9 +1,11 @@
+import { cliWorkload } from './cli.js';
 import { lockWorkload } from './lock.js';
 import type { Workload, WorkloadName } from './workload.js';
 
 /** Every workload the runner knows; a name without an entry is not built yet. */
 export const WORKLOADS: Partial<Record<WorkloadName, Workload>> = {
   lock: lockWorkload,
+  cli: cliWorkload,
 };
 
 export function workload(name: string): Workload {

@@ -92,9 +92,10 @@ async function main(): Promise<void> {
       { stdio: 'inherit', detached: escape === '1' },
     );
     member.unref();
-    const writes = 1 + Math.floor(Math.random() * 3);
+    // Up to about 4 s: long enough that a partition or pause of its CLI can cost the lease.
+    const writes = 1 + Math.floor(Math.random() * 10);
     for (let i = 0; i < writes; i++) {
-      await sleep(Math.floor(Math.random() * 300));
+      await sleep(Math.floor(Math.random() * 400));
       await write(i);
     }
     process.exit(0);

@@ -10,6 +10,8 @@ import { checkCliGroups } from './cli-rules.js';
 import type { LeftoverContext, WorkerContext, Workload } from './workload.js';
 
 const KEYS = ['c0', 'c1'];
+/** Most runs take the first key: a lost lock meets a waiter that the server grants it to. */
+const FIRST_KEY_SHARE = 0.85;
 /** The lease the CLI asks for (--ttl; etcd: the session's TTL), the run's TTL_MS. */
 const TTL_MS = 2_000;
 
@@ -96,7 +98,7 @@ async function runCliWorker(ctx: WorkerContext): Promise<void> {
   const url = config.url.startsWith('etcd://') ? `${config.url}?sessionTtlMs=${TTL_MS}` : config.url;
   try {
     while (!stop.aborted) {
-      const key = random() < 0.7 ? (KEYS[0] ?? '') : pick(random, KEYS);
+      const key = random() < FIRST_KEY_SHARE ? (KEYS[0] ?? '') : pick(random, KEYS);
       const grant = `${config.id}#${++grants}`;
       const grace = between(random, 200, 1_500);
       const onTerm = pick(random, ['ignore', 'handle', 'obey']);
@@ -117,6 +119,7 @@ async function runCliWorker(ctx: WorkerContext): Promise<void> {
       let stderr = '';
       child.stderr?.on('data', (chunk: Buffer) => {
         stderr = (stderr + chunk.toString()).slice(-2_000);
+        if (process.env.TORTURE_CLI_STDERR) process.stderr.write(`${now().toFixed(0)} ${grant}: ${chunk}`);
       });
       readLines(child, (text) => {
         const value = parseLine(text);

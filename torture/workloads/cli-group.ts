@@ -14,9 +14,9 @@ import { FencedStorage } from '../storage.js';
  * PIPE_BUF, so lines of several processes never interleave. A `{"ctl":"pid"}` line tells the
  * worker a process to clean up after (an orphan whose CLI was killed, an escaped member).
  *
- * argv: <role leader|member> <worker> <grant> <storage url> <fencing 1|0> <escape 1|0> <sigterm ignore|handle|obey>
+ * argv: <role leader|member> <worker> <grant> <storage url> <fencing 1|0> <escapes 1|0> <sigterm ignore|handle|obey>
  */
-const [role = '', worker = '', grant = '', storageUrl = '', fencing = '1', escape = '0', onTerm = 'ignore'] =
+const [role = '', worker = '', grant = '', storageUrl = '', fencing = '1', escapes = '0', onTerm = 'ignore'] =
   process.argv.slice(2);
 const HEARTBEAT_MS = 50;
 const MEMBER_WRITE_MS = 100;
@@ -87,9 +87,9 @@ async function main(): Promise<void> {
   if (role === 'leader') {
     const member = spawn(
       process.execPath,
-      [process.argv[1] ?? '', 'member', worker, grant, storageUrl, fencing, escape, onTerm],
-      // escape (the control run): the member leaves the session, out of the CLI's sight.
-      { stdio: 'inherit', detached: escape === '1' },
+      [process.argv[1] ?? '', 'member', worker, grant, storageUrl, fencing, escapes, onTerm],
+      // escapes (the control run): the member leaves the session, out of the CLI's sight.
+      { stdio: 'inherit', detached: escapes === '1' },
     );
     member.unref();
     // Up to about 4 s: long enough that a partition or pause of its CLI can cost the lease.

@@ -36,9 +36,9 @@ function line(value: object): void {
 
 const emit = (event: TortureEvent) => line(event);
 
-/** Field 22 of /proc/self/stat: with the pid, names this process and no later one that reuses the pid. */
-function startTime(): string {
-  const stat = readFileSync('/proc/self/stat', 'utf8');
+/** Field 22 of /proc/<pid>/stat: with the pid, names the process and no later one that reuses the pid. */
+function startTime(pid: number | 'self' = 'self'): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? '';
 }
 
@@ -92,6 +92,8 @@ async function main(): Promise<void> {
       { stdio: 'inherit', detached: escapes === '1' },
     );
     member.unref();
+    // Reported here too: an escaped member is out of the CLI's reach, the worker must find it.
+    if (member.pid !== undefined) line({ ctl: 'pid', grant, pid: member.pid, start: startTime(member.pid) });
     // Up to about 4 s: long enough that a partition or pause of its CLI can cost the lease.
     const writes = 1 + Math.floor(Math.random() * 10);
     for (let i = 0; i < writes; i++) {

@@ -58,6 +58,8 @@ async function runCliWorker(ctx: WorkerContext): Promise<void> {
   const cli = resolve(dirname(fileURLToPath(import.meta.resolve('fencekit'))), 'cli.js');
   const group = resolve(import.meta.dirname, 'cli-group.js');
   const processes = new Map<string, GroupProcess[]>();
+  /** Every CLI's stdout: a group process that escaped the kills (not yet reported) still holds one. */
+  const pipes = new Set<NodeJS.ReadableStream & { destroy(): void }>();
   let current: ChildProcess | undefined;
   let frozen: ChildProcess | undefined;
   let grants = 0;
@@ -115,6 +117,7 @@ async function runCliWorker(ctx: WorkerContext): Promise<void> {
         { stdio: ['ignore', 'pipe', 'pipe'] },
       );
       current = child;
+      if (child.stdout) pipes.add(child.stdout);
       let granted = false;
       let stderr = '';
       child.stderr?.on('data', (chunk: Buffer) => {
@@ -152,6 +155,8 @@ async function runCliWorker(ctx: WorkerContext): Promise<void> {
     ctx.holder?.handle(undefined);
     for (const timer of timers) clearTimeout(timer);
     for (const grant of [...processes.keys()]) killGroup(grant);
+    // An open pipe would keep this worker alive; a process still writing to it gets EPIPE and ends.
+    for (const pipe of pipes) pipe.destroy();
   }
 }
 

@@ -116,6 +116,13 @@ export type TortureEvent =
       effect: { value: string | null; token: string | null };
       /** The result a repeat gets now (null: no stored result). */
       stored: { result: string; final: boolean } | null;
+  // cli workload: a process of a command run by `fencekit lock` says it still runs (the grant id
+  // names the command's group); the CLI process ends (code, or the signal that killed it).
+  | { type: 'alive'; t: number; worker: string; grant: string; member: string }
+      type: 'cli-exit';
+      grant: string;
+      code: number | null;
+      signal: string | null;
     };
 
 export const now = (): number => Number(process.hrtime.bigint()) / 1e6;

@@ -104,11 +104,13 @@ const stallAfterAcquire: Fault = async (ctx) => {
   return null;
 };
 
-/** SIGKILL (or simulated crash) of a holder; a fresh worker takes its place. */
+/** SIGKILL (or simulated crash) of a holder; a fresh worker takes its place (unless the holder was its child). */
 const killWorker: Fault = async (ctx) => {
   const w = await holder(ctx);
   if (!w) return null;
   w.crash();
+  // A worker whose holder is a child process killed that child and runs on (cli).
+  if (w.survivesCrash) return { target: `${w.id}'s holder process` };
   await sleep(200);
   await ctx.respawn(w);
   return { target: w.id };

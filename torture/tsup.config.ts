@@ -6,6 +6,8 @@ export default defineConfig({
   entry: {
     main: 'torture/main.ts',
     'worker-main': 'torture/worker-main.ts',
+    // The command the cli workload runs under `fencekit lock`.
+    'cli-group': 'torture/workloads/cli-group.ts',
     library: 'torture/library.ts',
     'library-resolve': 'torture/library-resolve.ts',
   },

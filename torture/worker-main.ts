@@ -1,4 +1,5 @@
 import type { TortureEvent } from './history.js';
+import { HolderFaults } from './holder-faults.js';
 import { StallSwitch } from './stall.js';
 import { runWorker, type WorkerConfig } from './worker.js';
 
@@ -6,8 +7,14 @@ import { runWorker, type WorkerConfig } from './worker.js';
 // stops (closing its provider) when told to or when the runner goes away.
 const stop = new AbortController();
 const stalls = new StallSwitch();
+const holder = new HolderFaults();
 process.on('disconnect', () => stop.abort());
-type Message = { type: 'start'; config: WorkerConfig } | { type: 'stop' } | { type: 'stall'; ms: number };
+type Message =
+  | { type: 'start'; config: WorkerConfig }
+  | { type: 'stop' }
+  | { type: 'stall'; ms: number }
+  | { type: 'freeze'; frozen: boolean }
+  | { type: 'crash' };
 process.on('message', (message: Message) => {
   if (message.type === 'stop') {
     stop.abort();
@@ -17,10 +24,18 @@ process.on('message', (message: Message) => {
     stalls.arm(message.ms);
     return;
   }
+  if (message.type === 'freeze') {
+    holder.freeze(message.frozen);
+    return;
+  }
+  if (message.type === 'crash') {
+    holder.crash();
+    return;
+  }
   const emit = (event: TortureEvent) => {
     if (process.connected) process.send?.(event);
   };
-  runWorker(message.config, emit, stop.signal, undefined, stalls).then(
+  runWorker(message.config, emit, stop.signal, undefined, stalls, holder).then(
     () => process.disconnect(),
     (error: unknown) => {
       emit({

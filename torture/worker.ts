@@ -1,5 +1,6 @@
 import type { LockProvider } from 'fencekit';
 import type { TortureEvent } from './history.js';
+import type { HolderFaults } from './holder-faults.js';
 import { seeded } from './random.js';
 import { StallSwitch } from './stall.js';
 import { FencedStorage } from './storage.js';
@@ -33,6 +34,7 @@ export async function runWorker(
   stop: AbortSignal,
   onProvider?: (provider: LockProvider) => void,
   stalls: StallSwitch = new StallSwitch(),
+  holder?: HolderFaults,
 ): Promise<void> {
   const storage = new FencedStorage(config.storageUrl, config.fencing);
   try {
@@ -43,6 +45,7 @@ export async function runWorker(
       random: seeded(config.seed),
       storage,
       stalls,
+      ...(holder ? { holder } : {}),
       ...(onProvider ? { onProvider } : {}),
     });
   } finally {

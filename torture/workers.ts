@@ -4,6 +4,7 @@ import type { LockProvider, MemoryLockProvider } from 'fencekit';
 import { now, type TortureEvent } from './history.js';
 import { StallSwitch } from './stall.js';
 import { runWorker, type WorkerConfig } from './worker.js';
+import { workload } from './workloads/index.js';
 
 /** One running worker, as the nemesis sees it. */
 export interface WorkerHandle {
@@ -17,6 +18,8 @@ export interface WorkerHandle {
   stallAfterAcquire(ms: number): void;
   /** Dies without clean-up: SIGKILL, or the memory client's simulated crash. */
   crash(): void;
+  /** crash() and freeze() reach the holder process the worker runs, not the worker (see Workload.holderIsChild). */
+  readonly survivesCrash?: boolean;
   /** Asks it to stop and close; bounded. */
   stop(): Promise<void>;
 }
@@ -76,14 +79,18 @@ export class WorkerPool {
     const signalChild = (signal: NodeJS.Signals) => {
       if (!exited) child.kill(signal);
     };
+    const send = (message: object) => {
+      if (child.connected) child.send(message);
+    };
+    const forwarded = workload(config.workload).holderIsChild === true;
     return {
       id: config.id,
       config,
-      freeze: (frozen) => signalChild(frozen ? 'SIGSTOP' : 'SIGCONT'),
-      stallAfterAcquire: (ms) => {
-        if (child.connected) child.send({ type: 'stall', ms });
-      },
-      crash: () => signalChild('SIGKILL'),
+      survivesCrash: forwarded,
+      freeze: (frozen) =>
+        forwarded ? send({ type: 'freeze', frozen }) : signalChild(frozen ? 'SIGSTOP' : 'SIGCONT'),
+      stallAfterAcquire: (ms) => send({ type: 'stall', ms }),
+      crash: () => (forwarded ? send({ type: 'crash' }) : signalChild('SIGKILL')),
       stop: async () => {
         expectedExit = true;
         signalChild('SIGCONT');

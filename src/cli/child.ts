@@ -11,8 +11,13 @@ export interface ChildRun {
   command: string[];
   /** Added to the CLI's own environment. */
   env: Record<string, string>;
-  /** The grant's signal (derived with linkSignals): on abort SIGTERM, then SIGKILL after graceMs. */
+  /**
+   * The grant's signal (derived with linkSignals): on abort SIGKILL at once. The loss signal fires
+   * only about a round trip before the lease can run out on the server and the next holder start:
+   * no time is left for a grace then.
+   */
   stop: AbortSignal;
+  /** Stops while the grant still holds (the CLI signalled, left-over processes): SIGKILL this long after the signal. */
   graceMs: number;
   interrupts: Interrupts;
   /** Says why the command is being stopped (stderr). */
@@ -32,7 +37,8 @@ const AFTER_KILL_MS = 5_000;
  * command's own code, 128 + n when signal n ended it, 127/126 when it could not be started.
  * Resolves only once every process of the command's session is gone, so the caller may release
  * then: whatever stops it (the grant's loss, a signal to the CLI, the command's own exit with a
- * `&` job left behind), the session gets a signal, SIGKILL after graceMs, and is waited for.
+ * `&` job left behind), the session gets a signal, SIGKILL after graceMs (at once after a loss),
+ * and is waited for.
  * Never starts it when `stop` has already aborted or the CLI was signalled (the caller checks and
  * so does this).
  */
@@ -65,7 +71,7 @@ export function runChild(run: ChildRun): Promise<number> {
     });
     const onStop = () => {
       run.onStop(run.stop.reason);
-      session.stop('SIGTERM');
+      session.stop('SIGKILL');
     };
     // A bug of the CLI while the command runs: the grant cannot be trusted to end well, so the
     // command is killed and the CLI leaves without releasing once it is gone (abandon).

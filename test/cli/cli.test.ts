@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { lockKeys } from '../../adapters/redis/scripts.js';
 import { connect, type LockProvider } from '../../src/index.js';
 import { eventually } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startAll, startServers } from '../servers/index.js';
 import {
   alive,
   CliProcesses,
@@ -148,7 +148,7 @@ describe('the fencekit command', () => {
   );
 
   describe('a lost lock stops the command', () => {
-    it('the key deleted on Redis: the command gets SIGTERM (exit 143)', async () => {
+    it('the key deleted on Redis: the command gets SIGKILL (exit 137)', async () => {
       const key = name('lost');
       const file = log();
       const run = cli.start([
@@ -163,8 +163,8 @@ describe('the fencekit command', () => {
       ]);
       await until('the command runs', () => logLines(file).length === 1);
       expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
-      expect(await run.exited()).toBe(143);
-      expect(run.stderr()).toMatch(/no longer held.*SIGTERM/);
+      expect(await run.exited()).toBe(137);
+      expect(run.stderr()).toMatch(/no longer held.*SIGKILL/);
     });
 
     it("the command's own children are stopped too: nothing of it runs after the release", async () => {
@@ -175,12 +175,12 @@ describe('the fencekit command', () => {
       const run = cli.start(['lock', key, '--url', redisUrl, '--ttl', '1500', '--', 'sh', '-c', script]);
       await until('the command runs', () => logLines(file).length === 1);
       expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
-      expect(await run.exited()).toBe(143);
+      expect(await run.exited()).toBe(137);
       await new Promise((r) => setTimeout(r, 4_000)); // past the child's sleep
       expect(logLines(file)).toEqual(['start']);
     });
 
-    it('a command that ignores SIGTERM gets SIGKILL after --grace (exit 137)', async () => {
+    it('no --grace after a loss: a command that would ignore SIGTERM gets SIGKILL at once (exit 137)', async () => {
       const key = name('grace');
       const file = log();
       const run = cli.start([
@@ -191,14 +191,14 @@ describe('the fencekit command', () => {
         '--ttl',
         '1500',
         '--grace',
-        '500',
+        '60000',
         '--',
         ...loggingCommand(file, 'A', 20_000, 'log-and-stay'),
       ]);
       await until('the command runs', () => logLines(file).length === 1);
       await raw.del(lockKeys('fencekit:', key).lock);
-      expect(await run.exited()).toBe(137);
-      expect(logLines(file).map((l) => l.split(' ')[0])).toEqual(['start', 'SIGTERM']);
+      expect(await run.exited()).toBe(137); // well within the 60 s grace (the test's own timeout)
+      expect(logLines(file).map((l) => l.split(' ')[0])).toEqual(['start']);
     });
   });
 
@@ -291,11 +291,48 @@ describe('the fencekit command', () => {
         if (how === 'the key deleted') expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
         else
           expect((await cli.run(['force-release', key, '--url', redisUrl, '--reason', 'test'])).code).toBe(0);
-        expect(await run.exited()).toBe(143); // the leader's own end: SIGTERM
+        expect(await run.exited()).toBe(137); // the leader's own end: SIGKILL
         expect(alive(member)).toBe(false);
         await expectNoMoreTicks(files.ticks, logLines(files.ticks).length);
       },
     );
+
+    // The loss signal fires about a round trip before the lease can run out on the server: no
+    // --grace is left then, or a member that outlives SIGTERM writes beside the next holder.
+    it('lost as renewals stop reaching Redis: the member is gone before the next holder starts, --grace or not', async () => {
+      const key = name('group-expired');
+      const files = groupFiles();
+      const [host = '', port = ''] = redisUrl.replace('redis://', '').split(':');
+      const proxy = await FaultProxy.start({ host, port: Number(port) });
+      try {
+        const first = cli.start([
+          'lock',
+          key,
+          '--url',
+          `redis://${proxy.address}`,
+          '--ttl',
+          '1500',
+          '--grace',
+          '20000',
+          '--',
+          ...groupWithStubbornMember(files, 'sleeps'),
+        ]);
+        const member = await memberStarted(files);
+        const next = cli.start(['lock', key, '--url', redisUrl, '--', ...nextHolderCommand(files)]);
+        await waitersReach(key, 1);
+        proxy.setMode({ kind: 'partition' });
+        await until('the next holder ran', () => logLines(files.out).length > 0);
+        const seen = JSON.parse(readFileSync(files.out, 'utf8'));
+        expect(seen.memberAlive).toBe(false);
+        expect(alive(member)).toBe(false);
+        expect(await next.exited()).toBe(0);
+        proxy.setMode({ kind: 'pass' });
+        expect(await first.exited()).toBe(137);
+        expect(first.stderr()).toMatch(/no longer held.*SIGKILL/);
+      } finally {
+        await proxy.close();
+      }
+    });
 
     const stopCommands = [
       ['lock', 'SIGTERM'],
@@ -519,7 +556,7 @@ describe('the fencekit command', () => {
     expect(logLines(file).filter((l) => l.includes(' B '))).toEqual([]);
   });
 
-  it("ls lists the held name; force-release removes it and the holder's command gets SIGTERM", async () => {
+  it("ls lists the held name; force-release removes it and the holder's command gets SIGKILL", async () => {
     const key = name('admin');
     const file = log();
     const run = cli.start([
@@ -564,6 +601,6 @@ describe('the fencekit command', () => {
     const released = await cli.run(['force-release', key, '--url', redisUrl, '--reason', 'stuck job']);
     expect(released.code).toBe(0);
     expect(released.stdout).toMatch(/released/);
-    expect(await run.exited()).toBe(143); // the holder learns at its next renewal
+    expect(await run.exited()).toBe(137); // the holder learns at its next renewal
   });
 });

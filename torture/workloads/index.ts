@@ -1,6 +1,7 @@
 import { electionWorkload } from './election.js';
 import { facadesWorkload } from './facades.js';
 import { idempotencyWorkload } from './idempotency.js';
+import { cliWorkload } from './cli.js';
 import { lockWorkload } from './lock.js';
 import { semaphoreWorkload } from './semaphore.js';
 import type { Workload, WorkloadName } from './workload.js';
@@ -12,6 +13,7 @@ export const WORKLOADS: Partial<Record<WorkloadName, Workload>> = {
   election: electionWorkload,
   facades: facadesWorkload,
   idempotency: idempotencyWorkload,
+  cli: cliWorkload,
 };
 
 export function workload(name: string): Workload {

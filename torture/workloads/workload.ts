@@ -2,6 +2,7 @@ import type { LockProvider } from 'fencekit';
 import type { CheckOptions, CheckResult } from '../checker.js';
 import type { TortureBackend } from '../cluster.js';
 import type { TortureEvent } from '../history.js';
+import type { HolderFaults } from '../holder-faults.js';
 import type { StallSwitch } from '../stall.js';
 import type { FencedStorage } from '../storage.js';
 import type { WorkerConfig } from '../worker.js';
@@ -29,6 +30,8 @@ export interface WorkerContext {
   storage: FencedStorage;
   /** The nemesis's stall switch (see stall.ts); a workload that calls acquire() through stallingProvider honours it. */
   stalls: StallSwitch;
+  /** Forked workers of a workload whose holder is a child process: the faults aimed at it. */
+  holder?: HolderFaults;
   /** memory:// in-process workers: hands the runner the real provider (partition, crash). */
   onProvider?: (provider: LockProvider) => void;
 }
@@ -51,6 +54,11 @@ export interface Workload {
   readonly name: WorkloadName;
   /** Backends that have the recipe; a run of another backend skips the workload. */
   readonly backends: readonly TortureBackend[];
+  /**
+   * The lock holder is a process the worker starts (cli: `fencekit lock`), not the worker: the
+   * nemesis's freeze and kill go to that process (the worker applies them and survives a kill).
+   */
+  readonly holderIsChild?: boolean;
   /** The --unsafe variants this workload knows, each breaking one of its promises on purpose. */
   readonly unsafe: readonly string[];
   /** Storage rows the protected storage needs (the names its workers write under). */

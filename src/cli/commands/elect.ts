@@ -34,7 +34,7 @@ export function registerElectionCommands(program: Command): void {
     )
     .option(
       '--grace <ms>',
-      "after SIGTERM to the command's session (term lost, CLI signalled, left-over processes), SIGKILL after this long",
+      "after SIGTERM to the command's session (CLI signalled, left-over processes), SIGKILL after this long; a lost term gets SIGKILL at once",
       milliseconds,
       DEFAULT_GRACE_MS,
     )
@@ -55,7 +55,7 @@ export function registerElectionCommands(program: Command): void {
                 graceMs: flags.grace,
                 interrupts,
                 onStop: (reason) =>
-                  warn(`term ${term} ended (${describe(reason)}); sending SIGTERM to the command's session`),
+                  warn(`term ${term} ended (${describe(reason)}); sending SIGKILL to the command's session`),
               });
             },
             {

@@ -34,7 +34,7 @@ function grantOptions(command: Command): Command {
     .option('--owner <text>', 'owner text shown by inspect (default <host>/<pid>)')
     .option(
       '--grace <ms>',
-      "after SIGTERM to the command's session (loss, CLI signalled, left-over processes), SIGKILL after this long",
+      "after SIGTERM to the command's session (CLI signalled, left-over processes), SIGKILL after this long; a lost grant gets SIGKILL at once",
       milliseconds,
       DEFAULT_GRACE_MS,
     );
@@ -99,10 +99,7 @@ async function runUnderGrant(
       stop: held.signal,
       graceMs: flags.grace,
       interrupts,
-      onStop: (reason) =>
-        warn(
-          `${describe(reason)}; sending SIGTERM to the command's session (SIGKILL after ${flags.grace} ms)`,
-        ),
+      onStop: (reason) => warn(`${describe(reason)}; sending SIGKILL to the command's session`),
     });
   } finally {
     held.dispose();

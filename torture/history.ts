@@ -94,10 +94,14 @@ export type TortureEvent =
   /** A term's resign() resolved (called at tStart): the term's key is gone on the server. */
   | { type: 'resigned'; t: number; tStart: number; worker: string; grant: string }
   /** The worker was asked to stop (the run's end, as far as its workers go). */
-  | { type: 'stopping'; t: number; worker: string };
+  | { type: 'stopping'; t: number; worker: string }
   // The idempotency workload's events (see workloads/idempotency.ts).
+  | {
       /** What one execute() call gave its caller. */
       type: 'outcome';
+      t: number;
+      worker: string;
+      key: string;
       /** The grant of the run this call's fn ran as, if it ran. */
       run?: string;
       /** The result the caller got: the name of the run that produced it (a value or a FinalError's). */
@@ -109,17 +113,25 @@ export type TortureEvent =
       error?: string;
       /** The error was neither a FencekitError nor one of the workload's own fn errors. */
       untyped?: boolean;
+    }
+  | {
       /** Runner side, after every worker stopped: a key's effect row and the result its record replays. */
       type: 'final';
+      t: number;
       workload: string;
+      key: string;
       /** The effect row: the run that wrote it last and the token it wrote with (null: never written). */
       effect: { value: string | null; token: string | null };
       /** The result a repeat gets now (null: no stored result). */
       stored: { result: string; final: boolean } | null;
+    }
   // cli workload: a process of a command run by `fencekit lock` says it still runs (the grant id
   // names the command's group); the CLI process ends (code, or the signal that killed it).
   | { type: 'alive'; t: number; worker: string; grant: string; member: string }
+  | {
       type: 'cli-exit';
+      t: number;
+      worker: string;
       grant: string;
       code: number | null;
       signal: string | null;

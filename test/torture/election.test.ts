@@ -169,7 +169,13 @@ describe('election rules', () => {
     const [candidate, inspector] = await Promise.all([connect(url), connect(url)]);
     try {
       const leadership = await createElection(candidate, NAME).campaign('stayed');
-      const context = { provider: inspector, url, storageUrl: '', backend: 'memory' as const };
+      const context = {
+        provider: inspector,
+        url,
+        storageUrl: '',
+        backend: 'memory' as const,
+        record: () => undefined,
+      };
       expect((await electionWorkload.leftovers(context)).join('\n')).toContain('stayed');
       await leadership.resign();
       expect(await electionWorkload.leftovers(context)).toEqual([]);

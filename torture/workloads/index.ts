@@ -1,7 +1,7 @@
+import { cliWorkload } from './cli.js';
 import { electionWorkload } from './election.js';
 import { facadesWorkload } from './facades.js';
 import { idempotencyWorkload } from './idempotency.js';
-import { cliWorkload } from './cli.js';
 import { lockWorkload } from './lock.js';
 import { semaphoreWorkload } from './semaphore.js';
 import type { Workload, WorkloadName } from './workload.js';

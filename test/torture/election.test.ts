@@ -253,11 +253,4 @@ describe('election torture runs', () => {
     expect(counts(staleObserve[0])['stale-observe']).toBeGreaterThan(0);
     expect(counts(noFailover[0]).failover).toBeGreaterThan(0);
   }, 90_000);
-
-  it('etcd under the nemesis: terms, reports, faults, no violation', async () => {
-    const [report] = await tortureAll(['--backend', 'etcd', '--workload', 'election', '--seconds', '8']);
-    expect(report?.violations.map((v) => `${v.rule}: ${v.message}`)).toEqual([]);
-    expect(report?.grants).toBeGreaterThan(3);
-    expect(Object.values(report?.faults ?? {}).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
-  }, 90_000);
 });

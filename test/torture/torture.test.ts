@@ -68,7 +68,18 @@ describe('torture suite', () => {
     }, 120_000);
 
     it("control run on Redis with fencing off: a frozen holder's late write is accepted (stale-write)", async () => {
-      const args = ['--backend', 'redis', '--seconds', '20', '--faults', 'pauseHolder', '--seed', '19'];
+      const args = [
+        '--backend',
+        'redis',
+        '--seconds',
+        '20',
+        '--workers',
+        '4',
+        '--faults',
+        'pauseHolder',
+        '--seed',
+        '19',
+      ];
       const report = await torture([...args, '--no-fencing']);
       expect(report.violations.some((v) => v.rule === 'stale-write')).toBe(true);
     }, 150_000);

@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { TortureEvent } from '../../torture/history.js';
 import type { TortureReport } from '../../torture/run.js';
 import { cliWorkload } from '../../torture/workloads/cli.js';
 import { checkCliGroups } from '../../torture/workloads/cli-rules.js';
+import { buildTorture, tortureReport } from './runner.js';
 
 // The cli workload: its two rules on hand-made histories (red on a bad one, green on the good
 // one), then the control run that breaks both and a short run that must stay green.
@@ -122,31 +120,15 @@ describe('cli workload rules', () => {
   });
 });
 
-const run = promisify(execFile);
-const root = resolve(import.meta.dirname, '../..');
-
 /** Runs the built runner with `args` (--json) and returns the cli workload's report. */
-async function tortureCli(args: string[]): Promise<TortureReport> {
-  const argv = ['.tmp/torture/main.js', '--json', '--workload', 'cli', '--backend', 'redis', ...args];
-  const { stdout } = await run('node', argv, {
-    cwd: root,
-    timeout: 90_000,
-    maxBuffer: 64 * 1024 * 1024,
-  }).catch((error: { stdout?: string; code?: number }) => {
-    // Exit code 1 means violations: the report says which; anything else is a failure.
-    if (error.code === 1 && error.stdout) return { stdout: error.stdout };
-    throw error;
-  });
-  const [report] = JSON.parse(stdout) as TortureReport[];
-  if (!report) throw new Error(`no report in ${stdout}`);
-  return report;
-}
+const tortureCli = (args: string[]) =>
+  tortureReport(['--workload', 'cli', '--backend', 'redis', ...args], { timeoutMs: 90_000 });
 const count = (report: TortureReport, rule: string) =>
   report.violations.filter((v) => v.rule === rule).length;
 
 describe('cli workload runs', () => {
   beforeAll(async () => {
-    await run('npm', ['run', 'torture:build', '--silent'], { cwd: root, timeout: 60_000 });
+    await buildTorture();
   }, 90_000);
 
   it('control: a member that leaves the session (setsid) outlives the release: both rules go red', async () => {

@@ -1,12 +1,10 @@
-import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { connect, createElection } from '../../src/index.js';
 import type { TortureEvent } from '../../torture/history.js';
 import type { TortureReport } from '../../torture/run.js';
 import { electionWorkload } from '../../torture/workloads/election.js';
 import { checkFailovers, checkStaleObserves } from '../../torture/workloads/election-rules.js';
+import { buildTorture, tortureReports } from './runner.js';
 
 // The election workload's rules on hand-made histories (each red on a bad one, green on the good
 // one), then its control runs through the built runner, and one short run on a real backend.
@@ -214,23 +212,11 @@ describe('election rules', () => {
   });
 });
 
-const run = promisify(execFile);
-const root = resolve(import.meta.dirname, '../..');
 const SEED = 20261201;
 
 /** Runs the runner with `args` and returns its reports (exit 1 = violations, reported on stdout). */
-async function tortureAll(args: string[]): Promise<TortureReport[]> {
-  const argv = ['.tmp/torture/main.js', '--json', '--seed', String(SEED), ...args];
-  const { stdout } = await run('node', argv, {
-    cwd: root,
-    timeout: 90_000,
-    maxBuffer: 64 * 1024 * 1024,
-  }).catch((error: { stdout?: string; code?: number }) => {
-    if (error.code === 1 && error.stdout) return { stdout: error.stdout };
-    throw error;
-  });
-  return JSON.parse(stdout) as TortureReport[];
-}
+const tortureAll = (args: string[]) =>
+  tortureReports(['--seed', String(SEED), ...args], { timeoutMs: 90_000 });
 const counts = (report: TortureReport | undefined) => {
   const out: Record<string, number> = {};
   for (const v of report?.violations ?? []) out[v.rule] = (out[v.rule] ?? 0) + 1;
@@ -239,7 +225,7 @@ const counts = (report: TortureReport | undefined) => {
 
 describe('election torture runs', () => {
   beforeAll(async () => {
-    await run('npm', ['run', 'torture:build', '--silent'], { cwd: root, timeout: 60_000 });
+    await buildTorture();
   }, 90_000);
 
   it('the controls go red: two leaders (overlap), a replayed report (stale-observe), nobody in line (failover)', async () => {

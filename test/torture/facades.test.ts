@@ -1,6 +1,3 @@
-import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { MemoryLockProvider, MemoryLockServer } from 'fencekit';
 import { Redlock } from 'fencekit/compat/redlock';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -11,12 +8,11 @@ import { Belief } from '../../torture/workloads/belief.js';
 import { expiryFromCallStart } from '../../torture/workloads/expiry-from-call-start.js';
 import { checkFacades } from '../../torture/workloads/facades.js';
 import { checkOverLimit, checkPermitTokens } from '../../torture/workloads/over-limit.js';
+import { buildTorture, tortureReport } from './runner.js';
 
 // The facades workload: its rules on hand-made histories (each red on a bad one, green on the good
 // one), its control wrapper on its own, and short runs through the built runner: both controls
 // red, a run on Redis under faults green.
-const run = promisify(execFile);
-const root = resolve(import.meta.dirname, '../..');
 const opts = { progressBoundMs: 1_000 };
 
 type Grant = Extract<TortureEvent, { type: 'grant' }>;
@@ -150,25 +146,12 @@ describe('the expiry-from-call-start control wrapper', () => {
 
 describe('facades runs', () => {
   beforeAll(async () => {
-    await run('npm', ['run', 'torture:build', '--silent'], { cwd: root, timeout: 60_000 });
+    await buildTorture();
   }, 90_000);
 
   /** The facades report of a run of the built runner with `args`. */
-  async function torture(args: string[]): Promise<TortureReport> {
-    const argv = ['.tmp/torture/main.js', '--json', '--workload', 'facades', ...args];
-    const { stdout } = await run('node', argv, {
-      cwd: root,
-      timeout: 60_000,
-      maxBuffer: 64 * 1024 * 1024,
-    }).catch((error: { stdout?: string; code?: number }) => {
-      // Exit code 1 means violations: the report on stdout says which.
-      if (error.code === 1 && error.stdout) return { stdout: error.stdout };
-      throw error;
-    });
-    const [report] = JSON.parse(stdout) as TortureReport[];
-    if (!report) throw new Error(`no report in ${stdout}`);
-    return report;
-  }
+  const torture = (args: string[]) =>
+    tortureReport(['--workload', 'facades', ...args], { timeoutMs: 60_000 });
   const rules = (report: TortureReport) => new Set(report.violations.map((v) => v.rule));
 
   // Side by side (each is mostly waiting: quiet tail, leases running out), to keep the file short.

@@ -1,31 +1,14 @@
-import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Rule } from '../../torture/checker.js';
 import type { TortureEvent } from '../../torture/history.js';
-import type { TortureReport } from '../../torture/run.js';
 import { idempotencyWorkload } from '../../torture/workloads/idempotency.js';
+import { buildTorture, tortureReports } from './runner.js';
 
 // The idempotency workload: its rules on hand-made histories, then one control run that must go
 // red and one short run on PostgreSQL that must not.
-const run = promisify(execFile);
-const root = resolve(import.meta.dirname, '../..');
 
 /** Runs the built runner with `args` and returns its reports. */
-async function tortureAll(args: string[]): Promise<TortureReport[]> {
-  const argv = ['.tmp/torture/main.js', '--json', ...args];
-  const { stdout } = await run('node', argv, {
-    cwd: root,
-    timeout: 60_000,
-    maxBuffer: 64 * 1024 * 1024,
-  }).catch((error: { stdout?: string; code?: number }) => {
-    // Exit code 1 means violations: the report on stdout says which; anything else is a failure.
-    if (error.code === 1 && error.stdout) return { stdout: error.stdout };
-    throw error;
-  });
-  return JSON.parse(stdout) as TortureReport[];
-}
+const tortureAll = (args: string[]) => tortureReports(args, { timeoutMs: 60_000 });
 
 const opts = { progressBoundMs: 10_000 };
 const rulesOf = (events: TortureEvent[]): Rule[] =>
@@ -122,7 +105,7 @@ describe('torture idempotency rules', () => {
 
 describe('torture idempotency runs', () => {
   beforeAll(async () => {
-    await run('npm', ['run', 'torture:build', '--silent'], { cwd: root, timeout: 60_000 });
+    await buildTorture();
   }, 90_000);
 
   it('control: completions without a fence store a run that was taken over (memory)', async () => {

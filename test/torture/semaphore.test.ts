@@ -1,6 +1,3 @@
-import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Rule } from '../../torture/checker.js';
 import type { TortureEvent } from '../../torture/history.js';
@@ -11,6 +8,7 @@ import {
   checkPermitsReturn,
   checkPermitTokens,
 } from '../../torture/workloads/semaphore-rules.js';
+import { buildTorture, tortureReport } from './runner.js';
 
 // The semaphore workload's rules on hand-made histories (each red on a bad one, green on a good
 // one), then its controls and one short run on a real backend through the built runner.
@@ -210,32 +208,17 @@ describe('semaphore rules', () => {
 });
 
 // Through the built runner, as `npm run torture` runs it.
-const run = promisify(execFile);
-const root = resolve(import.meta.dirname, '../..');
 const SEED = 20261201;
 
 /** Runs the runner on the semaphore workload with `args`; its report. */
-async function torture(args: string[]): Promise<TortureReport> {
-  const argv = ['.tmp/torture/main.js', '--json', '--seed', String(SEED), '--workload', 'semaphore', ...args];
-  const { stdout } = await run('node', argv, {
-    cwd: root,
-    timeout: 120_000,
-    maxBuffer: 64 * 1024 * 1024,
-  }).catch((error: { stdout?: string; code?: number }) => {
-    // Exit code 1 means violations: the report on stdout says which; anything else is a failure.
-    if (error.code === 1 && error.stdout) return { stdout: error.stdout };
-    throw error;
-  });
-  const [report] = JSON.parse(stdout) as TortureReport[];
-  if (!report) throw new Error(`no report in ${stdout}`);
-  return report;
-}
+const torture = (args: string[]) =>
+  tortureReport(['--seed', String(SEED), '--workload', 'semaphore', ...args], { timeoutMs: 120_000 });
 
 const ruleSet = (report: TortureReport) => new Set(report.violations.map((v) => v.rule));
 
 describe('semaphore torture', () => {
   beforeAll(async () => {
-    await run('npm', ['run', 'torture:build', '--silent'], { cwd: root, timeout: 60_000 });
+    await buildTorture();
   }, 90_000);
 
   it('the controls go red on memory: over-grant, token-reuse, long-lease, abandon', async () => {

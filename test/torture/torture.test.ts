@@ -1,40 +1,19 @@
-import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { TortureBackend } from '../../torture/cluster.js';
 import type { TortureReport } from '../../torture/run.js';
+import { buildTorture, tortureReports } from './runner.js';
 
 // Short, fixed-seed torture runs through the built runner (npm test builds the package first),
 // exactly as `npm run torture` runs it. Each asserts three things: the checker found nothing,
 // faults were really injected, and grants really happened — a run that did nothing fails.
-const run = promisify(execFile);
-const root = resolve(import.meta.dirname, '../..');
 const SEED = 20261201;
 
 /** A built checkout of an old commit to run against (see docs/torture.md); unset: skipped. */
 const OLD_LIB = process.env.FENCEKIT_TORTURE_OLD_LIB;
 
 /** Runs the runner with `args` and returns its reports, one per backend and workload. */
-async function tortureAll(args: string[], lib?: string): Promise<TortureReport[]> {
-  // Another build is loaded through the resolve hook given here (not by main.js running itself
-  // again), so the timeout below ends the run itself.
-  const hook = lib ? ['--import', './.tmp/torture/library.js'] : [];
-  const argv = [...hook, '.tmp/torture/main.js', '--json', '--seed', String(SEED), ...args];
-  const { stdout } = await run('node', argv, {
-    cwd: root,
-    timeout: 150_000,
-    maxBuffer: 64 * 1024 * 1024,
-    env: lib ? { ...process.env, FENCEKIT_TORTURE_LIB: lib } : process.env,
-  }).catch((error: { stdout?: string; code?: number }) => {
-    // Exit code 1 means violations: the report on stdout says which; anything else is a failure.
-    if (error.code === 1 && error.stdout) return { stdout: error.stdout };
-    throw error;
-  });
-  const reports = JSON.parse(stdout) as TortureReport[];
-  if (reports.length === 0) throw new Error(`no report in ${stdout}`);
-  return reports;
-}
+const tortureAll = (args: string[], lib?: string) =>
+  tortureReports(['--seed', String(SEED), ...args], { timeoutMs: 150_000, ...(lib ? { lib } : {}) });
 
 /** The lock workload's report of a run of it alone. */
 async function torture(args: string[], lib?: string): Promise<TortureReport> {
@@ -48,7 +27,7 @@ const violations = (report: TortureReport) =>
 
 describe('torture suite', () => {
   beforeAll(async () => {
-    await run('npm', ['run', 'torture:build', '--silent'], { cwd: root, timeout: 60_000 });
+    await buildTorture();
   }, 90_000);
 
   describe('the pipeline can go red', () => {

@@ -5,7 +5,7 @@ import { between } from '../random.js';
 import { sleep } from '../sleep.js';
 import { checkFailovers, checkStaleObserves } from './election-rules.js';
 import { unsafeElection } from './election-unsafe.js';
-import { codeOf, grantRecorder } from './grants.js';
+import { codeOf, grantRecorder, recordedWrite } from './grants.js';
 import type { LeftoverContext, WorkerContext, Workload } from './workload.js';
 
 const NAME = 'elected';
@@ -109,19 +109,8 @@ async function campaignLoop(ctx: WorkerContext, election: Election, provider: Lo
           if (codeOf(error) === 'NOT_IMPLEMENTED') proclaims = false;
         }
       }
-      const t = now();
-      const result = await storage.write(NAME, term, `${grant}/${i}`);
-      emit({
-        type: 'write',
-        t,
-        tEnd: now(),
-        worker: config.id,
-        key: NAME,
-        grant,
-        token: String(term),
-        live,
-        result,
-      });
+      const value = `${grant}/${i}`;
+      await recordedWrite(storage, emit, { worker: config.id, key: NAME, grant, token: term, value, live });
     }
     const tStart = now();
     try {

@@ -16,7 +16,7 @@ import { sleep } from '../sleep.js';
 import { stallingProvider } from '../stall.js';
 import { Belief } from './belief.js';
 import { expiryFromCallStart, type RedlockCalls } from './expiry-from-call-start.js';
-import { codeOf, type GrantRecorder, grantRecorder } from './grants.js';
+import { codeOf, type GrantRecorder, grantRecorder, recordedWrite } from './grants.js';
 import { checkOverLimit, checkPermitTokens } from './over-limit.js';
 import { SharedHolder } from './shared-holder.js';
 import type { LeftoverContext, WorkerContext, Workload } from './workload.js';
@@ -169,17 +169,14 @@ async function runFacadesWorker(ctx: WorkerContext): Promise<void> {
       for (const h of held) {
         const live = belief.live();
         if (!live && random() > 0.5) return; // a well-behaved holder stops; half keep going
-        const t = now();
-        const result = await storage.write(h.key, h.token, `${h.grant}/${i}`);
-        emit({
-          type: 'write',
-          t,
-          tEnd: now(),
+        const value = `${h.grant}/${i}`;
+        await recordedWrite(storage, emit, {
           worker: config.id,
-          ...h,
-          token: String(h.token),
+          key: h.key,
+          grant: h.grant,
+          token: h.token,
+          value,
           live,
-          result,
         });
       }
     }

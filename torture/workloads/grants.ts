@@ -1,5 +1,6 @@
 import type { GrantKind, TortureEvent } from '../history.js';
 import { now } from '../history.js';
+import type { FencedStorage, WriteResult } from '../storage.js';
 
 export interface GrantRecorder {
   /**
@@ -51,4 +52,20 @@ export function codeOf(error: unknown): string {
 
 export function describeReason(reason: unknown): string {
   return reason instanceof Error ? `${codeOf(reason)}: ${reason.message}` : String(reason);
+}
+
+/**
+ * One write to the protected storage, recorded with the time its holder checked its belief (`t`,
+ * taken before the write is sent) and the time the storage answered.
+ */
+export async function recordedWrite(
+  storage: FencedStorage,
+  emit: (event: TortureEvent) => void,
+  write: { worker: string; key: string; grant: string; token: bigint; value: string; live: boolean },
+): Promise<WriteResult> {
+  const t = now();
+  const result = await storage.write(write.key, write.token, write.value);
+  const { worker, key, grant, token, live } = write;
+  emit({ type: 'write', t, tEnd: now(), worker, key, grant, token: String(token), live, result });
+  return result;
 }

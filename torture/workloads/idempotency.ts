@@ -11,7 +11,7 @@ import { now, type TortureEvent } from '../history.js';
 import { between, pick } from '../random.js';
 import { sleep } from '../sleep.js';
 import { FencedStorage } from '../storage.js';
-import { codeOf, grantRecorder } from './grants.js';
+import { codeOf, grantRecorder, recordedWrite } from './grants.js';
 import { SwitchableRecords, unfencedCompletion } from './idempotency-records.js';
 import { checkIdempotency } from './idempotency-rules.js';
 import type { LeftoverContext, WorkerContext, Workload } from './workload.js';
@@ -102,18 +102,14 @@ async function runIdempotencyWorker(ctx: WorkerContext): Promise<void> {
     if (stop.aborted) throw new RunFailed('STOPPED'); // stopping, or crashed: a dead worker writes nothing
     const live = !run.signal.aborted;
     if (!live && random() > 0.5) throw run.signal.reason; // a well-behaved run stops; half keep going
-    const t = now();
-    const result = await storage.write(key, run.fencingToken, grant);
-    emit({
-      type: 'write',
-      t,
-      tEnd: now(),
+    const token = run.fencingToken;
+    const result = await recordedWrite(storage, emit, {
       worker: config.id,
       key,
       grant,
-      token: String(run.fencingToken),
+      token,
+      value: grant,
       live,
-      result,
     });
     if (result !== 'accepted')
       throw new RunFailed(result === 'rejected' ? 'EFFECT_REJECTED' : 'EFFECT_ERROR');

@@ -5,7 +5,7 @@ import { between, pick } from '../random.js';
 import { sleep } from '../sleep.js';
 import { stallingProvider } from '../stall.js';
 import { unsafeProvider } from '../unsafe-provider.js';
-import { codeOf, type GrantRecorder, grantRecorder } from './grants.js';
+import { codeOf, type GrantRecorder, grantRecorder, recordedWrite } from './grants.js';
 import type { LeftoverContext, WorkerContext, Workload } from './workload.js';
 
 const KEYS = ['k0', 'k1'];
@@ -60,18 +60,13 @@ async function runLockWorker(ctx: WorkerContext): Promise<void> {
       await pause(between(random, 0, config.criticalMaxMs));
       const live = !signal.aborted;
       if (!live && random() > 0.5) return; // a well-behaved holder stops; half keep going
-      const t = now();
-      const result = await storage.write(key, token, `${grant}/${i}`);
-      emit({
-        type: 'write',
-        t,
-        tEnd: now(),
+      await recordedWrite(storage, emit, {
         worker: config.id,
         key,
         grant,
-        token: String(token),
+        token,
+        value: `${grant}/${i}`,
         live,
-        result,
       });
     }
   };

@@ -3,7 +3,7 @@ import { type CheckOptions, type CheckResult, checkHistory, type Fault } from '.
 import { now, type TortureEvent } from '../history.js';
 import { between, pick } from '../random.js';
 import { sleep } from '../sleep.js';
-import { codeOf, type GrantRecorder, grantRecorder } from './grants.js';
+import { codeOf, type GrantRecorder, grantRecorder, recordedWrite } from './grants.js';
 import {
   checkOverLimit,
   checkPermitsReturn,
@@ -111,19 +111,8 @@ async function runSemaphoreWorker(ctx: WorkerContext): Promise<void> {
       await pause(between(random, 0, config.criticalMaxMs));
       const live = !permit.signal.aborted;
       if (!live && random() > 0.5) break; // a well-behaved holder stops; half keep going
-      const t = now();
-      const result = await storage.write(permit.key, token, `${grant}/${i}`);
-      emit({
-        type: 'write',
-        t,
-        tEnd: now(),
-        worker: config.id,
-        key: permit.key,
-        grant,
-        token: String(token),
-        live,
-        result,
-      });
+      const value = `${grant}/${i}`;
+      await recordedWrite(storage, emit, { worker: config.id, key: permit.key, grant, token, value, live });
     }
     // Recorded before release() is called: from here on the holder no longer believes it holds.
     emit({ type: 'release', t: now(), worker: config.id, grant });

@@ -71,7 +71,7 @@ export function runChild(run: ChildRun): Promise<number> {
     });
     const onStop = () => {
       run.onStop(run.stop.reason);
-      session.stop('SIGKILL');
+      session.kill();
     };
     // A bug of the CLI while the command runs: the grant cannot be trusted to end well, so the
     // command is killed and the CLI leaves without releasing once it is gone (abandon).
@@ -138,6 +138,18 @@ class CommandSession {
   /** The leader is reaped: its code is the command's. */
   leaderExited(code: number): void {
     this.#leaderCode = code;
+    this.#watch();
+  }
+
+  /**
+   * SIGKILL now, and to every group found later (a lost grant: no time for a grace); the caller
+   * releases once the session is empty, or the CLI gives up AFTER_KILL_MS later.
+   */
+  kill(): void {
+    if (this.#done) return;
+    this.#stopping = true;
+    this.#cancelKill?.();
+    this.#kill();
     this.#watch();
   }
 

@@ -144,15 +144,26 @@ export function checkBornLost(grants: readonly Grant[], faults: readonly Fault[]
   return out;
 }
 
-/** A stall of the whole process ended this shortly before a grant: the hand-out straddled it. */
+/**
+ * How long after a whole-process stall's recorded end a grant may still have been handed out
+ * across it: the nemesis stamps the end a few promise steps after the busy loop, and the workers'
+ * continuations queued meanwhile run first or just after.
+ */
 const STALL_HANDOUT_MS = 50;
 
+/**
+ * The grant's hand-out straddled a stall of the whole process (memory's stallProcess): its worker
+ * was in it, and it was recorded between the stall's start and just after its recorded end. Only
+ * that in-process stall can fall between the library's last look and the caller's code (promise
+ * steps of one process); a SIGSTOP of a forked worker stops it between two instructions, so a
+ * grant it records aborted was handed out aborted.
+ */
 function handedOutAcrossStall(g: Grant, faults: readonly Fault[]): boolean {
   return faults.some(
     (f) =>
       f.kind === 'stallProcess' &&
       f.pausedWorkers.includes(g.worker) &&
-      f.tEnd <= g.t &&
+      f.t <= g.t &&
       g.t - f.tEnd < STALL_HANDOUT_MS,
   );
 }

@@ -65,6 +65,11 @@ export type TortureEvent =
       target: string;
       pausedWorkers: string[];
       /**
+       * The workers the fault was aimed at (frozen, cut off, slowed, killed); absent when it hit the
+       * servers, and so every worker. A workload's checker sees only the faults that could touch it.
+       */
+      workers?: string[];
+      /**
        * Replies to this worker were held back lateMs while the fault lasted. Set only where the
        * lease starts at the server with the grant and is not renewed before the reply (Redis,
        * Redlock): a grant whose reply was that late had already run out when it arrived.

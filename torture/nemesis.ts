@@ -21,6 +21,8 @@ export interface NemesisContext {
 /** What a fault did: its target and the workers it froze (the checker distrusts their signals). */
 interface Outcome {
   target: string;
+  /** The workers it was aimed at; none: it hit the servers (every worker). */
+  workers?: string[];
   pausedWorkers?: string[];
   late?: { worker: string; ms: number };
 }
@@ -54,7 +56,7 @@ const pauseHolder: Fault = async (ctx, stop) => {
   w.freeze(true);
   await sleep(ms, stop);
   w.freeze(false);
-  return { target: `${w.id} for ${ms} ms`, pausedWorkers: [w.id] };
+  return { target: `${w.id} for ${ms} ms`, workers: [w.id], pausedWorkers: [w.id] };
 };
 
 /** SIGSTOP a worker the moment it asks for a lock: its grant (if any) arrives late. */
@@ -78,7 +80,7 @@ const pauseAfterRequest: Fault = async (ctx, stop) => {
   const ms = between(ctx.random, ctx.ttlMs * 1.5, ctx.ttlMs * 3);
   await sleep(ms, stop);
   frozen.freeze(false);
-  return { target: `${frozen.id} for ${ms} ms`, pausedWorkers: [frozen.id] };
+  return { target: `${frozen.id} for ${ms} ms`, workers: [frozen.id], pausedWorkers: [frozen.id] };
 };
 
 /**
@@ -110,10 +112,10 @@ const killWorker: Fault = async (ctx) => {
   if (!w) return null;
   w.crash();
   // A worker whose holder is a child process killed that child and runs on (cli).
-  if (w.survivesCrash) return { target: `${w.id}'s holder process` };
+  if (w.survivesCrash) return { target: `${w.id}'s holder process`, workers: [w.id] };
   await sleep(200);
   await ctx.respawn(w);
-  return { target: w.id };
+  return { target: w.id, workers: [w.id] };
 };
 
 /** A worker's connections hold every byte both ways, then deliver them on heal. */
@@ -127,7 +129,7 @@ const partitionWorker: Fault = async (ctx, stop) => {
   await sleep(ms, stop);
   if (w.partition) w.partition(false);
   for (const p of proxies) p.setMode({ kind: 'pass' });
-  return { target: `${w.id} for ${ms} ms` };
+  return { target: `${w.id} for ${ms} ms`, workers: [w.id] };
 };
 
 /**
@@ -152,6 +154,7 @@ const delayWorker: Fault = async (ctx, stop) => {
   const leaseAtServer = ctx.backend === 'redis' || ctx.backend === 'redlock';
   return {
     target: `${w.id} replies ${late} ms late for ${ms} ms`,
+    workers: [w.id],
     ...(leaseAtServer ? { late: { worker: w.id, ms: late } } : {}),
   };
 };
@@ -277,6 +280,7 @@ export async function runNemesis(ctx: NemesisContext, stop: AbortSignal): Promis
         kind,
         target: outcome.target,
         pausedWorkers: outcome.pausedWorkers ?? [],
+        ...(outcome.workers ? { workers: outcome.workers } : {}),
         ...(outcome.late ? { late: outcome.late } : {}),
       });
       ctx.log(`nemesis: ${kind} ${outcome.target}`);

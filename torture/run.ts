@@ -7,6 +7,7 @@ import { now, type TortureEvent } from './history.js';
 import { LIBRARY_ENV } from './library-env.js';
 import { runNemesis } from './nemesis.js';
 import { seeded } from './random.js';
+import { shareOf } from './share.js';
 import { FencedStorage } from './storage.js';
 import type { WorkerConfig } from './worker.js';
 import { type WorkerHandle, WorkerPool } from './workers.js';
@@ -136,17 +137,10 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
     writeFileSync(historyFile, pool.history.map((e) => JSON.stringify(e)).join('\n'));
   }
   return workloads.map((w) => {
-    const share = pool.history.filter((e) => belongsTo(e, w.name, workloadOf));
+    const share = shareOf(pool.history, w.name, workloadOf);
     const result = w.check(share, { progressBoundMs: PROGRESS_BOUND_MS, ttlMs: TTL_MS });
     return { ...result, backend: options.backend, workload: w.name, seed: options.seed, historyFile };
   });
-}
-
-/** A workload's share of the history: its workers' events, every fault, its own leftovers. */
-function belongsTo(event: TortureEvent, name: WorkloadName, workloadOf: Map<string, WorkloadName>): boolean {
-  if (event.type === 'fault') return true;
-  if (event.type === 'leftover' || event.type === 'final') return event.workload === name;
-  return workloadOf.get(event.worker) === name;
 }
 
 /**

@@ -85,5 +85,6 @@ function stall(ms: number, worker: string): TortureEvent {
     kind: STALL_KIND,
     target: `${worker} for ${ms} ms`,
     pausedWorkers: [worker],
+    workers: [worker],
   };
 }

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { checkHistory, type Rule } from '../../torture/checker.js';
 import type { TortureEvent } from '../../torture/history.js';
+import { shareOf } from '../../torture/share.js';
+import type { WorkloadName } from '../../torture/workloads/workload.js';
 
 // Hand-made histories: each rule is shown red on a bad one and green on the good one.
 const opts = { progressBoundMs: 1_000 };
@@ -171,5 +173,27 @@ describe('torture checker', () => {
     expect(rulesOf([...good, { type: 'leftover', t: 99, workload: 'lock', detail: 'k: held by a' }])).toEqual(
       ['leftover'],
     );
+  });
+});
+
+describe("a workload's share of the history", () => {
+  const workloadOf = new Map<string, WorkloadName>([
+    ['w0', 'lock'],
+    ['w1', 'semaphore'],
+  ]);
+  const fault = (workers?: string[]): TortureEvent => ({
+    type: 'fault',
+    t: 0,
+    tEnd: 10,
+    kind: workers ? 'partitionWorker' : 'memberKill',
+    target: 'x',
+    pausedWorkers: [],
+    ...(workers ? { workers } : {}),
+  });
+
+  it('holds the faults on the servers and those aimed at its own workers, not at another workload’s', () => {
+    const history = [fault(), fault(['w0']), fault(['w1']), grant(5, 'w0', 1), grant(6, 'w1', 2)];
+    expect(shareOf(history, 'lock', workloadOf)).toEqual([history[0], history[1], history[3]]);
+    expect(shareOf(history, 'semaphore', workloadOf)).toEqual([history[0], history[2], history[4]]);
   });
 });

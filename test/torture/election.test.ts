@@ -204,6 +204,7 @@ describe('election rules', () => {
       kind,
       target: `${target} for 4000 ms`,
       pausedWorkers: [],
+      workers: [target],
     });
     expect(checkFailovers([...base, cut('w1'), term(18_000, 'w1', 2)], bound)).toEqual([]);
     expect(checkFailovers([...base, cut('w1'), term(19_500, 'w1', 2)], bound)).toHaveLength(1);

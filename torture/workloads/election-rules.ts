@@ -132,11 +132,6 @@ function describe(e: TortureEvent): string {
 /** How the nemesis's own kills are recorded (SIGKILL of a process, the memory client's crash). */
 const KILLS = ['exit SIGKILL', 'simulated crash'];
 
-/** The worker a fault aimed at, when it aimed at one (targets start with the worker's id). */
-function targetWorker(f: Fault): string | undefined {
-  return /^(w\d+)\b/.exec(f.target)?.[1];
-}
-
 /** Faults aimed at holders only: after a kill they follow the next grant (or hit another workload). */
 const HOLDER_FAULTS = ['killWorker', 'pauseHolder', 'stallAfterAcquire'];
 
@@ -166,8 +161,7 @@ export function checkFailovers(events: readonly TortureEvent[], options: Failove
   );
   const hindering = sorted.filter((e): e is Fault => {
     if (e.type !== 'fault' || HOLDER_FAULTS.includes(e.kind)) return false;
-    const aimed = targetWorker(e);
-    return aimed === undefined || candidates.has(aimed);
+    return !e.workers || e.workers.some((w) => candidates.has(w));
   });
   const runEnd = sorted.find((e) => e.type === 'stopping')?.t ?? sorted.at(-1)?.t ?? 0;
   const out: Violation[] = [];

@@ -1,9 +1,10 @@
 import { byKey, type Fault, frozenBetween, type Grant, type Violation, type Write } from '../checker.js';
 
 /**
- * A semaphore's rules, seen from its holders: at no instant do more than `limit` permits of a name
- * believe themselves held, and no token is handed out twice. Tokens need not rise in the order
- * grants reach their holders: two permits granted together reach two processes in either order.
+ * A semaphore's rules, seen from its holders (the semaphore workload's and the facades'): at no
+ * instant do more than `limit` permits of a name believe themselves held, and no token is handed
+ * out twice. Tokens need not rise in the order grants reach their holders: two permits granted
+ * together reach two processes in either order.
  */
 
 /** One permit grant's believed interval: from its grant to the last instant its holder saw it live. */
@@ -13,9 +14,11 @@ interface Believed {
 }
 
 /**
- * The believed intervals of `grants`, as checkOverlaps draws them: from the grant (unless handed
- * out already lost) to the last write checked live; a write after the holder was frozen is not
- * its own view (a frozen process cannot run the timers that end its belief).
+ * The believed intervals of `grants`, as checkOverlaps draws them for locks: from the grant (unless
+ * handed out already lost) to the last write checked live. A holder acts on its belief only where
+ * it checks it, so a signal's abort stamp (a timer, late on a busy machine) is not the end; a
+ * write after the holder was frozen is not its own view (a frozen process cannot run the timers
+ * that end its belief).
  */
 export function believedIntervals(
   grants: readonly Grant[],
@@ -34,8 +37,9 @@ export function believedIntervals(
 
 /**
  * Rule over-limit: at each permit grant's instant, its permits and those of every other grant
- * believed held across that instant (granted before, seen live after) are at most the name's
- * limit. Checking at grants suffices: a sum of intervals peaks where one of them starts.
+ * believed held across that instant (granted before, seen live after; or granted at the same
+ * instant) are at most the name's limit. Checking at grants suffices: a sum of intervals peaks
+ * where one of them starts.
  */
 export function checkOverLimit(
   grants: readonly Grant[],
@@ -50,7 +54,7 @@ export function checkOverLimit(
     const limit = limitOf(key);
     for (const a of list) {
       const at = a.grant.t;
-      const across = list.filter((b) => b !== a && b.grant.t < at && at < b.end);
+      const across = list.filter((b) => b !== a && b.grant.t <= at && (at < b.end || b.grant.t === at));
       const held = [a, ...across].reduce((sum, b) => sum + (b.grant.permits ?? 1), 0);
       if (held > limit) {
         out.push({

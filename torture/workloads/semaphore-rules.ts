@@ -1,5 +1,6 @@
-import { byKey, type Fault, frozenBetween, type Grant, type Violation, type Write } from '../checker.js';
+import { byKey, type Fault, type Grant, type Violation, type Write } from '../checker.js';
 import type { TortureEvent } from '../history.js';
+import { checkOverLimit } from './over-limit.js';
 
 /**
  * The semaphore workload's own rules. Pure, like checker.ts: the same history, the same verdict.
@@ -14,80 +15,17 @@ const NEMESIS_KILLS = ['exit SIGKILL', 'simulated crash'];
 
 const byTime = (events: readonly TortureEvent[]) => [...events].sort((a, b) => a.t - b.t);
 
-/** A grant of permits as its holder believed it: from its grant to `end`. */
-export interface BelievedHold {
-  grant: Grant;
-  permits: number;
-  start: number;
-  end: number;
-}
-
-/**
- * Each live permit grant's believed interval: from its grant to its signal's abort, its release
- * (recorded just before release() is called) or its worker's death, whichever comes first. A
- * holder frozen by the nemesis (SIGSTOP, a stall) cannot run its signal's timers, so its own view is
- * not trusted past the freeze: the interval then ends at its last live observation before it (the
- * grant, or a write that checked the signal live), as checkOverlaps does for locks.
- */
-export function believedHolds(unsorted: readonly TortureEvent[]): BelievedHold[] {
-  const events = byTime(unsorted);
-  const grants = events.filter((e): e is Grant => e.type === 'grant' && e.kind === 'permit');
-  const faults = events.filter((e): e is Fault => e.type === 'fault');
-  const ended = new Map<string, number>();
-  for (const e of events) {
-    if (e.type !== 'abort' && e.type !== 'release') continue;
-    ended.set(e.grant, Math.min(ended.get(e.grant) ?? Number.POSITIVE_INFINITY, e.t));
-  }
-  const crashes = events.filter((e): e is Crash => e.type === 'crash');
-  const liveWrites = new Map<string, Write[]>();
-  for (const e of events) {
-    if (e.type !== 'write' || !e.live) continue;
-    const list = liveWrites.get(e.grant) ?? [];
-    list.push(e);
-    liveWrites.set(e.grant, list);
-  }
-  const holds: BelievedHold[] = [];
-  for (const g of grants) {
-    if (g.abortedAtGrant) continue; // not believed at all (rule born-lost)
-    const death = crashes.find((c) => c.worker === g.worker && c.t >= g.t)?.t ?? Number.POSITIVE_INFINITY;
-    let end = Math.min(ended.get(g.grant) ?? Number.POSITIVE_INFINITY, death);
-    if (frozenBetween(faults, g.worker, g.t, end)) {
-      const seen = (liveWrites.get(g.grant) ?? [])
-        .filter((w) => w.t <= end && !frozenBetween(faults, g.worker, g.t, w.t))
-        .map((w) => w.t);
-      end = Math.max(g.t, ...seen);
-    }
-    holds.push({ grant: g, permits: g.permits ?? 1, start: g.t, end });
-  }
-  return holds;
-}
-
-/**
- * over-limit: at no instant are more than `limit` permits of a name believed held. The sum of the
- * believed intervals is a step function that only rises at a grant, so each grant's instant is
- * checked; a grant whose interval is a single point (frozen before any write) counts at its instant.
- */
-export function checkOverLimit(events: readonly TortureEvent[], limits: Record<string, number>): Violation[] {
-  const out: Violation[] = [];
-  for (const [name, holds] of byKey(believedHolds(events).map((h) => ({ ...h, key: h.grant.key })))) {
-    const limit = limits[name];
-    if (limit === undefined) continue;
-    for (const at of holds) {
-      const s = at.start;
-      const held = holds.filter((h) => h.start <= s && (s < h.end || h.start === s));
-      const permits = held.reduce((sum, h) => sum + h.permits, 0);
-      if (permits > limit) {
-        out.push({
-          rule: 'over-limit',
-          message: `${name}: ${permits} permits believed held at once (limit ${limit}): ${held
-            .map((h) => `${h.grant.grant}×${h.permits}`)
-            .join(', ')}`,
-          events: held.map((h) => h.grant),
-        });
-      }
-    }
-  }
-  return out;
+/** over-limit (over-limit.ts, the one rule for every permit) on a semaphore workload's history. */
+export function checkPermitsOverLimit(
+  events: readonly TortureEvent[],
+  limits: Record<string, number>,
+): Violation[] {
+  return checkOverLimit(
+    events.filter((e): e is Grant => e.type === 'grant' && e.kind === 'permit'),
+    events.filter((e): e is Write => e.type === 'write'),
+    events.filter((e): e is Fault => e.type === 'fault'),
+    (name) => limits[name] ?? Number.POSITIVE_INFINITY,
+  );
 }
 
 /**
@@ -247,15 +185,4 @@ function findFrom<T>(items: readonly T[], from: number, test: (item: T) => boole
     if (test(item)) return item;
   }
   return undefined;
-}
-
-/**
- * A grant recorded inside a freeze of its own worker (between the nemesis stopping it and the
- * nemesis's own next step): it was handed out live before the freeze, and the freeze came between
- * the library's last check and the worker's read of the signal. An in-process stall runs as a
- * microtask and can land exactly there; no library can guard that gap (a GC pause can land there
- * too), so such a grant found aborted is no born-lost grant.
- */
-export function recordedInFreeze(g: Grant, faults: readonly Fault[]): boolean {
-  return faults.some((f) => f.pausedWorkers.includes(g.worker) && f.t <= g.t && g.t <= f.tEnd);
 }

@@ -1,15 +1,10 @@
 import { connect, type LockProvider, type Permit, type PermitOptions, type Semaphore } from 'fencekit';
-import { type CheckOptions, type CheckResult, checkHistory, type Fault } from '../checker.js';
+import { type CheckOptions, type CheckResult, checkHistory } from '../checker.js';
 import { now, type TortureEvent } from '../history.js';
 import { between, pick } from '../random.js';
 import { sleep } from '../sleep.js';
 import { codeOf, type GrantRecorder, grantRecorder, recordedWrite } from './grants.js';
-import {
-  checkOverLimit,
-  checkPermitsReturn,
-  checkPermitTokens,
-  recordedInFreeze,
-} from './semaphore-rules.js';
+import { checkPermitsOverLimit, checkPermitsReturn, checkPermitTokens } from './semaphore-rules.js';
 import type { LeftoverContext, WorkerContext, Workload } from './workload.js';
 
 /** Two names with small limits, so grants of several sizes meet at the limit often. */
@@ -61,25 +56,12 @@ export const semaphoreWorkload: Workload = {
   check: checkSemaphoreHistory,
 };
 
-/**
- * checkHistory without the rules that assume one holder at a time (and without born-lost verdicts
- * on grants recorded inside their worker's freeze: see recordedInFreeze), plus the semaphore's own.
- */
+/** checkHistory without the rules that assume one holder at a time, plus the semaphore's own. */
 export function checkSemaphoreHistory(events: readonly TortureEvent[], options: CheckOptions): CheckResult {
   const result = checkHistory(events, { ...options, skip: [...(options.skip ?? []), 'overlap', 'tokens'] });
-  const faults = events.filter((e): e is Fault => e.type === 'fault');
-  result.violations = result.violations.filter((v) => {
-    const [g, ...rest] = v.events;
-    return !(
-      v.rule === 'born-lost' &&
-      rest.length === 0 &&
-      g?.type === 'grant' &&
-      recordedInFreeze(g, faults)
-    );
-  });
   const ttlMs = options.ttlMs ?? 2_000;
   result.violations.push(
-    ...checkOverLimit(events, LIMITS),
+    ...checkPermitsOverLimit(events, LIMITS),
     ...checkPermitTokens(events),
     ...checkPermitsReturn(events, { limits: LIMITS, ttlMs, boundMs: PERMITS_RETURN_BOUND_MS }),
   );

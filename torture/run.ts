@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { connect } from 'fencekit';
 import type { CheckResult } from './checker.js';
 import { type TortureBackend, TortureCluster } from './cluster.js';
-import { now, type TortureEvent } from './history.js';
+import { now } from './history.js';
 import { LIBRARY_ENV } from './library-env.js';
 import { runNemesis } from './nemesis.js';
 import { seeded } from './random.js';

@@ -77,16 +77,24 @@ describe('cli workload rules', () => {
   });
 
   it('group-write-after-grant: an accepted write of a group after the next grant; a rejected one is fine', () => {
-    expect(rules([...clean, write(125, 'w0', 1, 'rejected')])).not.toContain('group-write-after-grant');
-    const late = rules([...clean, write(125, 'w0', 1, 'accepted')]);
+    expect(rules([...clean, write(700, 'w0', 1, 'rejected')])).not.toContain('group-write-after-grant');
+    const late = rules([...clean, write(700, 'w0', 1, 'accepted')]);
     expect(late).toContain('group-write-after-grant');
     expect(late).toContain('released-while-alive'); // it also ran after the release
   });
 
   it('released-while-alive: a heartbeat after the CLI released, or after the next grant', () => {
     expect(rules([...clean, alive(115, 'w0', 1)])).toEqual(['released-while-alive']); // after the exit
-    const lost = [grant(0, 'w0', 1), grant(100, 'w1', 2), alive(105, 'w0', 1), cliExit(200, 'w0', 1, 137)];
+    const lost = [grant(0, 'w0', 1), grant(100, 'w1', 2), alive(700, 'w0', 1), cliExit(800, 'w0', 1, 137)];
     expect(rules(lost)).toEqual(['released-while-alive']); // after the next grant, CLI still running
+    // The last steps of a group the CLI killed as soon as it learnt of the loss: not judged.
+    const killedLate = [
+      grant(0, 'w0', 1),
+      grant(100, 'w1', 2),
+      alive(450, 'w0', 1),
+      cliExit(500, 'w0', 1, 137),
+    ];
+    expect(rules(killedLate)).toEqual([]);
   });
 
   it('a CLI that left without releasing (71) or was killed does not count as a release', () => {
@@ -94,17 +102,17 @@ describe('cli workload rules', () => {
   });
 
   it('a group whose CLI was frozen since its grant or SIGKILLed runs unattended: fencing covers it', () => {
-    const frozen = [...clean, freeze(50, 3000, 'w0'), write(125, 'w0', 1, 'accepted')];
+    const frozen = [...clean, freeze(50, 3000, 'w0'), write(700, 'w0', 1, 'accepted')];
     expect(rules(frozen)).toEqual([]);
     const orphan = [
       grant(0, 'w0', 1),
       cliExit(50, 'w0', 1, null, 'SIGKILL'),
       grant(120, 'w1', 2),
-      write(125, 'w0', 1, 'accepted'),
+      write(700, 'w0', 1, 'accepted'),
     ];
     expect(rules(orphan)).toEqual([]);
     // A freeze of another worker's CLI exempts nothing.
-    expect(rules([...clean, freeze(50, 3000, 'w1'), write(125, 'w0', 1, 'accepted')])).toContain(
+    expect(rules([...clean, freeze(50, 3000, 'w1'), write(700, 'w0', 1, 'accepted')])).toContain(
       'group-write-after-grant',
     );
   });
@@ -113,7 +121,7 @@ describe('cli workload rules', () => {
     const result = cliWorkload.check(clean, { progressBoundMs: 1_000 });
     expect(result.violations).toEqual([]);
     expect(result.grants).toBe(2);
-    const stale = cliWorkload.check([...clean, write(140, 'w0', 1, 'accepted')], { progressBoundMs: 1_000 });
+    const stale = cliWorkload.check([...clean, write(700, 'w0', 1, 'accepted')], { progressBoundMs: 1_000 });
     expect(stale.violations.map((v) => v.rule)).toEqual(
       expect.arrayContaining(['stale-write', 'group-write-after-grant']),
     );

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeSync } from 'node:fs';
 import { now, type TortureEvent } from '../history.js';
+import { seeded } from '../random.js';
 import { FencedStorage } from '../storage.js';
 
 /**
@@ -14,10 +15,20 @@ import { FencedStorage } from '../storage.js';
  * PIPE_BUF, so lines of several processes never interleave. A `{"ctl":"pid"}` line tells the
  * worker a process to clean up after (an orphan whose CLI was killed, an escaped member).
  *
- * argv: <role leader|member> <worker> <grant> <storage url> <fencing 1|0> <escapes 1|0> <sigterm ignore|handle|obey>
+ * argv: <role leader|member> <worker> <grant> <storage url> <fencing 1|0> <escapes 1|0>
+ *   <sigterm ignore|handle|obey> <seed> (from the worker's seeded source: a replay writes alike)
  */
-const [role = '', worker = '', grant = '', storageUrl = '', fencing = '1', escapes = '0', onTerm = 'ignore'] =
-  process.argv.slice(2);
+const [
+  role = '',
+  worker = '',
+  grant = '',
+  storageUrl = '',
+  fencing = '1',
+  escapes = '0',
+  onTerm = 'ignore',
+  seed = '0',
+] = process.argv.slice(2);
+const random = seeded(Number(seed));
 const HEARTBEAT_MS = 50;
 const MEMBER_WRITE_MS = 100;
 /** A member the worker lost track of ends by itself (the worker kills it long before). */
@@ -87,7 +98,7 @@ async function main(): Promise<void> {
   if (role === 'leader') {
     const member = spawn(
       process.execPath,
-      [process.argv[1] ?? '', 'member', worker, grant, storageUrl, fencing, escapes, onTerm],
+      [process.argv[1] ?? '', 'member', worker, grant, storageUrl, fencing, escapes, onTerm, seed],
       // escapes (the control run): the member leaves the session, out of the CLI's sight.
       { stdio: 'inherit', detached: escapes === '1' },
     );
@@ -95,9 +106,9 @@ async function main(): Promise<void> {
     // Reported here too: an escaped member is out of the CLI's reach, the worker must find it.
     if (member.pid !== undefined) line({ ctl: 'pid', grant, pid: member.pid, start: startTime(member.pid) });
     // Up to about 4 s: long enough that a partition or pause of its CLI can cost the lease.
-    const writes = 1 + Math.floor(Math.random() * 10);
+    const writes = 1 + Math.floor(random() * 10);
     for (let i = 0; i < writes; i++) {
-      await sleep(Math.floor(Math.random() * 400));
+      await sleep(Math.floor(random() * 400));
       await write(i);
     }
     process.exit(0);

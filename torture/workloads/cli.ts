@@ -76,14 +76,17 @@ async function runCliWorker(ctx: WorkerContext): Promise<void> {
     processes.delete(grant);
   };
   const timers = new Set<NodeJS.Timeout>();
-  /** An orphan (its CLI killed) or an escaped member writes on beside the next holder for a while. */
+  /**
+   * An orphan (its CLI killed) or an escaped member writes on beside the next holder for a while:
+   * longer than the rules' kill slack (cli-rules.ts), so the control runs show it.
+   */
   const killLater = (grant: string) => {
     const timer = setTimeout(
       () => {
         timers.delete(timer);
         killGroup(grant);
       },
-      between(random, 500, 2_000),
+      between(random, 1_000, 3_000),
     );
     timers.add(timer);
   };
@@ -113,6 +116,7 @@ async function runCliWorker(ctx: WorkerContext): Promise<void> {
           ...['--grace', String(grace), '--owner', grant, '--'],
           ...[process.execPath, group, 'leader', config.id, grant, config.storageUrl],
           ...[config.fencing ? '1' : '0', config.unsafe === 'early-release' ? '1' : '0', onTerm],
+          String(Math.floor(random() * 2 ** 31)),
         ],
         { stdio: ['ignore', 'pipe', 'pipe'] },
       );

@@ -84,6 +84,10 @@ export class ZkElection implements Election {
   /**
    * The leader now; with `watch`, arms one-shot watches on the folder and the leader's data, each
    * path added to `watched` before its call (so the caller can unwatch even when a read fails).
+   * A sync first: the server we are connected to answers reads from its own copy, and a follower
+   * cut off from the leader serves a stale one for up to syncLimit × tickTime; after a sync it has
+   * caught up with what the leader had committed when the sync reached it (no term that ended
+   * before the call is reported), and a follower that cannot reach the leader fails the call.
    * The leader's node may go between the listing and the read of its data: then the folder is
    * listed again, as the next candidate may lead already. No leader only when the listing is empty.
    */
@@ -93,6 +97,11 @@ export class ZkElection implements Election {
     watched: string[],
   ): Promise<{ leader: LeaderInfo | null }> {
     const folder = this.host.folder(this.name);
+    try {
+      await session.client.sync(folder);
+    } catch (error) {
+      throw unavailable('reading the candidates failed', error);
+    }
     if (watch) watched.push(folder);
     // Each round follows a leader's node deleted under us; a folder that churns this fast is
     // reported as unavailable rather than read forever.

@@ -200,6 +200,48 @@ describe('the fencekit command', () => {
       expect(await run.exited()).toBe(137); // well within the 60 s grace (the test's own timeout)
       expect(logLines(file).map((l) => l.split(' ')[0])).toEqual(['start']);
     });
+
+    it('a process that moves to a new group of the session after the loss gets SIGKILL too, not after --grace', async () => {
+      const key = name('new-groups');
+      const file = log();
+      const pids = `${file}.pids`;
+      // A spawner in a group of its own keeps starting processes that each move to a new group of
+      // the session (setpgrp): some are born after the CLI's first look at the session. The old
+      // CLI signalled only the groups of that look and left later ones to the 10-minute grace.
+      const newGroup = `perl -e 'setpgrp(0,0); exec @ARGV'`;
+      const spawner = join(dir, `spawner-${n}.sh`);
+      writeFileSync(
+        spawner,
+        `i=0; while [ $i -lt 3000 ]; do ${newGroup} sleep 1000 & echo $! >> ${JSON.stringify(pids)}; i=$((i+1)); sleep 0.005; done\n`,
+      );
+      const leader = `echo start >> ${JSON.stringify(file)}; ${newGroup} sh ${JSON.stringify(spawner)} & wait`;
+      const run = cli.start([
+        'lock',
+        key,
+        '--url',
+        redisUrl,
+        '--ttl',
+        '1500',
+        '--grace',
+        '600000',
+        '--',
+        'sh',
+        '-c',
+        leader,
+      ]);
+      try {
+        await until('the spawner runs', () => logLines(pids).length >= 20);
+        expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
+        expect(await run.exited()).toBe(137); // the test's 60 s timeout is far within the grace
+        expect(logLines(pids).map(Number).filter(alive)).toEqual([]);
+      } finally {
+        for (const pid of logLines(pids).map(Number)) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {}
+        }
+      }
+    }, 60_000);
   });
 
   describe('signals sent to the CLI', () => {

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { inspect } from 'node:util';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { ZkClient, type ZkClientOptions } from '../../adapters/zookeeper/wire/client.js';
 import { codeName } from '../../adapters/zookeeper/wire/codes.js';
@@ -9,7 +9,8 @@ import { JuteReader, JuteWriter } from '../../adapters/zookeeper/wire/jute.js';
 import { Op, Xid } from '../../adapters/zookeeper/wire/ops.js';
 import { ReconnectPacing } from '../../adapters/zookeeper/wire/reconnect-pacing.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/index.js';
-import { eventually } from '../../src/testing/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
 /**
  * The ZooKeeper client's connection discipline against a fake server that misbehaves on purpose
@@ -425,4 +426,71 @@ describe('the incoming frame limit (maxFrameBytes)', () => {
       () => new ZooKeeperLockProvider({ connectString: '127.0.0.1:1', maxFrameBytes: 0xfffff }),
     ).not.toThrow();
   });
+});
+
+describe('addDigest on a real server', () => {
+  let zk: ServerGroup;
+  let connectString: string;
+  beforeAll(async () => {
+    zk = await startServers('zookeeper');
+    connectString = endpoint(zk, 'ZK_CONNECT');
+  });
+  afterAll(async () => {
+    await zk?.stop();
+  });
+
+  it('a rotated credential joins the live session, and again after a reconnect: nodes created since carry it', async () => {
+    const [host = '', port = ''] = connectString.split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    const provider = new ZooKeeperLockProvider({
+      connectString: proxy.address,
+      digest: 'alice:old',
+      creatorOnlyAcl: true,
+      sessionTimeoutMs: 4_000,
+      serverTickMs: 200,
+      callTimeoutMs: 5_000,
+    });
+    const as = async (digest: string) => {
+      const client = await ZkClient.connect(
+        {
+          connectString,
+          sessionTimeoutMs: 4_000,
+          callTimeoutMs: 5_000,
+          auth: [{ scheme: 'digest', auth: Buffer.from(digest) }],
+        },
+        { timeoutMs: 5_000 },
+      );
+      clients.push(client);
+      return client;
+    };
+    try {
+      const alice = await as('alice:old');
+      const bob = await as('bob:new');
+      /** The lock node of key, whether bob (only the new credential) may read it, and its session. */
+      const node = async (key: string) => {
+        const [name] = await alice.getChildren(provider.folder(key));
+        const path = `${provider.folder(key)}/${name}`;
+        const { stat } = await alice.getData(path);
+        const readable = await bob.getData(path).then(
+          () => true,
+          (error: Error) => (error.name === 'NO_AUTH' ? false : Promise.reject(error)),
+        );
+        return { readable, session: stat.ephemeralOwner };
+      };
+      const before = await provider.acquire(uniqueKey('rotate'));
+      expect((await node(before.key)).readable).toBe(false);
+      await provider.addDigest('bob:new');
+      const added = await provider.acquire(uniqueKey('rotate'));
+      const live = await node(added.key);
+      expect(live.readable).toBe(true);
+      proxy.cutAll(); // the session resumes on a new connection, which must send the credential again
+      const resumed = await provider.acquire(uniqueKey('rotate'));
+      const again = await node(resumed.key);
+      expect(again).toEqual({ readable: true, session: live.session });
+      for (const lock of [before, added, resumed]) await lock.release();
+    } finally {
+      await provider.close();
+      await proxy.close();
+    }
+  }, 30_000);
 });

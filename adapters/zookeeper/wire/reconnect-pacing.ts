@@ -11,8 +11,8 @@
  * us, which is about when we last heard from it; a connection ended by the read deadline (2/3 of
  * the session) leaves only a third of it. So no wait takes more than half of what is left of the
  * session, keeping the other half for the connection attempt itself. The wait after a failed round
- * keeps a floor of FLOOR_MS even when nothing is left (the server then answers that the session
- * expired), so a refusing server is never tried in a hot loop.
+ * keeps a floor of FLOOR_MS, and once nothing is left of the session (the server will answer that
+ * it expired) it is the plain backoff again: a long outage is never tried in a hot loop.
  */
 const RECONNECT_MAX_MS = 1_000;
 const BACKOFF_FIRST_MS = 50;
@@ -40,6 +40,7 @@ export class ReconnectPacing {
     this.#failedRounds += 1;
     const backoff = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (this.#failedRounds - 1));
     const jittered = backoff * (0.5 + this.random() / 2);
-    return Math.max(FLOOR_MS, Math.min(jittered, sessionLeftMs / 2));
+    if (sessionLeftMs <= 0) return jittered;
+    return Math.min(jittered, Math.max(FLOOR_MS, sessionLeftMs / 2));
   }
 }

@@ -13,6 +13,8 @@
  * session, keeping the other half for the connection attempt itself. The wait after a failed round
  * keeps a floor of FLOOR_MS, and once nothing is left of the session (the server will answer that
  * it expired) it is the plain backoff again: a long outage is never tried in a hot loop.
+ *
+ * wire/ imports nothing outside itself, hence this small pacing of its own rather than src/backoff.ts.
  */
 const RECONNECT_MAX_MS = 1_000;
 const BACKOFF_FIRST_MS = 50;

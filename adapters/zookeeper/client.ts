@@ -18,6 +18,10 @@ export interface ZkSessionOptions {
   serverTickMs: number;
   /** 'user:password' for digest auth, added before any call. */
   digest?: string;
+  /** More digest credentials (rotated passwords), sent after digest on every connection. */
+  addedDigests?: readonly string[];
+  /** Largest frame accepted from a server (the client's jute.maxbuffer). */
+  maxFrameBytes?: number;
   /** Told of each heartbeat (metrics, renew-failed events). */
   onRenewal?: SessionRenewalListener;
 }
@@ -55,7 +59,10 @@ export class ZkSession {
           connectString: options.connectString,
           sessionTimeoutMs: options.sessionTimeoutMs,
           callTimeoutMs: options.callTimeoutMs,
-          ...(options.digest ? { auth: [{ scheme: 'digest', auth: Buffer.from(options.digest) }] } : {}),
+          auth: [...(options.digest ? [options.digest] : []), ...(options.addedDigests ?? [])].map(
+            (digest) => ({ scheme: 'digest', auth: Buffer.from(digest) }),
+          ),
+          ...(options.maxFrameBytes !== undefined ? { maxFrameBytes: options.maxFrameBytes } : {}),
         },
         { timeoutMs: options.connectTimeoutMs, ...(signal ? { signal } : {}) },
       );
@@ -120,6 +127,14 @@ export class ZkSession {
   /** The session id as the server shows it in a node's ephemeralOwner. */
   get sessionId(): bigint {
     return this.client.sessionId;
+  }
+
+  /**
+   * Adds digest credentials 'user:password' to the live session, sent again on every reconnect
+   * (ZkClient.addAuth); rejects with the client's AUTH_FAILED when the server refuses them.
+   */
+  addDigest(digest: string, timeoutMs = this.#options.callTimeoutMs): Promise<void> {
+    return this.client.addAuth({ scheme: 'digest', auth: Buffer.from(digest) }, { timeoutMs });
   }
 
   /** Calls onLost once if the session is lost; returns the function that unsubscribes. */

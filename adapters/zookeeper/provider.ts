@@ -1,10 +1,12 @@
 import { withinGrace } from '../../src/cancel-grace.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { InvalidArgumentError, NotHolderError } from '../../src/errors.js';
+import { BackendUnavailableError, InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import { processSecrets } from '../../src/secret-mask.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { secretsIn } from '../../src/telemetry/redact.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesWalk, removeHead } from './admin.js';
@@ -22,6 +24,7 @@ import {
 } from './mutex.js';
 import { OwnNodeWatch } from './node-watch.js';
 import { zkSemaphore } from './semaphore.js';
+import { isFrameLimit, MAX_FRAME_LIMIT, MIN_FRAME_LIMIT } from './wire/frames.js';
 import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
 import { Transaction } from './wire/transaction.js';
 
@@ -46,6 +49,8 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
    * name used again soon does not pay for re-creating it. Default 1 000 ms; close() deletes at once.
    */
   folderLingerMs?: number;
+  /** Largest reply accepted from a server, as the Java client's jute.maxbuffer. Default 16 MiB (about 284,000 waiters on one name). */
+  maxFrameBytes?: number;
 }
 
 /**
@@ -66,6 +71,8 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly #folderLingerMs: number;
   /** Folders to delete (if still empty) once their linger time passes, with the session to use. */
   readonly #lingering = new Map<string, { timer: NodeJS.Timeout; session: ZkSession }>();
+  /** Credentials added by addDigest: every session opened later sends them too. */
+  readonly #addedDigests: string[] = [];
   #session: Promise<ZkSession> | undefined;
   /** Whether the current session's client is connected (kept by #open, read by backendReachable). */
   #connected = false;
@@ -95,6 +102,12 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       );
     }
     this.#serverTickMs = tick;
+    if (options.maxFrameBytes !== undefined && !isFrameLimit(options.maxFrameBytes)) {
+      throw new InvalidArgumentError(
+        'maxFrameBytes',
+        `${String(options.maxFrameBytes)} is not a whole number of bytes from ${MIN_FRAME_LIMIT} to ${MAX_FRAME_LIMIT}`,
+      );
+    }
     this.root = root;
     this.#options = options;
     this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
@@ -105,6 +118,37 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   /** The session timeout the server granted (after clamping), once a session exists. */
   async sessionTimeoutMs(): Promise<number> {
     return (await this.#currentSession()).sessionTimeoutMs;
+  }
+
+  /**
+   * Adds digest credentials 'user:password' (a rotated password), as the Java client's
+   * addAuthInfo: to the live session, which sends them again on every reconnect, and to every
+   * session opened later. Resolves once the server accepted them; a server that refuses them ends
+   * the session (BackendUnavailableError, and the next call opens a new session without them).
+   * Nodes created from then on carry this identity too under creatorOnlyAcl.
+   */
+  async addDigest(digest: string): Promise<void> {
+    if (typeof digest !== 'string' || !digest.includes(':')) {
+      throw new InvalidArgumentError('digest', "give credentials as 'user:password'");
+    }
+    this.assertOpen();
+    processSecrets.add(secretsIn({ digest }));
+    const opened = this.#session; // a session opened from now on sends the credentials by itself
+    this.#addedDigests.push(digest);
+    const session = await opened?.catch(() => undefined); // a failed opening holds no credentials
+    if (!session?.alive) return;
+    try {
+      await session.addDigest(digest, this.callTimeoutMs);
+    } catch (error) {
+      if (zkCode(error) === 'AUTH_FAILED') {
+        this.#addedDigests.splice(this.#addedDigests.indexOf(digest), 1);
+        throw new BackendUnavailableError(
+          'zookeeper: the server refused the added credentials, which ended the session',
+          { cause: error },
+        );
+      }
+      throw unavailable('adding credentials failed', error);
+    }
   }
 
   /** The folder of a lock name: '/' in the name nests folders (ZooKeeper paths), which is safe: lock nodes are told apart by their names. */
@@ -287,6 +331,8 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         serverTickMs: this.#serverTickMs,
         onRenewal: this.reportSessionRenewal,
         ...(this.#options.digest ? { digest: this.#options.digest } : {}),
+        addedDigests: [...this.#addedDigests],
+        ...(this.#options.maxFrameBytes !== undefined ? { maxFrameBytes: this.#options.maxFrameBytes } : {}),
       },
       this.closeSignal,
     );

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import { PostgresLockProvider } from '../../adapters/postgres/index.js';
 import { RedisLockProvider } from '../../adapters/redis/index.js';
+import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { createIdempotencyStore } from '../../src/idempotency/index.js';
 import { type ConnectOptions, connect, type LockProvider } from '../../src/index.js';
 import { CliProcesses } from '../cli/cli-process.js';
@@ -281,5 +282,55 @@ describe('etcd with authentication enabled', () => {
     const right = await throughConnect(`etcd://root:${enc(RIGHT)}@${host}`);
     expect(right.granted).toBe(true);
     expect(leaks({ right: right.out.all() })).toEqual([]);
+  }, 60_000);
+});
+
+describe('ZooKeeper with digest credentials, rotated at run time (addDigest)', () => {
+  let server: ServerGroup | undefined;
+  let host = '';
+  beforeAll(async () => {
+    server = await startServers('zookeeper');
+    host = endpoint(server, 'ZK_CONNECT');
+  }, 60_000);
+  afterAll(() => server?.stop());
+
+  it('a URL credential and one added at run time, an option credential and one added: granted, shown nowhere', async () => {
+    const [url, option] = await Promise.all([
+      through(async (o) => {
+        const provider = (await connect(
+          `zookeeper://alice:${enc(RIGHT)}@${host}`,
+          o,
+        )) as ZooKeeperLockProvider;
+        await provider.addDigest(`alice:${WRONG}`);
+        return provider;
+      }),
+      through(async (o) => {
+        const provider = new ZooKeeperLockProvider({
+          ...o,
+          connectString: host,
+          digest: `alice:${RIGHT}`,
+          creatorOnlyAcl: true,
+        });
+        await provider.addDigest(`bob:${WRONG}`);
+        return provider;
+      }),
+    ]);
+    expect(leaks({ url: url.out.all(), option: option.out.all() })).toEqual([]);
+    expect(url.granted).toBe(true);
+    expect(option.granted).toBe(true);
+  }, 60_000);
+
+  it('a credential without its user: refused, and shown nowhere', async () => {
+    const malformed = await through(async (o) => {
+      const provider = new ZooKeeperLockProvider({ ...o, connectString: host });
+      await provider.addDigest(WRONG).catch(async (error: unknown) => {
+        await provider.close();
+        throw error;
+      });
+      return provider;
+    });
+    expect(malformed.out.codes).toEqual(['INVALID_ARGUMENT']);
+    expect(malformed.granted).toBe(false);
+    expect(leaks({ malformed: malformed.out.all() })).toEqual([]);
   }, 60_000);
 });

@@ -1,6 +1,7 @@
 import { Code, ZkError } from './codes.js';
 import { parseConnectString, shuffled } from './connect-string.js';
 import { Connection, type Handshake } from './connection.js';
+import { MAX_FRAME_BYTES } from './frames.js';
 import type { JuteReader, JuteWriter } from './jute.js';
 import {
   type ACL,
@@ -16,7 +17,14 @@ import {
   type Stat,
   Xid,
 } from './ops.js';
-import { eventType, type WatchKind, type WatchListener, WatchRegistry } from './watches.js';
+import { ReconnectPacing } from './reconnect-pacing.js';
+import {
+  eventType,
+  setWatchesBatches,
+  type WatchKind,
+  type WatchListener,
+  WatchRegistry,
+} from './watches.js';
 
 export type ZkState = 'connecting' | 'connected' | 'disconnected' | 'expired' | 'closed';
 
@@ -28,7 +36,15 @@ export interface ZkClientOptions {
   /** Default deadline of each call. */
   callTimeoutMs: number;
   /** Auth packets sent first on every connection, e.g. { scheme: 'digest', auth: 'user:pw' }. */
-  auth?: { scheme: string; auth: Buffer }[];
+  auth?: Credential[];
+  /** Largest frame accepted from a server, as the Java client's jute.maxbuffer (default: see frames.ts). */
+  maxFrameBytes?: number;
+}
+
+/** An auth packet's content, e.g. { scheme: 'digest', auth: Buffer.from('user:password') }. */
+export interface Credential {
+  scheme: string;
+  auth: Buffer;
 }
 
 export interface CallOptions {
@@ -43,7 +59,11 @@ export interface WatchOptions extends CallOptions {
 }
 
 const TERMINAL: ReadonlySet<ZkState> = new Set(['expired', 'closed']);
-const SET_WATCHES_BATCH = 1_000;
+/**
+ * Largest SetWatches request, as the Java client: a server drops a request past its jute.maxbuffer
+ * (1 MiB by default), and a session whose watches cannot be handed over could reconnect nowhere.
+ */
+const SET_WATCHES_MAX_BYTES = 128 * 1024;
 
 /**
  * A ZooKeeper session over a succession of connections: it connects to the servers of the
@@ -63,7 +83,16 @@ export class ZkClient {
   /** Calls waiting for a connection: called with the connection, or the error that ends the session. */
   readonly #waiting = new Set<(ready: Connection | ZkError) => void>();
   readonly #stop = new AbortController();
+  readonly #pacing = new ReconnectPacing();
+  /** Credentials sent first on every connection: the options' and those added since (addAuth). */
+  readonly #credentials: Credential[];
+  /** The answer to each credential sent on a connection, so none is sent twice on one. */
+  readonly #authSent = new WeakMap<Connection, Map<Credential, Promise<void>>>();
   #state: ZkState = 'connecting';
+  /** Why the session ended: every later call fails with it. */
+  #endedWith: ZkError | undefined;
+  /** When the last connection last heard from its server; undefined before the first. */
+  #lastHeardAt: number | undefined;
   #conn: Connection | undefined;
   #sessionId = 0n;
   #passwd: Buffer = Buffer.alloc(16);
@@ -77,6 +106,7 @@ export class ZkClient {
     this.#servers = shuffled(servers);
     this.#chroot = chroot;
     this.#timeoutMs = options.sessionTimeoutMs;
+    this.#credentials = [...(options.auth ?? [])];
     void this.#run();
   }
 
@@ -269,6 +299,30 @@ export class ZkClient {
     return results;
   }
 
+  /**
+   * Adds a credential to the session, as the Java client's addAuthInfo (a rotated digest password):
+   * sent on the current connection, and first on every later one. Resolves once a server accepted
+   * it. A server that refuses it drops the connection, so the session ends, and this and every
+   * later call fail with AUTH_FAILED.
+   */
+  async addAuth(credential: Credential, opts: CallOptions = {}): Promise<void> {
+    this.#credentials.push(credential);
+    const timeoutMs = opts.timeoutMs ?? this.#options.callTimeoutMs;
+    const deadline = performance.now() + timeoutMs;
+    const why = (): [string] => [`not connected within ${timeoutMs} ms`];
+    for (;;) {
+      const conn = await this.#connection(deadline, opts.signal, why);
+      try {
+        await settleBy(this.#authenticate(conn, credential), deadline, opts.signal);
+        return;
+      } catch (error) {
+        // The connection ended before the answer: the next one sends the credential first.
+        if (TERMINAL.has(this.#state)) throw this.#terminalError();
+        if (!(error instanceof ZkError && error.code === Code.CONNECTION_LOSS)) throw error;
+      }
+    }
+  }
+
   /** Creates path and its missing ancestors (persistent); an existing node is fine. */
   async mkdirp(path: string, acl: readonly ACL[] = OPEN_ACL_UNSAFE, opts?: CallOptions): Promise<void> {
     const parts = path.split('/').filter((p) => p !== '');
@@ -334,16 +388,17 @@ export class ZkClient {
   /** The session is over (expired or closed): calls fail, watches hear it once, nothing reconnects. */
   #end(state: 'expired' | 'closed', error: ZkError): void {
     if (TERMINAL.has(this.#state)) return;
+    this.#endedWith = error;
     this.#stop.abort(error);
     this.#setState(state);
     for (const waiter of [...this.#waiting]) waiter(error);
     this.#watches.endAll();
   }
 
+  /** A new error (its own stack) saying why the session ended: closed, expired, or refused credentials. */
   #terminalError(): ZkError {
-    return this.#state === 'expired'
-      ? new ZkError(Code.SESSION_EXPIRED)
-      : new ZkError(Code.CONNECTION_LOSS, undefined, 'client closed');
+    const ended = this.#endedWith ?? new ZkError(Code.CONNECTION_LOSS, undefined, 'client closed');
+    return new ZkError(ended.code, undefined, ended.detail);
   }
 
   /** The open connection, waiting for one until the deadline. */
@@ -426,11 +481,17 @@ export class ZkClient {
     });
   }
 
-  /** Connects, serves, reconnects: until the session expires or the client is closed. */
+  /**
+   * Connects, serves, reconnects: until the session expires or the client is closed. Each attempt
+   * goes to the next server of the shuffled list, after the wait ReconnectPacing gives.
+   */
   async #run(): Promise<void> {
-    let failures = 0;
     let next = 0;
+    let wait = 0;
     while (!TERMINAL.has(this.#state)) {
+      if (wait > 0) await this.#pause(wait); // close() ends it at once
+      if (TERMINAL.has(this.#state)) return;
+      wait = 0;
       const server = this.#servers[next % this.#servers.length] as { host: string; port: number };
       next += 1;
       let ended!: (reason: Error) => void;
@@ -446,6 +507,7 @@ export class ZkClient {
             lastZxid: this.#lastZxid,
             requestedTimeoutMs: this.#options.sessionTimeoutMs,
             connectTimeoutMs: Math.max(500, this.#options.sessionTimeoutMs / this.#servers.length),
+            maxFrameBytes: this.#options.maxFrameBytes ?? MAX_FRAME_BYTES,
             signal: this.#stop.signal,
           },
           {
@@ -464,24 +526,29 @@ export class ZkClient {
             closed: (reason) => ended(reason),
           },
         );
-        failures = 0;
+        this.#pacing.established();
         this.#onConnected(conn, handshake);
         await closed;
+        this.#lastHeardAt = conn.lastHeardAt;
         if (this.#conn === conn) this.#conn = undefined;
         if (!TERMINAL.has(this.#state)) this.#setState('disconnected');
+        wait = this.#pacing.afterConnection(this.#sessionLeftMs());
       } catch (error) {
         if (error instanceof ZkError && error.code === Code.SESSION_EXPIRED) {
           this.#end('expired', error);
           return;
         }
-        failures += 1;
         this.#failedConnects += 1;
-        // After a round of every server, wait a little (jittered) before the next round.
-        if (next % this.#servers.length === 0) {
-          await this.#pause(Math.min(1_000, 50 * failures) * (0.5 + Math.random()));
-        }
+        // After a round of every server, back off before the next round.
+        if (next % this.#servers.length === 0) wait = this.#pacing.afterFailedRound(this.#sessionLeftMs());
       }
     }
+  }
+
+  /** How long the server may still keep the session: its timeout after we last heard from it. */
+  #sessionLeftMs(): number {
+    if (this.#lastHeardAt === undefined) return Number.POSITIVE_INFINITY; // no session yet
+    return this.#timeoutMs - (performance.now() - this.#lastHeardAt);
   }
 
   #pause(ms: number): Promise<void> {
@@ -511,22 +578,39 @@ export class ZkClient {
     this.#sessionId = handshake.sessionId;
     this.#passwd = handshake.passwd;
     this.#timeoutMs = handshake.timeoutMs;
-    for (const { scheme, auth } of this.#options.auth ?? []) {
-      conn.special(Xid.auth, Op.auth, (w) => w.int(0).string(scheme).buffer(auth));
-    }
+    for (const credential of this.#credentials) void this.#authenticate(conn, credential);
     this.#rearmWatches(conn);
     this.#conn = conn;
     this.#setState('connected');
     for (const waiter of [...this.#waiting]) waiter(conn);
   }
 
-  /** A new connection has none of the session's watches: hand them over (SetWatches), from the last zxid seen. */
+  /** Sends credential on conn unless it was sent there already; resolves when the server accepts it. */
+  #authenticate(conn: Connection, credential: Credential): Promise<void> {
+    let sent = this.#authSent.get(conn);
+    if (!sent) {
+      sent = new Map();
+      this.#authSent.set(conn, sent);
+    }
+    let answer = sent.get(credential);
+    if (!answer) {
+      answer = conn.authenticate(credential.scheme, credential.auth);
+      // Nobody may wait for it (the options' credentials): a refusal still ends the session (authFailed).
+      answer.catch(() => undefined);
+      sent.set(credential, answer);
+    }
+    return answer;
+  }
+
+  /**
+   * A new connection has none of the session's watches: hand them over (SetWatches), from the last
+   * zxid seen, in requests of at most SET_WATCHES_MAX_BYTES.
+   */
   #rearmWatches(conn: Connection): void {
     const all = (['data', 'exist', 'child'] as const).flatMap((kind) =>
       this.#watches.paths(kind).map((path) => ({ kind, path: this.#at(path) })),
     );
-    for (let i = 0; i < all.length; i += SET_WATCHES_BATCH) {
-      const batch = all.slice(i, i + SET_WATCHES_BATCH);
+    for (const batch of setWatchesBatches(all, SET_WATCHES_MAX_BYTES)) {
       const of = (kind: WatchKind) => batch.filter((b) => b.kind === kind).map((b) => b.path);
       conn.special(Xid.setWatches, Op.setWatches, (w) =>
         w
@@ -537,4 +621,26 @@ export class ZkClient {
       );
     }
   }
+}
+
+/** promise, or OPERATION_TIMEOUT at the deadline, or the signal's reason when it aborts first. */
+function settleBy<T>(promise: Promise<T>, deadline: number, signal: AbortSignal | undefined): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const finish = (settle: () => void) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      settle();
+    };
+    const onAbort = () => finish(() => reject(signal?.reason));
+    const timer = setTimeout(
+      () => finish(() => reject(new ZkError(Code.OPERATION_TIMEOUT, undefined, 'no answer in time'))),
+      Math.max(0, deadline - performance.now()),
+    );
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => finish(() => resolve(value)),
+      (error: unknown) => finish(() => reject(error)),
+    );
+  });
 }

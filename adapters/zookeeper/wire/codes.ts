@@ -1,4 +1,8 @@
-/** ZooKeeper's error codes, under the names the adapter (and node-zookeeper-client) use. */
+/**
+ * ZooKeeper's error codes (the Java server's KeeperException.Code), under the names the adapter
+ * (and node-zookeeper-client) use. The C client's own -9 and -15 never come from a server, so they
+ * are not named: a server that sends them gets UNKNOWN_-9, UNKNOWN_-15.
+ */
 const NAMES: Record<number, string> = {
   0: 'OK',
   [-1]: 'SYSTEM_ERROR',
@@ -9,9 +13,9 @@ const NAMES: Record<number, string> = {
   [-6]: 'UNIMPLEMENTED',
   [-7]: 'OPERATION_TIMEOUT',
   [-8]: 'BAD_ARGUMENTS',
+  [-12]: 'UNKNOWN_SESSION',
   [-13]: 'NEW_CONFIG_NO_QUORUM',
   [-14]: 'RECONFIG_IN_PROGRESS',
-  [-15]: 'UNKNOWN_SESSION',
   [-100]: 'API_ERROR',
   [-101]: 'NO_NODE',
   [-102]: 'NO_AUTH',
@@ -54,7 +58,7 @@ export class ZkError extends Error {
   constructor(
     readonly code: number,
     readonly path?: string,
-    detail?: string,
+    readonly detail?: string,
   ) {
     super(`${codeName(code)}${path !== undefined ? ` (${path})` : ''}${detail ? `: ${detail}` : ''}`);
     this.name = codeName(code);

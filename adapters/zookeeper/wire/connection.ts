@@ -31,6 +31,8 @@ export interface ConnectionOptions {
   requestedTimeoutMs: number;
   /** TCP connect plus handshake must finish within this. */
   connectTimeoutMs: number;
+  /** Largest frame accepted from the server (see frames.ts). */
+  maxFrameBytes: number;
   /** Gives up the attempt (the client was closed). */
   signal: AbortSignal;
 }
@@ -46,17 +48,26 @@ export interface ConnectionEvents {
   closed(reason: Error): void;
 }
 
+/** An auth packet's answer: replies to auth packets (xid -4) come back in the order they were sent. */
+interface AuthReply {
+  accepted(): void;
+  refused(error: ZkError): void;
+}
+
 /**
  * One TCP connection to one server: the handshake, then framed requests matched to replies by
  * xid in order, pings while open, and a read deadline (a frozen server keeps its socket open, so
- * silence is the only sign). Everything the socket delivers is decoded inside a guard: a bad
+ * silence is the only sign). Only a whole frame counts as hearing from the server, as in the Java
+ * client: bytes that never complete a frame are a stream out of step, and the deadline ends it.
+ * Everything the socket delivers is decoded inside a guard: a bad
  * frame, an unknown reply or an xid out of order destroys this connection and fails its pending
  * calls with CONNECTION_LOSS, and never throws out of a socket event.
  */
 export class Connection {
   readonly #socket: net.Socket;
-  readonly #decoder = new FrameDecoder();
+  readonly #decoder: FrameDecoder;
   readonly #pending: Pending[] = [];
+  readonly #authReplies: AuthReply[] = [];
   readonly #events: ConnectionEvents;
   #handshake: ((r: JuteReader) => void) | undefined;
   #nextXid = 1;
@@ -64,10 +75,12 @@ export class Connection {
   #pingTimer: NodeJS.Timeout | undefined;
   #readTimer: NodeJS.Timeout | undefined;
   #readTimeoutMs = 0;
+  #lastHeardAt = performance.now();
   #corked = false;
 
-  private constructor(socket: net.Socket, events: ConnectionEvents) {
+  private constructor(socket: net.Socket, events: ConnectionEvents, maxFrameBytes: number) {
     this.#socket = socket;
+    this.#decoder = new FrameDecoder(maxFrameBytes);
     this.#events = events;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
@@ -88,13 +101,17 @@ export class Connection {
         reject(error);
       };
       const onAbort = () => connection.destroy(new Error('connection attempt cancelled'));
-      const connection = new Connection(socket, {
-        ...events,
-        closed: (reason) => {
-          fail(reason);
-          events.closed(reason);
+      const connection = new Connection(
+        socket,
+        {
+          ...events,
+          closed: (reason) => {
+            fail(reason);
+            events.closed(reason);
+          },
         },
-      });
+        options.maxFrameBytes,
+      );
       const timer = setTimeout(
         () => connection.destroy(new Error(`no handshake within ${options.connectTimeoutMs} ms`)),
         options.connectTimeoutMs,
@@ -135,6 +152,11 @@ export class Connection {
     return this.#closed;
   }
 
+  /** When the last whole frame came from the server (performance.now() time). */
+  get lastHeardAt(): number {
+    return this.#lastHeardAt;
+  }
+
   /** Sends a numbered request; its reply (or the connection's end) goes to the pending entry. */
   request(
     op: number,
@@ -151,7 +173,22 @@ export class Connection {
     this.#write(xid, op, body);
   }
 
-  /** Sends a request with a reserved xid (auth, setWatches); its reply is not queued. */
+  /**
+   * Sends an auth packet; resolves when the server accepts it, rejects with AUTH_FAILED when it
+   * refuses (events.authFailed is told too) or with CONNECTION_LOSS when the connection ends first.
+   */
+  authenticate(scheme: string, auth: Buffer): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.#closed) {
+        reject(new ZkError(Code.CONNECTION_LOSS));
+        return;
+      }
+      this.#authReplies.push({ accepted: resolve, refused: reject });
+      this.#write(Xid.auth, Op.auth, (w) => w.int(0).string(scheme).buffer(auth));
+    });
+  }
+
+  /** Sends a request with a reserved xid (setWatches); its reply is not queued. */
   special(xid: number, op: number, body: (w: JuteWriter) => void): void {
     if (!this.#closed) this.#write(xid, op, body);
   }
@@ -180,6 +217,7 @@ export class Connection {
     this.#socket.destroy();
     const lost = new ZkError(Code.CONNECTION_LOSS, undefined, reason.message);
     for (const pending of this.#pending.splice(0)) pending.lost(lost);
+    for (const auth of this.#authReplies.splice(0)) auth.refused(lost);
     this.#events.closed(reason);
   }
 
@@ -191,7 +229,9 @@ export class Connection {
     this.#pingTimer.unref();
   }
 
+  /** A whole frame came: the server is there, and the read deadline starts again. */
   #touch(): void {
+    this.#lastHeardAt = performance.now();
     if (this.#readTimeoutMs === 0 || this.#closed) return;
     clearTimeout(this.#readTimer);
     this.#readTimer = setTimeout(
@@ -203,9 +243,10 @@ export class Connection {
 
   #onData(chunk: Buffer): void {
     if (this.#closed) return;
-    this.#touch();
     try {
-      for (const frame of this.#decoder.push(chunk)) {
+      const frames = this.#decoder.push(chunk);
+      if (frames.length > 0) this.#touch();
+      for (const frame of frames) {
         if (this.#closed) return;
         this.#onFrame(new JuteReader(frame));
       }
@@ -227,7 +268,13 @@ export class Connection {
     if (zxid > 0n) this.#events.zxid(zxid);
     if (xid === Xid.ping || xid === Xid.setWatches) return;
     if (xid === Xid.auth) {
-      if (err !== Code.OK) this.#events.authFailed();
+      const waiting = this.#authReplies.shift();
+      if (err === Code.OK) {
+        waiting?.accepted();
+        return;
+      }
+      waiting?.refused(new ZkError(err));
+      this.#events.authFailed();
       return;
     }
     if (xid === Xid.notification) {

@@ -1,7 +1,26 @@
 import { WireError } from './jute.js';
 
-/** Largest frame accepted (ZooKeeper's own jute.maxbuffer default is 1 MB plus some slack). */
+/**
+ * Default largest frame accepted from a server, the client's jute.maxbuffer. The largest replies
+ * are child lists: a lock node's name (`_c_<uuid>-lock-<seq>`, 55 bytes) takes 59 bytes in one, so
+ * the Java client's 1 MiB default stops at about 17,700 waiters on one name, and past that every
+ * acquire of the name, which lists its folder, would drop its connection. 16 MiB allows about
+ * 284,000. A larger limit costs nothing until such a frame arrives: the bytes are held only as they
+ * come, and a length prefix that promises more than ever comes trips the read deadline.
+ */
 export const MAX_FRAME_BYTES = 16 * 1024 * 1024;
+
+/** Below this a limit is a unit mistake, and would drop connections on ordinary child lists. */
+export const MIN_FRAME_LIMIT = 64 * 1024;
+/** Above this a length prefix is garbage, not a reply. */
+export const MAX_FRAME_LIMIT = 1024 * 1024 * 1024;
+
+/** Whether `bytes` is a frame limit the client accepts: an integer within MIN..MAX_FRAME_LIMIT. */
+export function isFrameLimit(bytes: unknown): bytes is number {
+  return (
+    Number.isInteger(bytes) && (bytes as number) >= MIN_FRAME_LIMIT && (bytes as number) <= MAX_FRAME_LIMIT
+  );
+}
 
 /**
  * Splits a byte stream into length-prefixed frames. A length outside 0..MAX_FRAME_BYTES is not a

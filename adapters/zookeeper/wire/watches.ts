@@ -101,3 +101,34 @@ export class WatchRegistry {
     return this.#byKind.data.size + this.#byKind.exist.size + this.#byKind.child.size;
   }
 }
+
+/** One watch to hand to a new connection: its kind and its path on the server. */
+export interface WatchEntry {
+  kind: WatchKind;
+  path: string;
+}
+
+/** A SetWatches request's bytes without its paths: length prefix, xid, op, zxid, three vector counts. */
+const SET_WATCHES_FIXED_BYTES = 4 + 4 + 4 + 8 + 3 * 4;
+
+/**
+ * Cuts the entries into SetWatches requests whose encoded size stays within maxBytes (a path
+ * longer than that alone goes in a request of its own: nothing smaller can carry it).
+ */
+export function setWatchesBatches(entries: readonly WatchEntry[], maxBytes: number): WatchEntry[][] {
+  const batches: WatchEntry[][] = [];
+  let batch: WatchEntry[] = [];
+  let bytes = SET_WATCHES_FIXED_BYTES;
+  for (const entry of entries) {
+    const size = 4 + Buffer.byteLength(entry.path, 'utf8');
+    if (batch.length > 0 && bytes + size > maxBytes) {
+      batches.push(batch);
+      batch = [];
+      bytes = SET_WATCHES_FIXED_BYTES;
+    }
+    batch.push(entry);
+    bytes += size;
+  }
+  if (batch.length > 0) batches.push(batch);
+  return batches;
+}

@@ -40,6 +40,16 @@ export interface CheckResult {
   faults: Record<string, number>;
   /** Longest wait from a heal to the next grant, ms. */
   maxProgressMs: number;
+  /**
+   * How many cases each rule that stands aside while a fault could explain the outcome judged
+   * (permits-return, failover): a rule that judged none in a run could not have failed in it.
+   */
+  judged?: Record<string, number>;
+}
+
+/** Counts the cases a rule judged (see CheckResult.judged). */
+export interface RuleTally {
+  judged: number;
 }
 
 /**

@@ -16,6 +16,7 @@ export function formatTable(reports: readonly TortureReport[]): string {
     'leftovers',
     'faults',
     'max progress ms',
+    'judged',
     'violations',
   ];
   const rows = reports.map((r) => [
@@ -33,6 +34,9 @@ export function formatTable(reports: readonly TortureReport[]): string {
       .map(([kind, n]) => `${kind}:${n}`)
       .join(' ') || '-',
     String(Math.round(r.maxProgressMs)),
+    Object.entries(r.judged ?? {})
+      .map(([rule, n]) => `${rule}:${n}`)
+      .join(' ') || '-',
     summarize(r),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));

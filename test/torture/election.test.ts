@@ -210,6 +210,12 @@ describe('election rules', () => {
     expect(checkFailovers([...base, cut('w1'), term(19_500, 'w1', 2)], bound)).toHaveLength(1);
     expect(checkFailovers([...base, cut('w2'), term(12_000, 'w1', 2)], bound)).toHaveLength(1);
     expect(checkFailovers([...base, cut('w1', 'pauseHolder'), term(12_000, 'w1', 2)], bound)).toHaveLength(1);
+    // Kills judged: one whose window closes before the run's end; none when it would close after.
+    const tally = { judged: 0 };
+    checkFailovers([...base, cut('w1'), term(18_000, 'w1', 2)], { ...bound, tally });
+    expect(tally.judged).toBe(1);
+    checkFailovers([term(0, 'w0', 1), kill, { ...stopping, t: 5_000 }], { ...bound, tally });
+    expect(tally.judged).toBe(1);
   });
 });
 

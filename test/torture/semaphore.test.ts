@@ -186,6 +186,20 @@ describe('semaphore rules', () => {
       expect(checkPermitsReturn(probeKilled, RETURN)).toEqual([]);
     });
 
+    it('counts the requests it judged: a grant in time or a violation, not what it stood aside for', () => {
+      const count = (events: TortureEvent[]) => {
+        const tally = { judged: 0 };
+        checkPermitsReturn(events, { ...RETURN, tally });
+        return tally.judged;
+      };
+      expect(count([...killed, grant(6_000, 'p', 2, 2)])).toBe(1);
+      expect(count([...killed, failed(15_000, 'p', 'LOCK_TIMEOUT')])).toBe(1);
+      expect(count([...killed, failed(4_000, 'p', 'ABORT')])).toBe(0);
+      expect(
+        count([...killed, fault(4_000, 6_000, 'partitionWorker'), failed(15_000, 'p', 'LOCK_TIMEOUT')]),
+      ).toBe(0);
+    });
+
     it('only kills of the name holders move the moment it must be whole', () => {
       const holderKilledLater = [...killed, grant(1_600, 'b', 2), kill(2_500, 'b'), grant(9_000, 'p', 3, 2)];
       expect(checkPermitsReturn(holderKilledLater, RETURN)).toEqual([]); // ready 4500: 9000 is in time

@@ -1,4 +1,4 @@
-import { byKey, type Fault, frozenBetween, type Grant, type Violation } from '../checker.js';
+import { byKey, type Fault, frozenBetween, type Grant, type RuleTally, type Violation } from '../checker.js';
 import type { TortureEvent } from '../history.js';
 
 type Proclaim = Extract<TortureEvent, { type: 'proclaim' }>;
@@ -140,6 +140,8 @@ export interface FailoverOptions {
   boundMs: number;
   /** What a fault that can hold a failover up costs on top of its own length (a lease running out). */
   recoveryMs: number;
+  /** Counts the kills judged. */
+  tally?: RuleTally;
 }
 
 /**
@@ -180,6 +182,7 @@ export function checkFailovers(events: readonly TortureEvent[], options: Failove
       }
     }
     if (deadline > runEnd) continue;
+    if (options.tally) options.tally.judged++;
     const term = BigInt(held.token);
     const next = grants.find((g) => g.key === held.key && BigInt(g.token) > term);
     if (!next || next.t > deadline) {

@@ -1,5 +1,5 @@
 import { connect, createElection, type Election, type Leadership, type LockProvider } from 'fencekit';
-import { type CheckOptions, checkHistory } from '../checker.js';
+import { type CheckOptions, checkHistory, type RuleTally } from '../checker.js';
 import { now } from '../history.js';
 import { between } from '../random.js';
 import { sleep } from '../sleep.js';
@@ -42,13 +42,16 @@ export const electionWorkload: Workload = {
   },
   check: (events, options: CheckOptions) => {
     const result = checkHistory(events, options);
+    const failover: RuleTally = { judged: 0 };
     result.violations.push(
       ...checkStaleObserves(events, { readWindowMs: READ_WINDOW_MS, resignConfirmedMs: RESIGN_CONFIRMED_MS }),
       ...checkFailovers(events, {
         boundMs: options.progressBoundMs,
         recoveryMs: 2 * (options.ttlMs ?? 2_000),
+        tally: failover,
       }),
     );
+    result.judged = { failover: failover.judged };
     return result;
   },
 };

@@ -1,4 +1,4 @@
-import { byKey, type Fault, type Grant, type Violation, type Write } from '../checker.js';
+import { byKey, type Fault, type Grant, type RuleTally, type Violation, type Write } from '../checker.js';
 import type { TortureEvent } from '../history.js';
 import { checkOverLimit } from './over-limit.js';
 
@@ -94,6 +94,8 @@ export interface PermitsReturnOptions {
   ttlMs: number;
   /** How long a request for every permit of a name may wait once nothing dead or faulty holds them. */
   boundMs: number;
+  /** Counts the requests judged. */
+  tally?: RuleTally;
 }
 
 /**
@@ -135,9 +137,14 @@ export function checkPermitsReturn(
       let ready = request.t;
       for (const k of holderKills) if (k.t < ready + boundMs && k.t + ttlMs > ready) ready = k.t + ttlMs;
       const deadline = ready + boundMs;
-      if (outcome.t <= deadline) return;
+      const tally = options.tally ?? { judged: 0 };
+      if (outcome.t <= deadline) {
+        if (outcome.type === 'grant') tally.judged++; // an early error (a cancel) shows nothing
+        return;
+      }
       const disturbed = faults.some((f) => f.t <= deadline && f.tEnd + ttlMs >= request.t);
       if (disturbed) return;
+      tally.judged++;
       const waited = Math.round(outcome.t - ready);
       out.push({
         rule: 'permits-return',

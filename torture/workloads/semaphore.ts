@@ -1,5 +1,5 @@
 import { connect, type LockProvider, type Permit, type PermitOptions, type Semaphore } from 'fencekit';
-import { type CheckOptions, type CheckResult, checkHistory } from '../checker.js';
+import { type CheckOptions, type CheckResult, checkHistory, type RuleTally } from '../checker.js';
 import { now, type TortureEvent } from '../history.js';
 import { between, pick } from '../random.js';
 import { sleep } from '../sleep.js';
@@ -60,11 +60,18 @@ export const semaphoreWorkload: Workload = {
 export function checkSemaphoreHistory(events: readonly TortureEvent[], options: CheckOptions): CheckResult {
   const result = checkHistory(events, { ...options, skip: [...(options.skip ?? []), 'overlap', 'tokens'] });
   const ttlMs = options.ttlMs ?? 2_000;
+  const permitsReturn: RuleTally = { judged: 0 };
   result.violations.push(
     ...checkPermitsOverLimit(events, LIMITS),
     ...checkPermitTokens(events),
-    ...checkPermitsReturn(events, { limits: LIMITS, ttlMs, boundMs: PERMITS_RETURN_BOUND_MS }),
+    ...checkPermitsReturn(events, {
+      limits: LIMITS,
+      ttlMs,
+      boundMs: PERMITS_RETURN_BOUND_MS,
+      tally: permitsReturn,
+    }),
   );
+  result.judged = { 'permits-return': permitsReturn.judged };
   return result;
 }
 

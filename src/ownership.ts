@@ -1,5 +1,6 @@
 import { monotonicNow } from './clock.js';
 import { LockLostError, type LossReason } from './errors.js';
+import { checkedOnRead } from './signals.js';
 import type { Lock } from './types.js';
 
 export interface OwnedLockInit {
@@ -62,6 +63,8 @@ export class OwnedLock implements Lock {
     if (!this.#controller) {
       this.#controller = new AbortController();
       if (this.#loss) this.#controller.abort(this.#lossError(this.#loss));
+      // Kept aside and read later, the signal checks the deadline as `held` does.
+      else checkedOnRead(this.#controller.signal, () => this.#checkTrust());
     }
     return this.#controller.signal;
   }

@@ -16,14 +16,20 @@ export interface LinkedSignal {
  */
 export function linkSignals(parents: ReadonlyArray<AbortSignal | undefined>): LinkedSignal {
   const controller = new AbortController();
+  // A read of the child reads its parents first (until disposed): a parent that finds its grant
+  // lost on read (checkedOnRead) aborts, and its listener aborts the child, before the answer.
+  checkedOnRead(controller.signal, () => {
+    for (const { parent } of listeners) void parent.aborted;
+  });
   const abort = (reason: unknown) => controller.abort(reason);
   const live = parents.filter((p): p is AbortSignal => p !== undefined);
   const already = live.find((p) => p.aborted);
+  let listeners: Array<{ parent: AbortSignal; onAbort: () => void }> = [];
   if (already) {
     controller.abort(already.reason);
     return { signal: controller.signal, abort, dispose: () => undefined };
   }
-  const listeners = live.map((parent) => {
+  listeners = live.map((parent) => {
     const onAbort = () => {
       controller.abort(parent.reason);
       detach();
@@ -35,4 +41,48 @@ export function linkSignals(parents: ReadonlyArray<AbortSignal | undefined>): Li
     for (const { parent, onAbort } of listeners.splice(0)) parent.removeEventListener('abort', onAbort);
   };
   return { signal: controller.signal, abort, dispose: detach };
+}
+
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')?.get as (
+  this: AbortSignal,
+) => boolean;
+const reasonOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'reason')?.get as (
+  this: AbortSignal,
+) => unknown;
+
+/**
+ * Makes every read of `signal` (aborted, reason, throwIfAborted) run `check` first while it is not
+ * aborted, so a check that finds the grant lost (a deadline passed while the event loop stalled
+ * and its timer has not run yet) aborts it before the reader gets its answer. Apps keep signals
+ * aside (`const { signal } = lock`) and pass them on: the answer must not depend on which object
+ * they read through. Own properties of this one signal; the platform's own uses (fetch, timers)
+ * keep working, as its internal state is what abort() sets.
+ */
+export function checkedOnRead(signal: AbortSignal, check: () => void): void {
+  const checked = () => {
+    if (!abortedOf.call(signal)) check();
+  };
+  Object.defineProperties(signal, {
+    aborted: {
+      configurable: true,
+      get: () => {
+        checked();
+        return abortedOf.call(signal);
+      },
+    },
+    reason: {
+      configurable: true,
+      get: () => {
+        checked();
+        return reasonOf.call(signal);
+      },
+    },
+    throwIfAborted: {
+      configurable: true,
+      value: () => {
+        checked();
+        AbortSignal.prototype.throwIfAborted.call(signal);
+      },
+    },
+  });
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import {
+  createElection,
   type Lock,
   type LockProvider,
   MemoryLockProvider,
@@ -350,5 +351,42 @@ describe('runSingleton with skewed clocks', () => {
     expect(runsByTick.size).toBeGreaterThanOrEqual(4);
     for (const [tick, who] of runsByTick) expect(who, `tick ${tick}`).toHaveLength(1);
     await Promise.all(providers.map((p) => p.close()));
+  });
+});
+
+describe('a signal kept aside tells the loss when read, not only when its timer runs', () => {
+  // Apps keep the signal (`const { signal } = lock`, a leadership's, a derived one) and read it
+  // later. After a stall (a GC pause, a starved process) the deadline has passed but the timer that
+  // aborts the signal has not run yet: the read itself must say "lost" (before, only reads through
+  // `lock.signal` did, and a term's signal or a kept one answered "held" past its deadline).
+  it("a lock's kept signal, a leadership's and runAsLeader's read aborted once the deadline passed", async () => {
+    const provider = new MemoryLockProvider({ server: new MemoryLockServer(), ttlMs: 200 });
+    try {
+      const lock = await provider.acquire('kept', { ttlMs: 200 });
+      const { signal } = lock;
+      const leadership = await createElection(provider, 'kept-term').campaign('a');
+      const termSignal = leadership.signal;
+      expect([signal.aborted, termSignal.aborted]).toEqual([false, false]);
+      pause(400); // past the 200 ms leases: no renewal, no abort timer runs meanwhile
+      expect([signal.aborted, termSignal.aborted]).toEqual([true, true]);
+      expect(signal.reason).toMatchObject({ code: 'LOCK_LOST' });
+      expect(() => termSignal.throwIfAborted()).toThrow();
+
+      let ranPastDeadline: boolean | undefined;
+      const stop = new AbortController();
+      await runAsLeader(
+        provider,
+        'kept-run',
+        async ({ signal: derived }) => {
+          pause(400);
+          ranPastDeadline = derived.aborted;
+          stop.abort();
+        },
+        { signal: stop.signal, backoff: { initialMs: 5, maxMs: 10 } },
+      );
+      expect(ranPastDeadline).toBe(true);
+    } finally {
+      await provider.close();
+    }
   });
 });

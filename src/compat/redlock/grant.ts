@@ -1,4 +1,5 @@
 import { LockTimeoutError } from '../../errors.js';
+import { checkedOnRead } from '../../signals.js';
 import { longTimeout } from '../../timers.js';
 import type { Lock as FencekitLock, LockProvider } from '../../types.js';
 
@@ -23,7 +24,15 @@ export class Grant {
   get signal(): AbortSignal {
     if (!this.#signal) {
       const signals = [...this.locks.values()].map((lock) => lock.signal);
-      this.#signal = signals.length === 1 ? (signals[0] as AbortSignal) : AbortSignal.any(signals);
+      if (signals.length === 1) this.#signal = signals[0] as AbortSignal;
+      else {
+        const any = AbortSignal.any(signals);
+        // A read asks each lock first, as a read of a lock's own signal does (a deadline passed).
+        checkedOnRead(any, () => {
+          for (const signal of signals) void signal.aborted;
+        });
+        this.#signal = any;
+      }
     }
     return this.#signal;
   }

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { InvalidArgumentError, LockTimeoutError } from '../../errors.js';
+import { checkedOnRead } from '../../signals.js';
 import type { LockProvider } from '../../types.js';
 import { isProvider, openProvider } from '../provider-from-clients.js';
 import {
@@ -191,6 +192,8 @@ export class Redlock extends EventEmitter {
       controller.abort(signal.error);
     };
     lock.grant.signal.addEventListener('abort', onLost, { once: true });
+    // A read of the routine's signal reads the grant's, which checks the deadline: see checkedOnRead.
+    checkedOnRead(signal, () => void lock.grant.signal.aborted);
     if (lock.grant.signal.aborted) onLost(); // lost before we listened: the routine sees it at once
     try {
       return await routine(signal);

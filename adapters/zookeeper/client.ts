@@ -1,8 +1,9 @@
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, InvalidArgumentError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
-import { confirmThroughLeader, trustedSpanMs } from './heartbeat.js';
+import { confirmThroughLeader, type HeartbeatCadence, heartbeatCadence, trustedSpanMs } from './heartbeat.js';
 import { ZkClient } from './wire/client.js';
+import { zkCode } from './wire/codes.js';
 
 export { zkCode } from './wire/codes.js';
 
@@ -36,6 +37,9 @@ export class ZkSession {
   readonly #options: ZkSessionOptions;
   readonly #liveness: SessionLiveness;
   #heartbeatTimer: NodeJS.Timeout | undefined;
+  #heartbeatInFlight = false;
+  /** Connections made after the first: a heartbeat's timeout drops only the connection it was sent on. */
+  #connections = 0;
 
   private constructor(client: ZkClient, options: ZkSessionOptions) {
     this.client = client;
@@ -70,9 +74,10 @@ export class ZkSession {
     const session = new ZkSession(client, options);
     client.onState((state) => {
       if (state === 'expired' || state === 'closed') session.#lose('session-lost');
+      else if (state === 'connected') session.#onReconnected();
     });
     session.#liveness.confirmed(sentAt, session.#trustedSpan);
-    session.#scheduleHeartbeat(session.#interval);
+    session.#scheduleHeartbeat(session.#cadence.intervalMs);
     return session;
   }
 
@@ -144,29 +149,54 @@ export class ZkSession {
     return trustedSpanMs(this.client.sessionTimeoutMs, this.#options.serverTickMs);
   }
 
-  /** A third of the span one answer vouches for: two more tries fit before its deadline. */
-  get #interval(): number {
-    return this.#trustedSpan / 3;
+  get #cadence(): HeartbeatCadence {
+    return heartbeatCadence(this.#trustedSpan, this.#options.callTimeoutMs);
   }
 
   #scheduleHeartbeat(delay: number): void {
+    clearTimeout(this.#heartbeatTimer);
     if (!this.alive) return;
     this.#heartbeatTimer = setTimeout(() => void this.#heartbeat(), delay);
     this.#heartbeatTimer.unref();
   }
 
+  /**
+   * A new connection (the client moved to another server, or came back): confirm the session
+   * through it at once, rather than at the next interval, which may come after the deadline.
+   */
+  #onReconnected(): void {
+    this.#connections += 1;
+    if (!this.alive || this.#heartbeatInFlight) return; // one in flight waits for this connection
+    clearTimeout(this.#heartbeatTimer);
+    void this.#heartbeat();
+  }
+
   async #heartbeat(): Promise<void> {
+    if (this.#heartbeatInFlight) return;
+    this.#heartbeatInFlight = true;
+    const cadence = this.#cadence;
     const sentAt = monotonicNow();
+    const connection = this.client.state === 'connected' ? this.#connections : undefined;
     try {
-      await confirmThroughLeader(this.client, Math.min(this.#interval, this.#options.callTimeoutMs));
+      await confirmThroughLeader(this.client, cadence.answerWithinMs);
+      this.#heartbeatInFlight = false;
       if (!this.alive) return;
       this.#options.onRenewal?.('renewed', (monotonicNow() - sentAt) / 1000);
       this.#liveness.confirmed(sentAt, this.#trustedSpan);
-      this.#scheduleHeartbeat(this.#interval);
+      this.#scheduleHeartbeat(cadence.intervalMs);
     } catch (error) {
-      if (this.alive) this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);
-      // Not answered: try again soon; the liveness deadline decides when the session is lost.
-      this.#scheduleHeartbeat(Math.max(this.#trustedSpan / 10, 50));
+      this.#heartbeatInFlight = false;
+      if (!this.alive) return;
+      this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);
+      // Sent on a connection that is still up but did not answer in time: that server is paused,
+      // cut off from the quorum or overloaded. Move to the next one now, while the deadline leaves
+      // time for a heartbeat through it (heartbeatCadence); waiting for the client's read timeout
+      // would lose the session here although the ensemble keeps it.
+      if (zkCode(error) === 'OPERATION_TIMEOUT' && connection === this.#connections) {
+        this.client.dropConnection(`no heartbeat answer within ${Math.round(cadence.answerWithinMs)} ms`);
+      }
+      // Try again soon; the liveness deadline alone decides when the session is lost.
+      this.#scheduleHeartbeat(cadence.retryMs);
     }
   }
 

@@ -22,3 +22,35 @@ export async function confirmThroughLeader(client: ZkClient, timeoutMs: number):
 export function trustedSpanMs(grantedTimeoutMs: number, serverTickMs: number): number {
   return grantedTimeoutMs - Math.min(serverTickMs, grantedTimeoutMs / 2);
 }
+
+/** When the session sends its heartbeats, and how long it waits for each: see heartbeatCadence. */
+export interface HeartbeatCadence {
+  /** From an answer to the next heartbeat. */
+  intervalMs: number;
+  /** A heartbeat not answered within this on one connection gives that server up. */
+  answerWithinMs: number;
+  /** From a failed heartbeat to the next try. */
+  retryMs: number;
+}
+
+/**
+ * The heartbeat's schedule within the span an answer vouches for (trustedSpanMs), so that a server
+ * that falls silent (paused, partitioned from the quorum, dead without a reset) costs the session
+ * nothing when another member answers. Worst case: the server stops right after answering a
+ * heartbeat sent at t. The next one leaves at t + span/3 and is given up at t + 2·span/3 at the
+ * latest; the session then drops that connection, the client connects to the next member, and a
+ * heartbeat leaves right after the handshake: the last third of the span (less the drift and the
+ * round trip) is left for one connect and one answer. The Java client waits 2/3 of the session
+ * timeout before it gives a silent server up, which is later than this deadline once a tick is
+ * taken off (serverTickMs) or the session is short: it does not have to tell anyone of a loss
+ * before the leader expires the session, and fencekit does.
+ */
+export function heartbeatCadence(spanMs: number, callTimeoutMs: number): HeartbeatCadence {
+  const third = spanMs / 3;
+  return {
+    intervalMs: third,
+    answerWithinMs: Math.min(third, callTimeoutMs),
+    // Soon, but not a busy loop against a server that answers every heartbeat with an error.
+    retryMs: Math.max(spanMs / 20, 20),
+  };
+}

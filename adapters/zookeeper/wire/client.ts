@@ -307,6 +307,14 @@ export class ZkClient {
     conn.destroy(new Error('session closed'));
   }
 
+  /**
+   * Ends the current connection (its calls fail with CONNECTION_LOSS) and moves on to the next
+   * server; the session goes on. For a caller that knows this server cannot serve it in time.
+   */
+  dropConnection(reason: string): void {
+    this.#conn?.destroy(new Error(reason));
+  }
+
   /** For tests of holder death: drops the connection without closing the session; the server expires it. */
   abandon(): void {
     const conn = this.#conn;

@@ -5,30 +5,10 @@ import {
   type ZooKeeperProviderOptions,
 } from '../../adapters/zookeeper/index.js';
 import { ZkClient } from '../../adapters/zookeeper/wire/client.js';
-import type { SessionRenewalListener } from '../../src/session-liveness.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import type { Lock } from '../../src/types.js';
 import { type PartitionableEnsemble, startPartitionableEnsemble } from '../servers/zk-peer-links.js';
-
-/** A provider that tells the test of every answered heartbeat, so a fault can start right after one. */
-class ObservedProvider extends ZooKeeperLockProvider {
-  readonly #renewed = new Set<() => void>();
-  protected override readonly reportSessionRenewal: SessionRenewalListener = (outcome) => {
-    if (outcome !== 'renewed') return;
-    for (const listener of [...this.#renewed]) listener();
-  };
-
-  /** Resolves right after the next answered heartbeat of the provider's session. */
-  nextHeartbeat(): Promise<void> {
-    return new Promise((resolve) => {
-      const once = () => {
-        this.#renewed.delete(once);
-        resolve();
-      };
-      this.#renewed.add(once);
-    });
-  }
-}
+import { ObservedProvider } from './zookeeper-observed.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -97,9 +77,9 @@ describe('ZooKeeper: a pause of the holder’s server (3 nodes, tickTime 200)', 
     try {
       await holderSide.nextHeartbeat();
       ensemble.pause(holderServer);
-        console.error(
-          `${Math.round(performance.now())} paused ${holderServer} modes ${await Promise.all([0, 1, 2].map((n) => ensemble.mode(n)))}`,
-        );
+      console.error(
+        `${Math.round(performance.now())} paused ${holderServer} modes ${await Promise.all([0, 1, 2].map((n) => ensemble.mode(n)))}`,
+      );
       await sleep(pauseMs);
       ensemble.resume(holderServer);
       await sleep(1_000); // the resumed server catches up; a lost session would show by now

@@ -1,7 +1,14 @@
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, InvalidArgumentError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
-import { confirmThroughLeader, type HeartbeatCadence, heartbeatCadence, trustedSpanMs } from './heartbeat.js';
+import {
+  confirmThroughLeader,
+  effectiveTickMs,
+  type HeartbeatCadence,
+  heartbeatCadence,
+  provenTouch,
+  trustedSpanMs,
+} from './heartbeat.js';
 import { ZkClient } from './wire/client.js';
 import { zkCode } from './wire/codes.js';
 
@@ -26,9 +33,11 @@ export interface ZkSessionOptions {
 /**
  * The session the adapter works in, over fencekit's own protocol client (wire/). The client
  * reconnects by itself within a session; this class decides when the session can no longer be
- * trusted: a heartbeat through the leader (heartbeat.ts) every (timeout − tick)/3, and ownership is
- * confirmed until `sent + (timeout − tick) × (1 − drift) − rtt` after the last answered one, the
- * earliest the leader could expire the session. Expiry reported by the server ends it at once. A session lost locally is
+ * trusted: a heartbeat through the leader every (timeout − tick)/4, and ownership is confirmed
+ * until the earliest moment the leader could expire the session, from a touch it is known to have
+ * applied (provenTouch in heartbeat.ts): never later than `sent + (timeout − tick) × (1 − drift) − rtt`
+ * after the last answered heartbeat. A heartbeat its server does not answer in time moves the
+ * session to the next server, whose handshake confirms it at once (heartbeatCadence). Expiry reported by the server ends it at once. A session lost locally is
  * closed at once (the server then drops its nodes instead of keeping them for a client that
  * reconnects and pings), and never revived: the provider opens a new one for later calls.
  */
@@ -38,8 +47,12 @@ export class ZkSession {
   readonly #liveness: SessionLiveness;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #heartbeatInFlight = false;
-  /** Connections made after the first: a heartbeat's timeout drops only the connection it was sent on. */
+  /** Connections made after the first: a heartbeat counts only on the connection it was sent on. */
   #connections = 0;
+  /** Send times of the heartbeats answered on the current connection (the recent ones). */
+  #answeredSends: number[] = [];
+  /** When the last connection ended: a later handshake was sent after it. */
+  #disconnectedAt: number | undefined;
 
   private constructor(client: ZkClient, options: ZkSessionOptions) {
     this.client = client;
@@ -75,8 +88,10 @@ export class ZkSession {
     client.onState((state) => {
       if (state === 'expired' || state === 'closed') session.#lose('session-lost');
       else if (state === 'connected') session.#onReconnected();
+      else if (state === 'disconnected') session.#disconnectedAt ??= monotonicNow();
     });
-    session.#liveness.confirmed(sentAt, session.#trustedSpan);
+    // The leader made the session no earlier than sentAt, with the full timeout from then.
+    session.#liveness.confirmed(sentAt, client.sessionTimeoutMs);
     session.#scheduleHeartbeat(session.#cadence.intervalMs);
     return session;
   }
@@ -161,11 +176,16 @@ export class ZkSession {
   }
 
   /**
-   * A new connection (the client moved to another server, or came back): confirm the session
-   * through it at once, rather than at the next interval, which may come after the deadline.
+   * A new connection: its handshake made the leader validate, so touch, the session after the
+   * connection before it ended: the full timeout from then (heartbeat.ts). Then a heartbeat at
+   * once, to start this connection's own confirmations.
    */
   #onReconnected(): void {
     this.#connections += 1;
+    this.#answeredSends = [];
+    const since = this.#disconnectedAt;
+    this.#disconnectedAt = undefined;
+    if (since !== undefined) this.#liveness.confirmed(since, this.client.sessionTimeoutMs);
     if (!this.alive || this.#heartbeatInFlight) return; // one in flight waits for this connection
     clearTimeout(this.#heartbeatTimer);
     void this.#heartbeat();
@@ -182,7 +202,7 @@ export class ZkSession {
       this.#heartbeatInFlight = false;
       if (!this.alive) return;
       this.#options.onRenewal?.('renewed', (monotonicNow() - sentAt) / 1000);
-      this.#liveness.confirmed(sentAt, this.#trustedSpan);
+      if (connection === this.#connections) this.#confirmedThrough(sentAt);
       this.#scheduleHeartbeat(cadence.intervalMs);
     } catch (error) {
       this.#heartbeatInFlight = false;
@@ -190,7 +210,7 @@ export class ZkSession {
       this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);
       // Sent on a connection that is still up but did not answer in time: that server is paused,
       // cut off from the quorum or overloaded. Move to the next one now, while the deadline leaves
-      // time for a heartbeat through it (heartbeatCadence); waiting for the client's read timeout
+      // time for a handshake there (heartbeatCadence); waiting for the client's read timeout
       // would lose the session here although the ensemble keeps it.
       if (zkCode(error) === 'OPERATION_TIMEOUT' && connection === this.#connections) {
         this.client.dropConnection(`no heartbeat answer within ${Math.round(cadence.answerWithinMs)} ms`);
@@ -198,6 +218,21 @@ export class ZkSession {
       // Try again soon; the liveness deadline alone decides when the session is lost.
       this.#scheduleHeartbeat(cadence.retryMs);
     }
+  }
+
+  /** A heartbeat sent at sentAt was answered on the connection it was sent on: see provenTouch. */
+  #confirmedThrough(sentAt: number): void {
+    const timeout = this.client.sessionTimeoutMs;
+    const anchor = provenTouch(
+      this.#answeredSends,
+      sentAt,
+      effectiveTickMs(timeout, this.#options.serverTickMs),
+    );
+    if (anchor !== undefined) {
+      this.#liveness.confirmed(anchor, timeout, monotonicNow() - sentAt);
+      this.#answeredSends = this.#answeredSends.filter((at) => at >= anchor); // older ones prove less
+    }
+    this.#answeredSends.push(sentAt);
   }
 
   #lose(reason: LossReason): void {

@@ -261,8 +261,11 @@ describe.runIf(process.env.FENCEKIT_FAILURE_MODEL === '1')(
       placement === 'only-follower' ? [(await roles()).followers[0] as number] : [0, 1, 2];
     const fits = (placement: Placement, server: number, leader: number) =>
       placement === 'leader' ? server === leader : server !== leader;
-    /** A fencekit client on another member, waiting for the lock from the fault on (root '': Curator's paths). */
-    const contender = (holderServer: number, leader: number, name: string, faultAt: number) => {
+    /**
+     * A fencekit client on another member (root '': Curator's paths), its session opened and used
+     * before the fault (opening one needs the leader); wait() starts waiting for the lock.
+     */
+    const contender = async (holderServer: number, leader: number) => {
       const other = [0, 1, 2].find((n) => n !== holderServer && n !== leader) ?? (holderServer + 1) % 3;
       const provider = new ZooKeeperLockProvider({
         connectString: ensemble.clientAddress(other),
@@ -272,13 +275,18 @@ describe.runIf(process.env.FENCEKIT_FAILURE_MODEL === '1')(
         callTimeoutMs: 1_000,
       });
       providers.push(provider);
-      let grantedAt: number | undefined;
-      const granted = provider.acquire(name, { waitMs: 60_000 }).then((lock) => {
-        grantedAt = performance.now() - faultAt;
-        return lock;
-      });
-      granted.catch(() => undefined);
-      return { granted, grantedAt: () => grantedAt };
+      await (await provider.acquire(`failure-model/warm-up-${crypto.randomUUID()}`)).release();
+      return {
+        wait(name: string, faultAt: number) {
+          let grantedAt: number | undefined;
+          const granted = provider.acquire(name, { waitMs: 60_000 }).then((lock) => {
+            grantedAt = performance.now() - faultAt;
+            return lock;
+          });
+          granted.catch(() => undefined);
+          return { granted, grantedAt: () => grantedAt };
+        },
+      };
     };
     const f = (ms?: number) => (ms === undefined ? 'kept' : `${(ms / 1000).toFixed(2)} s`);
 
@@ -303,9 +311,12 @@ describe.runIf(process.env.FENCEKIT_FAILURE_MODEL === '1')(
           continue;
         }
         const r = { ...(await roles()), holderServer };
+        const otherSide = await contender(holderServer, r.leader);
         await holderSide.nextHeartbeat(); // the worst phase: the whole span ahead must be covered
         const faultAt = performance.now();
-        const other = contender(holderServer, r.leader, name, faultAt);
+        if (process.env.ZKTRACE)
+          console.error(`${Math.round(faultAt)} fault ${fault.name} on ${holderServer} leader ${r.leader}`);
+        const other = otherSide.wait(name, faultAt);
         let abortedAt: number | undefined;
         lock.signal.addEventListener('abort', () => {
           abortedAt ??= performance.now() - faultAt;
@@ -317,7 +328,11 @@ describe.runIf(process.env.FENCEKIT_FAILURE_MODEL === '1')(
         const releasedAt = performance.now() - faultAt;
         await lock.release().catch(() => undefined);
         await (await other.granted).release();
-        expect(other.grantedAt() as number).toBeGreaterThan(abortedAt ?? releasedAt);
+        // Safety: the other client is granted only after the holder's signal aborted or it released.
+        expect(
+          other.grantedAt() as number,
+          `${fault.name}: lost at ${abortedAt} (${String(lock.signal.reason)}), other granted at ${other.grantedAt()}`,
+        ).toBeGreaterThan(abortedAt ?? releasedAt);
         const reason = lock.signal.aborted
           ? ` (${(lock.signal.reason as { reason?: string }).reason ?? ''})`
           : '';
@@ -341,8 +356,9 @@ describe.runIf(process.env.FENCEKIT_FAILURE_MODEL === '1')(
           continue;
         }
         const r = { ...(await roles()), holderServer };
+        const otherSide = await contender(holderServer, r.leader);
         const faultAt = performance.now();
-        const other = contender(holderServer, r.leader, name, faultAt);
+        const other = otherSide.wait(name, faultAt);
         const seenFrom = holder.events.length;
         await fault.start(r);
         await sleep(WATCH_MS);

@@ -113,4 +113,50 @@ describe('ZooKeeper: a pause of the holder’s server (3 nodes, tickTime 200)', 
   it('the README’s failure-model settings (serverTickMs 200, callTimeoutMs 1000): the lock is kept', async () => {
     await pauseHolderServer({ serverTickMs: 200, callTimeoutMs: 1_000 }, 3_200);
   }, 60_000);
+
+  it('the holder’s only server paused right after a heartbeat: nobody is granted before the holder is told', async () => {
+    const modes = await Promise.all([0, 1, 2].map((n) => ensemble.mode(n)));
+    const [holderServer, otherServer] = [0, 1, 2].filter((n) => modes[n] === 'follower') as [number, number];
+    const open = (node: number) => {
+      const provider = new ObservedProvider({
+        connectString: ensemble.clientAddress(node),
+        sessionTimeoutMs: 4_000,
+        serverTickMs: 200,
+        callTimeoutMs: 1_000,
+      });
+      providers.push(provider);
+      return provider;
+    };
+    const holderSide = open(holderServer);
+    const otherSide = open(otherServer);
+    const key = uniqueKey('pause-only');
+    const lock = await holderSide.acquire(key);
+    await (await otherSide.acquire(uniqueKey('warm-up'))).release(); // its session is open before the fault
+    let abortedAt: number | undefined;
+    lock.signal.addEventListener('abort', () => {
+      abortedAt = performance.now();
+    });
+    let grantedAt: number | undefined;
+    const waiting = otherSide.acquire(key, { waitMs: 60_000 }).then((next) => {
+      grantedAt = performance.now();
+      return next;
+    });
+    try {
+      // The follower forwards this heartbeat to the leader and stops before its next report of
+      // touches: the leader counts the session from an older touch.
+      await holderSide.nextHeartbeat();
+      ensemble.pause(holderServer);
+      await waiting;
+      expect({
+        told: abortedAt !== undefined,
+        toldFirst: (abortedAt ?? Infinity) < (grantedAt as number),
+      }).toEqual({
+        told: true,
+        toldFirst: true,
+      });
+    } finally {
+      ensemble.resume(holderServer);
+      await (await waiting).release();
+    }
+  }, 60_000);
 });

@@ -208,11 +208,17 @@ export class ZkSession {
       this.#heartbeatInFlight = false;
       if (!this.alive) return;
       this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);
-      // Sent on a connection that is still up but did not answer in time: that server is paused,
-      // cut off from the quorum or overloaded. Move to the next one now, while the deadline leaves
-      // time for a handshake there (heartbeatCadence); waiting for the client's read timeout
-      // would lose the session here although the ensemble keeps it.
-      if (zkCode(error) === 'OPERATION_TIMEOUT' && connection === this.#connections) {
+      // Sent on a connection that is still up, unanswered, and its server has sent nothing at all
+      // meanwhile: it is paused or gone. Move to the next one now, while the deadline leaves time
+      // for a handshake there (heartbeatCadence); waiting for the client's read timeout would lose
+      // the session here although the ensemble keeps it. A server that still answers other calls
+      // is busy (or this process is), and dropping its connection would fail them all: stay.
+      if (
+        zkCode(error) === 'OPERATION_TIMEOUT' &&
+        connection === this.#connections &&
+        this.client.silentForMs >= cadence.answerWithinMs
+      ) {
+        console.error(`${Math.round(performance.now())} drop ${this.client.sessionId.toString(16)}`);
         this.client.dropConnection(`no heartbeat answer within ${Math.round(cadence.answerWithinMs)} ms`);
       }
       // Try again soon; the liveness deadline alone decides when the session is lost.
@@ -236,6 +242,7 @@ export class ZkSession {
   }
 
   #lose(reason: LossReason): void {
+    console.error(`${Math.round(performance.now())} lose ${this.client.sessionId.toString(16)} ${reason}`);
     this.#liveness.lose(reason);
   }
 }

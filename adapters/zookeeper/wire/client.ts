@@ -307,6 +307,11 @@ export class ZkClient {
     conn.destroy(new Error('session closed'));
   }
 
+  /** Milliseconds since the current connection's server last sent a whole frame (Infinity when none is open). */
+  get silentForMs(): number {
+    return this.#conn?.silentForMs ?? Number.POSITIVE_INFINITY;
+  }
+
   /**
    * Ends the current connection (its calls fail with CONNECTION_LOSS) and moves on to the next
    * server; the session goes on. For a caller that knows this server cannot serve it in time.

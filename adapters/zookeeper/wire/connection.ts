@@ -65,6 +65,8 @@ export class Connection {
   #readTimer: NodeJS.Timeout | undefined;
   #readTimeoutMs = 0;
   #corked = false;
+  /** When the last whole frame arrived (performance.now()). */
+  #lastFrameAt = performance.now();
 
   private constructor(socket: net.Socket, events: ConnectionEvents) {
     this.#socket = socket;
@@ -133,6 +135,11 @@ export class Connection {
 
   get closed(): boolean {
     return this.#closed;
+  }
+
+  /** Milliseconds since the server's last whole frame on this connection (any reply, event or ping). */
+  get silentForMs(): number {
+    return performance.now() - this.#lastFrameAt;
   }
 
   /** Sends a numbered request; its reply (or the connection's end) goes to the pending entry. */
@@ -215,6 +222,7 @@ export class Connection {
   }
 
   #onFrame(r: JuteReader): void {
+    this.#lastFrameAt = performance.now();
     const handshake = this.#handshake;
     if (handshake) {
       this.#handshake = undefined;

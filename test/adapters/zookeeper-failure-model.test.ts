@@ -314,7 +314,6 @@ describe.runIf(process.env.FENCEKIT_FAILURE_MODEL === '1')(
         const otherSide = await contender(holderServer, r.leader);
         await holderSide.nextHeartbeat(); // the worst phase: the whole span ahead must be covered
         const faultAt = performance.now();
-        console.error(`${Math.round(faultAt)} fault ${fault.name} on ${holderServer} leader ${r.leader}`);
         const other = otherSide.wait(name, faultAt);
         let abortedAt: number | undefined;
         lock.signal.addEventListener('abort', () => {

@@ -36,10 +36,11 @@ export interface ZkSessionOptions {
  * trusted: a heartbeat through the leader every (timeout − tick)/4, and ownership is confirmed
  * until the earliest moment the leader could expire the session, from a touch it is known to have
  * applied (provenTouch in heartbeat.ts): never later than `sent + (timeout − tick) × (1 − drift) − rtt`
- * after the last answered heartbeat. A heartbeat its server does not answer in time moves the
- * session to the next server, whose handshake confirms it at once (heartbeatCadence). Expiry reported by the server ends it at once. A session lost locally is
- * closed at once (the server then drops its nodes instead of keeping them for a client that
- * reconnects and pings), and never revived: the provider opens a new one for later calls.
+ * after the last answered heartbeat. A heartbeat that a silent server does not answer in time
+ * moves the session to the next server, whose handshake confirms it at once (heartbeatCadence).
+ * Expiry reported by the server ends it at once. A session lost locally is closed at once (the
+ * server then drops its nodes instead of keeping them for a client that reconnects and pings), and
+ * never revived: the provider opens a new one for later calls.
  */
 export class ZkSession {
   readonly client: ZkClient;
@@ -218,7 +219,6 @@ export class ZkSession {
         connection === this.#connections &&
         this.client.silentForMs >= cadence.answerWithinMs
       ) {
-        console.error(`${Math.round(performance.now())} drop ${this.client.sessionId.toString(16)}`);
         this.client.dropConnection(`no heartbeat answer within ${Math.round(cadence.answerWithinMs)} ms`);
       }
       // Try again soon; the liveness deadline alone decides when the session is lost.
@@ -242,7 +242,6 @@ export class ZkSession {
   }
 
   #lose(reason: LossReason): void {
-    console.error(`${Math.round(performance.now())} lose ${this.client.sessionId.toString(16)} ${reason}`);
     this.#liveness.lose(reason);
   }
 }

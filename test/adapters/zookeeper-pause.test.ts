@@ -16,7 +16,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * A SIGSTOP of the server a holder is connected to, longer than the read timeout but shorter than
  * the session, started right after an answered heartbeat: the holder knows the other two members,
  * so it can move its session to one of them in time, as the Java client does. The lock is kept
- * (same node, same session, signal live) and nobody else is granted meanwhile.
+ * (same node, same session, signal live) and nobody else is granted meanwhile. When the holder
+ * knows only that server, nothing can confirm the session: it is lost, and the holder must be told
+ * before the leader can expire the session and grant another client, which a heartbeat's own touch
+ * does not delay (docs/zookeeper.md).
  */
 describe('ZooKeeper: a pause of the holder’s server (3 nodes, tickTime 200)', () => {
   let ensemble: PartitionableEnsemble;

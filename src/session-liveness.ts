@@ -42,11 +42,18 @@ export class SessionLiveness {
     return this.#lost.signal;
   }
 
-  /** A heartbeat sent at `sentAt` (monotonic) was answered: trusted for ttlMs from then, less the margin. */
-  confirmed(sentAt: number, ttlMs: number): void {
+  /**
+   * A heartbeat sent at `sentAt` (monotonic) was answered: trusted for ttlMs from then, less the
+   * margin. rttMs, when the backend's clock started from an earlier moment than the answered
+   * request (a ZooKeeper touch), is the round trip of the request itself.
+   */
+  confirmed(sentAt: number, ttlMs: number, rttMs?: number): void {
     if (!this.alive) return;
     const now = monotonicNow();
-    const deadline = safeDeadline(sentAt, ttlMs, now - sentAt, this.#driftRate);
+    const deadline = safeDeadline(sentAt, ttlMs, rttMs ?? now - sentAt, this.#driftRate);
+    // Each answer proves the session lives until its own deadline: a later one that proves less
+    // (its anchor further back) does not shorten the trust an earlier one gave.
+    if (Number.isFinite(this.#deadline) && deadline <= this.#deadline) return;
     if (deadline <= now) {
       this.lose('unconfirmed'); // the answer itself came too late to vouch for anything
       return;

@@ -1,8 +1,16 @@
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, InvalidArgumentError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
-import { confirmThroughLeader, trustedSpanMs } from './heartbeat.js';
+import {
+  confirmThroughLeader,
+  effectiveTickMs,
+  type HeartbeatCadence,
+  heartbeatCadence,
+  provenTouch,
+  trustedSpanMs,
+} from './heartbeat.js';
 import { ZkClient } from './wire/client.js';
+import { zkCode } from './wire/codes.js';
 
 export { zkCode } from './wire/codes.js';
 
@@ -29,17 +37,27 @@ export interface ZkSessionOptions {
 /**
  * The session the adapter works in, over fencekit's own protocol client (wire/). The client
  * reconnects by itself within a session; this class decides when the session can no longer be
- * trusted: a heartbeat through the leader (heartbeat.ts) every (timeout − tick)/3, and ownership is
- * confirmed until `sent + (timeout − tick) × (1 − drift) − rtt` after the last answered one, the
- * earliest the leader could expire the session. Expiry reported by the server ends it at once. A session lost locally is
- * closed at once (the server then drops its nodes instead of keeping them for a client that
- * reconnects and pings), and never revived: the provider opens a new one for later calls.
+ * trusted: a heartbeat through the leader every (timeout − tick)/4, and ownership is confirmed
+ * until the earliest moment the leader could expire the session, from a touch it is known to have
+ * applied (provenTouch in heartbeat.ts): never later than `sent + (timeout − tick) × (1 − drift) − rtt`
+ * after the last answered heartbeat. A heartbeat that a silent server does not answer in time
+ * moves the session to the next server, whose handshake confirms it at once (heartbeatCadence).
+ * Expiry reported by the server ends it at once. A session lost locally is closed at once (the
+ * server then drops its nodes instead of keeping them for a client that reconnects and pings), and
+ * never revived: the provider opens a new one for later calls.
  */
 export class ZkSession {
   readonly client: ZkClient;
   readonly #options: ZkSessionOptions;
   readonly #liveness: SessionLiveness;
   #heartbeatTimer: NodeJS.Timeout | undefined;
+  #heartbeatInFlight = false;
+  /** Connections made after the first: a heartbeat counts only on the connection it was sent on. */
+  #connections = 0;
+  /** Send times of the heartbeats answered on the current connection (the recent ones). */
+  #answeredSends: number[] = [];
+  /** When the last connection ended: a later handshake was sent after it. */
+  #disconnectedAt: number | undefined;
 
   private constructor(client: ZkClient, options: ZkSessionOptions) {
     this.client = client;
@@ -77,9 +95,12 @@ export class ZkSession {
     const session = new ZkSession(client, options);
     client.onState((state) => {
       if (state === 'expired' || state === 'closed') session.#lose('session-lost');
+      else if (state === 'connected') session.#onReconnected();
+      else if (state === 'disconnected') session.#disconnectedAt ??= monotonicNow();
     });
-    session.#liveness.confirmed(sentAt, session.#trustedSpan);
-    session.#scheduleHeartbeat(session.#interval);
+    // The leader made the session no earlier than sentAt, with the full timeout from then.
+    session.#liveness.confirmed(sentAt, client.sessionTimeoutMs);
+    session.#scheduleHeartbeat(session.#cadence.intervalMs);
     return session;
   }
 
@@ -159,30 +180,80 @@ export class ZkSession {
     return trustedSpanMs(this.client.sessionTimeoutMs, this.#options.serverTickMs);
   }
 
-  /** A third of the span one answer vouches for: two more tries fit before its deadline. */
-  get #interval(): number {
-    return this.#trustedSpan / 3;
+  get #cadence(): HeartbeatCadence {
+    return heartbeatCadence(this.#trustedSpan, this.#options.callTimeoutMs);
   }
 
   #scheduleHeartbeat(delay: number): void {
+    clearTimeout(this.#heartbeatTimer);
     if (!this.alive) return;
     this.#heartbeatTimer = setTimeout(() => void this.#heartbeat(), delay);
     this.#heartbeatTimer.unref();
   }
 
+  /**
+   * A new connection: its handshake made the leader validate, so touch, the session after the
+   * connection before it ended: the full timeout from then (heartbeat.ts). Then a heartbeat at
+   * once, to start this connection's own confirmations.
+   */
+  #onReconnected(): void {
+    this.#connections += 1;
+    this.#answeredSends = [];
+    const since = this.#disconnectedAt;
+    this.#disconnectedAt = undefined;
+    if (since !== undefined) this.#liveness.confirmed(since, this.client.sessionTimeoutMs);
+    if (!this.alive || this.#heartbeatInFlight) return; // one in flight waits for this connection
+    clearTimeout(this.#heartbeatTimer);
+    void this.#heartbeat();
+  }
+
   async #heartbeat(): Promise<void> {
+    if (this.#heartbeatInFlight) return;
+    this.#heartbeatInFlight = true;
+    const cadence = this.#cadence;
     const sentAt = monotonicNow();
+    const connection = this.client.state === 'connected' ? this.#connections : undefined;
     try {
-      await confirmThroughLeader(this.client, Math.min(this.#interval, this.#options.callTimeoutMs));
+      await confirmThroughLeader(this.client, cadence.answerWithinMs);
+      this.#heartbeatInFlight = false;
       if (!this.alive) return;
       this.#options.onRenewal?.('renewed', (monotonicNow() - sentAt) / 1000);
-      this.#liveness.confirmed(sentAt, this.#trustedSpan);
-      this.#scheduleHeartbeat(this.#interval);
+      if (connection === this.#connections) this.#confirmedThrough(sentAt);
+      this.#scheduleHeartbeat(cadence.intervalMs);
     } catch (error) {
-      if (this.alive) this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);
-      // Not answered: try again soon; the liveness deadline decides when the session is lost.
-      this.#scheduleHeartbeat(Math.max(this.#trustedSpan / 10, 50));
+      this.#heartbeatInFlight = false;
+      if (!this.alive) return;
+      this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);
+      // Sent on a connection that is still up, unanswered, and its server has sent nothing at all
+      // meanwhile: it is paused or gone. Move to the next one now, while the deadline leaves time
+      // for a handshake there (heartbeatCadence); waiting for the client's read timeout would lose
+      // the session here although the ensemble keeps it. A server that still answers other calls
+      // is busy (or this process is), and dropping its connection would fail them all: stay.
+      if (
+        zkCode(error) === 'OPERATION_TIMEOUT' &&
+        connection === this.#connections &&
+        this.client.silentForMs >= cadence.answerWithinMs
+      ) {
+        this.client.dropConnection(`no heartbeat answer within ${Math.round(cadence.answerWithinMs)} ms`);
+      }
+      // Try again soon; the liveness deadline alone decides when the session is lost.
+      this.#scheduleHeartbeat(cadence.retryMs);
     }
+  }
+
+  /** A heartbeat sent at sentAt was answered on the connection it was sent on: see provenTouch. */
+  #confirmedThrough(sentAt: number): void {
+    const timeout = this.client.sessionTimeoutMs;
+    const anchor = provenTouch(
+      this.#answeredSends,
+      sentAt,
+      effectiveTickMs(timeout, this.#options.serverTickMs),
+    );
+    if (anchor !== undefined) {
+      this.#liveness.confirmed(anchor, timeout, monotonicNow() - sentAt);
+      this.#answeredSends = this.#answeredSends.filter((at) => at >= anchor); // older ones prove less
+    }
+    this.#answeredSends.push(sentAt);
   }
 
   #lose(reason: LossReason): void {

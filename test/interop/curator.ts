@@ -52,3 +52,50 @@ export async function startCurator(connectString: string): Promise<Curator> {
     },
   };
 }
+
+export interface CuratorHolder {
+  /** Every line the holder printed ("granted <session>", "state SUSPENDED" …), with when it came (performance.now()). */
+  readonly events: { at: number; line: string }[];
+  /** Resolves with the holder's session id (hex) once its InterProcessMutex is granted. */
+  readonly granted: Promise<string>;
+  release(): void;
+  close(): Promise<void>;
+}
+
+/** Starts CuratorHolder.java: one Curator client that takes the InterProcessMutex at `path` and reports its connection states. */
+export async function startCuratorHolder(
+  connectString: string,
+  path: string,
+  sessionMs: number,
+): Promise<CuratorHolder> {
+  const compiled = await compileAgainstCurator(resolve(import.meta.dirname, 'CuratorHolder.java'));
+  const child = spawn(
+    'java',
+    ['-cp', compiled.classpath, 'CuratorHolder', connectString, path, String(sessionMs)],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
+  const events: { at: number; line: string }[] = [];
+  let onGranted: (session: string) => void = () => undefined;
+  const granted = new Promise<string>((ok) => {
+    onGranted = ok;
+  });
+  const exited = new Promise<void>((ok) => child.once('exit', () => ok()));
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    events.push({ at: performance.now(), line });
+    if (line.startsWith('granted ')) onGranted(line.slice('granted '.length));
+  });
+  return {
+    events,
+    granted,
+    release: () => child.stdin.write('release\n'),
+    async close() {
+      child.stdin.end('quit\n');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+      await compiled.remove();
+    },
+  };
+}

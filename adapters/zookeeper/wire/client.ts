@@ -93,6 +93,8 @@ export class ZkClient {
   #endedWith: ZkError | undefined;
   /** When the last connection last heard from its server; undefined before the first. */
   #lastHeardAt: number | undefined;
+  /** The connection dropConnection() ended, if the current one was: its successor starts at once. */
+  #droppedByCaller: Connection | undefined;
   #conn: Connection | undefined;
   #sessionId = 0n;
   #passwd: Buffer = Buffer.alloc(16);
@@ -361,6 +363,22 @@ export class ZkClient {
     conn.destroy(new Error('session closed'));
   }
 
+  /** Milliseconds since the current connection's server last sent a whole frame (Infinity when none is open). */
+  get silentForMs(): number {
+    return this.#conn?.silentForMs ?? Number.POSITIVE_INFINITY;
+  }
+
+  /**
+   * Ends the current connection (its calls fail with CONNECTION_LOSS) and moves on to the next
+   * server; the session goes on. For a caller that knows this server cannot serve it in time.
+   */
+  dropConnection(reason: string): void {
+    const conn = this.#conn;
+    if (!conn) return;
+    this.#droppedByCaller = conn;
+    conn.destroy(new Error(reason));
+  }
+
   /** For tests of holder death: drops the connection without closing the session; the server expires it. */
   abandon(): void {
     const conn = this.#conn;
@@ -532,7 +550,11 @@ export class ZkClient {
         this.#lastHeardAt = conn.lastHeardAt;
         if (this.#conn === conn) this.#conn = undefined;
         if (!TERMINAL.has(this.#state)) this.#setState('disconnected');
-        wait = this.#pacing.afterConnection(this.#sessionLeftMs());
+        // A connection the session gave up on (its server went silent while a heartbeat was due)
+        // is followed at once: the wait would come out of the holder's lease, and the clients that
+        // do this are spread by their own heartbeat schedules, not ended together by a server.
+        wait = this.#droppedByCaller === conn ? 0 : this.#pacing.afterConnection(this.#sessionLeftMs());
+        this.#droppedByCaller = undefined;
       } catch (error) {
         if (error instanceof ZkError && error.code === Code.SESSION_EXPIRED) {
           this.#end('expired', error);

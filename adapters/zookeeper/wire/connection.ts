@@ -75,6 +75,7 @@ export class Connection {
   #pingTimer: NodeJS.Timeout | undefined;
   #readTimer: NodeJS.Timeout | undefined;
   #readTimeoutMs = 0;
+  /** When the last whole frame arrived (performance.now()). */
   #lastHeardAt = performance.now();
   #corked = false;
 
@@ -155,6 +156,11 @@ export class Connection {
   /** When the last whole frame came from the server (performance.now() time). */
   get lastHeardAt(): number {
     return this.#lastHeardAt;
+  }
+
+  /** Milliseconds since the server's last whole frame on this connection (any reply, event or ping). */
+  get silentForMs(): number {
+    return performance.now() - this.#lastHeardAt;
   }
 
   /** Sends a numbered request; its reply (or the connection's end) goes to the pending entry. */

@@ -3,7 +3,8 @@
  * connection right after the handshake, or refuses at once, is not hammered, and clients cut off
  * together do not come back together.
  *
- * - After an established connection ends: a random wait in 0..1 s, as the Java client.
+ * - After an established connection ends: a random wait in 0..1 s, as the Java client (not after
+ *   a connection the session dropped itself for a silent server: ZkClient reconnects at once).
  * - After a round in which every server failed: capped exponential backoff (50 ms doubling up to
  *   1 s), jittered to 50..100 % of it, as the Java client's second wait after a failed round.
  *

@@ -193,10 +193,8 @@ const memberPause: Fault = async (ctx, stop) => {
 const stallProcess: Fault = async (ctx) => {
   const ms = between(ctx.random, ctx.ttlMs, ctx.ttlMs * 2);
   const paused = workers(ctx).map((w) => w.id);
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    // busy on purpose: nothing else in this process runs
-  }
+  // Blocked, not busy: nothing else in this process runs, and the core stays free for the servers.
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
   return { target: `everything for ${ms} ms`, pausedWorkers: paused };
 };
 

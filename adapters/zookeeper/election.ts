@@ -5,11 +5,13 @@ import type { OwnedLock } from '../../src/ownership.js';
 import type { Lock } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { type ZkSession, zkCode } from './client.js';
+import { confirmThroughLeader } from './heartbeat.js';
 import { queueOrder, unavailable } from './mutex.js';
 import type { ACL } from './wire/ops.js';
 
 /** What the election needs from the provider that runs it. */
 export interface ElectionHost {
+  readonly callTimeoutMs: number;
   session(): Promise<ZkSession>;
   folder(name: string): string;
   acl: readonly ACL[];
@@ -84,10 +86,12 @@ export class ZkElection implements Election {
   /**
    * The leader now; with `watch`, arms one-shot watches on the folder and the leader's data, each
    * path added to `watched` before its call (so the caller can unwatch even when a read fails).
-   * A sync first: the server we are connected to answers reads from its own copy, and a follower
-   * cut off from the leader serves a stale one for up to syncLimit × tickTime; after a sync it has
-   * caught up with what the leader had committed when the sync reached it (no term that ended
-   * before the call is reported), and a follower that cannot reach the leader fails the call.
+   * A write through the leader first (heartbeat.ts's check of '/', committed by a quorum): the
+   * server we are connected to answers reads from its own copy, and one cut off from the rest (a
+   * follower, or a leader that has not yet noticed it lost its quorum) serves a stale one for up to
+   * syncLimit × tickTime. Once that write is answered, the server has applied everything committed
+   * before it, so no term that ended before the call is reported; a server cut off fails the call.
+   * (ZooKeeper's sync is not enough: a leader answers it alone.)
    * The leader's node may go between the listing and the read of its data: then the folder is
    * listed again, as the next candidate may lead already. No leader only when the listing is empty.
    */
@@ -98,7 +102,7 @@ export class ZkElection implements Election {
   ): Promise<{ leader: LeaderInfo | null }> {
     const folder = this.host.folder(this.name);
     try {
-      await session.client.sync(folder);
+      await confirmThroughLeader(session.client, this.host.callTimeoutMs);
     } catch (error) {
       throw unavailable('reading the candidates failed', error);
     }

@@ -123,8 +123,9 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   /**
    * Adds digest credentials 'user:password' (a rotated password), as the Java client's
    * addAuthInfo: to the live session, which sends them again on every reconnect, and to every
-   * session opened later. Resolves once the server accepted them; a server that refuses them ends
-   * the session (BackendUnavailableError, and the next call opens a new session without them).
+   * session opened later. Resolves once a server accepted them (a session is opened if there is
+   * none); a server that refuses them ends the session (BackendUnavailableError, and the next call
+   * opens a new session without them), and any other failure also leaves them out of later sessions.
    * Nodes created from then on carry this identity too under creatorOnlyAcl.
    */
   async addDigest(digest: string): Promise<void> {
@@ -133,15 +134,17 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     }
     this.assertOpen();
     processSecrets.add(secretsIn({ digest }));
-    const opened = this.#session; // a session opened from now on sends the credentials by itself
-    this.#addedDigests.push(digest);
-    const session = await opened?.catch(() => undefined); // a failed opening holds no credentials
-    if (!session?.alive) return;
+    this.#addedDigests.push(digest); // a session opened from now on sends them in its handshake
     try {
+      // Always through a live session and its answer (again, if it was just opened with them:
+      // harmless), so that resolving means a server accepted them.
+      const session = await this.#currentSession();
       await session.addDigest(digest, this.callTimeoutMs);
     } catch (error) {
+      // Not known to be accepted: kept out of later sessions (a wrong password would end each one).
+      const at = this.#addedDigests.lastIndexOf(digest);
+      if (at >= 0) this.#addedDigests.splice(at, 1);
       if (zkCode(error) === 'AUTH_FAILED') {
-        this.#addedDigests.splice(this.#addedDigests.indexOf(digest), 1);
         throw new BackendUnavailableError(
           'zookeeper: the server refused the added credentials, which ended the session',
           { cause: error },
@@ -293,6 +296,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
 
   election(name: string): ZkElection {
     const host: ElectionHost = {
+      callTimeoutMs: this.callTimeoutMs,
       session: () => this.#currentSession(),
       folder: (key) => this.folder(key),
       acl: this.#acl,

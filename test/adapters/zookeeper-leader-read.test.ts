@@ -4,7 +4,7 @@ import { type PartitionableEnsemble, startPartitionableEnsemble } from '../serve
 
 // A ZooKeeper follower answers reads from its own copy: one cut off from the leader keeps serving
 // it, stale, for up to syncLimit × tickTime (here 10 × 1 s). leader() must not report a term that
-// had already ended when it was called: the read is flushed through the leader first (sync).
+// had already ended when it was called: a write through the leader (a quorum) comes first.
 const TICK_MS = 1_000;
 
 describe('zookeeper: leader() through a follower cut off from the leader', () => {
@@ -43,6 +43,7 @@ describe('zookeeper: leader() through a follower cut off from the leader', () =>
     const leaderNode = modes.indexOf('leader');
     const follower = modes.indexOf('follower');
     expect(leaderNode).toBeGreaterThanOrEqual(0);
+    expect(follower).toBeGreaterThanOrEqual(0);
     const [a, b, observer] = [open(leaderNode), open(leaderNode), open(follower)];
     const termA = await a.election('stale-read').campaign('a');
     expect(await observer.election('stale-read').leader()).toEqual({ value: 'a', term: termA.term });
@@ -52,7 +53,7 @@ describe('zookeeper: leader() through a follower cut off from the leader', () =>
       await termA.resign(); // committed by the leader and the other follower
       const termB = await b.election('stale-read').campaign('b');
       expect(termB.term).toBeGreaterThan(termA.term);
-      // The follower still has term A and answers reads; a flushed read cannot pass the cut.
+      // The follower still has term A and answers reads; a write through the leader cannot pass the cut.
       const seen = await observer
         .election('stale-read')
         .leader()

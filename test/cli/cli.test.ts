@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { lockKeys } from '../../adapters/redis/scripts.js';
 import { connect, type LockProvider } from '../../src/index.js';
 import { eventually } from '../../src/testing/index.js';
@@ -31,6 +31,15 @@ describe('the fencekit command', () => {
   const cli = new CliProcesses();
   const name = (label: string) => `cli-test/${label}/${process.pid}-${++n}`;
   const log = () => join(dir, `log-${n}.txt`);
+  /** Field 5 of /proc/<pid>/stat: the process group (-1 once the process is gone). */
+  const groupOf = (pid: number) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+    } catch {
+      return -1;
+    }
+  };
 
   beforeAll(async () => {
     [redis, etcd] = await startAll([startServers('redis'), startServers('etcd')]);
@@ -214,7 +223,16 @@ describe('the fencekit command', () => {
         spawner,
         `i=0; while [ $i -lt 3000 ]; do ${newGroup} sleep 1000 & echo $! >> ${JSON.stringify(pids)}; i=$((i+1)); sleep 0.005; done\n`,
       );
-      const leader = `echo start >> ${JSON.stringify(file)}; ${newGroup} sh ${JSON.stringify(spawner)} & wait`;
+      const leader = `echo start >> ${JSON.stringify(file)}; ${newGroup} sh ${JSON.stringify(spawner)} & echo $! >> ${JSON.stringify(pids)}; wait`;
+      // Whatever the outcome (a timeout included), nothing of the spawner's outlives the test.
+      onTestFinished(() => {
+        for (const pid of logLines(pids).map(Number)) {
+          if (!alive(pid) || groupOf(pid) === groupOf(process.pid)) continue;
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {}
+        }
+      });
       const run = cli.start([
         'lock',
         key,
@@ -229,18 +247,18 @@ describe('the fencekit command', () => {
         '-c',
         leader,
       ]);
-      try {
-        await until('the spawner runs', () => logLines(pids).length >= 20);
-        expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
-        expect(await run.exited()).toBe(137); // the test's 60 s timeout is far within the grace
-        expect(logLines(pids).map(Number).filter(alive)).toEqual([]);
-      } finally {
-        for (const pid of logLines(pids).map(Number)) {
-          try {
-            process.kill(pid, 'SIGKILL');
-          } catch {}
-        }
-      }
+      await until('the spawner runs', () => logLines(pids).length >= 20);
+      // The premise: processes of the session in groups other than the leader's (perl's setpgrp worked).
+      const groups = new Set(
+        logLines(pids)
+          .map(Number)
+          .map(groupOf)
+          .filter((g) => g > 0),
+      );
+      expect(groups.size).toBeGreaterThan(2);
+      expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
+      expect(await run.exited()).toBe(137); // the test's 60 s timeout is far within the grace
+      expect(logLines(pids).map(Number).filter(alive)).toEqual([]);
     }, 60_000);
   });
 

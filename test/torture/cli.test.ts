@@ -91,10 +91,17 @@ describe('cli workload rules', () => {
     const killedLate = [
       grant(0, 'w0', 1),
       grant(100, 'w1', 2),
-      alive(450, 'w0', 1),
+      alive(250, 'w0', 1),
       cliExit(500, 'w0', 1, 137),
     ];
     expect(rules(killedLate)).toEqual([]);
+    const pastSlack = [
+      grant(0, 'w0', 1),
+      grant(100, 'w1', 2),
+      alive(350, 'w0', 1),
+      cliExit(500, 'w0', 1, 137),
+    ];
+    expect(rules(pastSlack)).toEqual(['released-while-alive']);
   });
 
   it('a CLI that left without releasing (71) or was killed does not count as a release', () => {

@@ -18,10 +18,12 @@ type CliExit = Extract<TortureEvent, { type: 'cli-exit' }>;
  *
  * Against the next grant, a group's last steps within KILL_SLACK_MS of it are not judged: the CLI
  * learns of a loss only a drift margin (tens of ms) before the lease can pass on, and on a busy
- * machine the SIGKILL lands later than that. What these rules are for, a group left running (it
- * writes every 100 ms until killed), shows for far longer; a late step's writes meet fencing.
+ * machine the SIGKILL lands later than that. The next grant is stamped by its group's leader once
+ * its Node process has started (100 ms or more after the server granted), which adds to the slack.
+ * What these rules are for, a group left running (it writes every 100 ms until killed), shows for
+ * far longer; a late step's writes meet fencing.
  */
-const KILL_SLACK_MS = 500;
+const KILL_SLACK_MS = 200;
 
 export function checkCliGroups(events: readonly TortureEvent[]): Violation[] {
   const sorted = [...events].sort((a, b) => a.t - b.t);

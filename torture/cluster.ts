@@ -3,7 +3,13 @@ import { openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { endpoint, FaultProxy, type ServerGroup, startServers } from '../test/servers/index.js';
+import {
+  endpoint,
+  FaultProxy,
+  restartPostgres,
+  type ServerGroup,
+  startServers,
+} from '../test/servers/index.js';
 import { type PartitionableEnsemble, startPartitionableEnsemble } from '../test/servers/zk-peer-links.js';
 
 export type TortureBackend = 'memory' | 'etcd' | 'zookeeper' | 'redis' | 'redlock' | 'postgres';
@@ -37,7 +43,12 @@ export class TortureCluster {
         ? undefined
         : kind === 'zookeeper'
           ? startPartitionableEnsemble(200)
-          : startServers(kind, { size, faults: true }),
+          : // PostgreSQL is killed and restarted (pgRestart): it must keep what it acknowledged.
+            startServers(kind, {
+              size,
+              faults: true,
+              ...(kind === 'postgres' ? { durableCommits: true } : {}),
+            }),
       startServers('postgres', { faults: true }),
     ]);
     if (lock.status === 'rejected' || storage.status === 'rejected') {
@@ -159,6 +170,16 @@ export class TortureCluster {
     } finally {
       await client.end().catch(() => undefined);
     }
+  }
+
+  /**
+   * PostgreSQL: SIGKILL of the lock server (postmaster and backends, as a crash), down `downMs`,
+   * then started again on its data (crash recovery): every session and lock is gone, every
+   * committed row (the idempotency store's records and token sequence) stays.
+   */
+  async pgRestart(downMs: number): Promise<void> {
+    if (!this.lockGroup) throw new Error('pgRestart: no PostgreSQL lock server');
+    await restartPostgres(this.lockGroup, downMs);
   }
 
   async stop(): Promise<void> {

@@ -229,6 +229,17 @@ const pgTerminate: Fault = async (ctx) => {
   return { target: `${ended} sessions` };
 };
 
+/**
+ * PostgreSQL crashes (SIGKILL of the server and its backends) and comes back on its data after
+ * 0.5–2 s: every lock and session is gone at once, every commit stays, so the idempotency store's
+ * records and token sequence must come back as they were.
+ */
+const pgRestart: Fault = async (ctx) => {
+  const ms = between(ctx.random, 500, 2_000);
+  await ctx.cluster.pgRestart(ms);
+  return { target: `server down ${ms} ms` };
+};
+
 const PROCESS_FAULTS = {
   pauseHolder,
   pauseAfterRequest,
@@ -244,7 +255,7 @@ export const FAULTS: Record<TortureBackend, Record<string, Fault>> = {
   redis: { ...PROCESS_FAULTS, redisPause },
   // A Redis restart without persistence is a fault Redlock is documented not to survive: not here.
   redlock: { ...PROCESS_FAULTS, redisPause, memberPause },
-  postgres: { ...PROCESS_FAULTS, pgTerminate },
+  postgres: { ...PROCESS_FAULTS, pgTerminate, pgRestart },
   etcd: { ...PROCESS_FAULTS, memberKill, memberPause },
   zookeeper: { ...PROCESS_FAULTS, memberKill, memberPause, isolateFollower },
 };

@@ -102,26 +102,28 @@ export function checkOut(
   onDone?: () => void,
 ): Promise<Checkout> {
   let gaveUp = false;
-  let connected: Promise<pg.PoolClient>;
-  try {
-    connected = pool.connect();
-  } catch (error) {
+  const connecting = new Promise<Checkout>((resolve, reject) => {
+    // The callback form, not the promise: the Checkout's error listener must be on before the
+    // socket's next message is parsed. A backend terminated right after its first ReadyForQuery
+    // sends that and a FATAL ErrorResponse in one chunk; pg-pool has dropped its own listener when
+    // it hands the client over, so a listener added a promise step later is too late and the
+    // 'error' event, with nobody listening, ends the process (seen under pg_terminate_backend).
     // pg reads the connection string when it makes a client, and throws at once when it cannot.
-    connected = Promise.reject(error);
-  }
-  const connecting = connected.then(
-    (client) => {
+    pool.connect((error, client) => {
+      if (error || !client) {
+        reject(error ?? new Error('no client'));
+        return;
+      }
       const checkout = new Checkout(client, onDone);
       if (gaveUp) checkout.giveBack();
-      return checkout;
-    },
-    (error: unknown) => {
-      onDone?.();
-      throw new BackendUnavailableError(`postgres: cannot connect: ${(error as Error).message}`, {
-        cause: error,
-      });
-    },
-  );
+      resolve(checkout);
+    });
+  }).catch((error: unknown) => {
+    onDone?.();
+    throw new BackendUnavailableError(`postgres: cannot connect: ${(error as Error).message}`, {
+      cause: error,
+    });
+  });
   return within(connecting, timeoutMs, 'connecting', cancel).catch((error: unknown) => {
     gaveUp = true;
     // Already connected (the rejection came from elsewhere in the same turn): give it back now.

@@ -17,10 +17,17 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 "${as_owner[@]}" "$bin/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 --locale C >"$dir/initdb.log" 2>&1 ||
   { cat "$dir/initdb.log" >&2; exit 1; }
-# fsync off and no durable commit: a test cluster is thrown away, speed matters more.
-start_bg "$dir" pg "${as_owner[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -k "$dir" \
-  -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-  -c max_connections="${PG_MAX_CONNECTIONS:-200}"
+# fsync off and, unless PG_SYNCHRONOUS_COMMIT=on, no durable commit: a test cluster is thrown
+# away, speed matters more. A SIGKILL of the server loses nothing the OS was given (fsync guards
+# against a machine crash only); a commit acknowledged before its WAL left the server's memory is
+# lost, so a test that kills the server and counts on its commits asks for synchronous commit.
+cmd=("${as_owner[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -k "$dir"
+  -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit="${PG_SYNCHRONOUS_COMMIT:-off}"
+  -c full_page_writes=off -c max_connections="${PG_MAX_CONNECTIONS:-200}")
+# What postgres-restart.sh starts again.
+printf '%s\0' "${cmd[@]}" >"$dir/pg.cmd"
+echo "$port" >"$dir/pg.port"
+start_bg "$dir" pg "${cmd[@]}"
 ready() { "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres; }
 wait_until "postgres" "$dir/pg.log" ready
 echo "STATE_DIR=$dir"

@@ -3,6 +3,7 @@ import { startNative } from './native.js';
 import type { ServerGroup, ServerKind } from './types.js';
 
 export { FaultProxy, type ProxyMode } from './fault-proxy.js';
+export { restartPostgres } from './native.js';
 export type { ServerGroup, ServerKind, ServerMember } from './types.js';
 
 export interface ServerRequest {
@@ -17,6 +18,11 @@ export interface ServerRequest {
   tickMs?: number;
   /** PostgreSQL's max_connections (a private native server). Default 200. */
   maxConnections?: number;
+  /**
+   * PostgreSQL: synchronous commit (a private native server), for tests that kill the server and
+   * count on what it acknowledged. Default off (speed).
+   */
+  durableCommits?: boolean;
 }
 
 /** The env variables that name servers the caller already runs, per kind and size. */
@@ -43,7 +49,7 @@ const ENV: Record<ServerKind, { single: string; cluster: string; varName: string
 export async function startServers(kind: ServerKind, request: ServerRequest = {}): Promise<ServerGroup> {
   const size = request.size ?? 1;
   const fromEnv = process.env[size === 1 ? ENV[kind].single : ENV[kind].cluster];
-  const privateServer = request.faults || request.maxConnections !== undefined;
+  const privateServer = request.faults || request.maxConnections !== undefined || request.durableCommits;
   if (fromEnv && !privateServer) {
     const vars = new Map([[ENV[kind].varName, fromEnv]]);
     if (kind === 'redis') vars.set('REDIS_HOSTS', fromEnv.replace(/^redis:\/\//, ''));
@@ -56,8 +62,10 @@ export async function startServers(kind: ServerKind, request: ServerRequest = {}
       : kind === 'postgres'
         ? []
         : [String(size)];
-  const env: Record<string, string> =
-    request.maxConnections === undefined ? {} : { PG_MAX_CONNECTIONS: String(request.maxConnections) };
+  const env: Record<string, string> = {
+    ...(request.maxConnections === undefined ? {} : { PG_MAX_CONNECTIONS: String(request.maxConnections) }),
+    ...(request.durableCommits ? { PG_SYNCHRONOUS_COMMIT: 'on' } : {}),
+  };
   return startNative(kind, args, env);
 }
 

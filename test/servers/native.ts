@@ -99,3 +99,15 @@ export async function startNative(
     },
   };
 }
+
+/**
+ * Kills a native PostgreSQL server (its whole process group, as a crash), keeps it down downMs,
+ * and starts it again on its data and port (docker/native/postgres-restart.sh); resolves once it
+ * answers. Sessions and locks are gone; committed rows stay (ask for durableCommits).
+ */
+export async function restartPostgres(group: ServerGroup, downMs: number): Promise<void> {
+  const stateDir = group.vars.get('STATE_DIR');
+  if (group.kind !== 'postgres' || group.origin !== 'native' || !stateDir)
+    throw new Error('restartPostgres: a native PostgreSQL server is needed');
+  await run('bash', [resolve(scripts, 'postgres-restart.sh'), stateDir, String(downMs)], { timeout: 60_000 });
+}

@@ -94,8 +94,20 @@ export type TortureEvent =
       term: string | null;
       value: string | null;
     }
-  /** A term's proclaim(value) resolved: from t on the term advertises value. */
-  | { type: 'proclaim'; t: number; tStart: number; worker: string; grant: string; key: string; value: string }
+  /**
+   * A term's proclaim(value) resolved: from t on the term advertises value. `unconfirmed`: the call
+   * failed without a refusal (a timeout, a lost connection), so the value may have been applied.
+   */
+  | {
+      type: 'proclaim';
+      t: number;
+      tStart: number;
+      worker: string;
+      grant: string;
+      key: string;
+      value: string;
+      unconfirmed?: boolean;
+    }
   /** A term's resign() resolved (called at tStart): the term's key is gone on the server. */
   | { type: 'resigned'; t: number; tStart: number; worker: string; grant: string }
   /** The worker was asked to stop (the run's end, as far as its workers go). */

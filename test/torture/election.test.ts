@@ -142,6 +142,15 @@ describe('election rules', () => {
     expect(checkStaleObserves([...history, seen(700, 600, 1, 'leader', 'a/c1')], opts)).toHaveLength(1);
     expect(checkStaleObserves([...history, seen(700, 600, 1, 'leader', 'a#1/p1')], opts)).toEqual([]);
     expect(checkStaleObserves([...history, seen(700, 400, 1, 'leader', 'a/c1')], opts)).toEqual([]);
+    // A proclaim that failed unrefused (a timeout) may have been applied: its value is no stale report,
+    // and it replaces nothing for sure (the report of p1 after it is judged by what resolved).
+    const maybe: TortureEvent = { ...proclaim, t: 900, tStart: 800, value: 'a#1/p2', unconfirmed: true };
+    expect(checkStaleObserves([...history, maybe, seen(1_200, 1_100, 1, 'leader', 'a#1/p2')], opts)).toEqual(
+      [],
+    );
+    expect(checkStaleObserves([...history, maybe, seen(1_200, 1_100, 1, 'leader', 'a#1/p1')], opts)).toEqual(
+      [],
+    );
   });
 
   it('born-lost: a term handed out aborted is excused only right after a stall of the whole process', () => {

@@ -118,9 +118,14 @@ function termEnd(
 }
 
 /** The first proclaim that replaced `value` (the campaign's value, or an earlier proclaim's). */
+/**
+ * The proclaim that replaced `value` (the campaign's value when no proclaim names it): the next
+ * one that resolved. A proclaim whose call failed unrefused may have been applied or not: it
+ * replaces nothing for sure, and a report of its value is a report of a value the term had.
+ */
 function valueReplaced(proclaimed: readonly Proclaim[], value: string): Proclaim | undefined {
   const index = proclaimed.findIndex((p) => p.value === value); // -1: the campaign's value
-  return proclaimed[index + 1];
+  return proclaimed.slice(index + 1).find((p) => !p.unconfirmed);
 }
 
 function describe(e: TortureEvent): string {

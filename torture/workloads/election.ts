@@ -109,7 +109,21 @@ async function campaignLoop(ctx: WorkerContext, election: Election, provider: Lo
           await leadership.proclaim(next);
           emit({ type: 'proclaim', t: now(), tStart, worker: config.id, grant, key: NAME, value: next });
         } catch (error) {
-          if (codeOf(error) === 'NOT_IMPLEMENTED') proclaims = false;
+          const code = codeOf(error);
+          if (code === 'NOT_IMPLEMENTED') proclaims = false;
+          // Not refused (a timeout, a lost connection): the server may have applied it.
+          else if (code !== 'NOT_HOLDER') {
+            emit({
+              type: 'proclaim',
+              t: now(),
+              tStart,
+              worker: config.id,
+              grant,
+              key: NAME,
+              value: next,
+              unconfirmed: true,
+            });
+          }
         }
       }
       const value = `${grant}/${i}`;

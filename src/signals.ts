@@ -16,6 +16,7 @@ export interface LinkedSignal {
  */
 export function linkSignals(parents: ReadonlyArray<AbortSignal | undefined>): LinkedSignal {
   const controller = new AbortController();
+  let listeners: Array<{ parent: AbortSignal; onAbort: () => void }> = [];
   // A read of the child reads its parents first (until disposed): a parent that finds its grant
   // lost on read (checkedOnRead) aborts, and its listener aborts the child, before the answer.
   checkedOnRead(controller.signal, () => {
@@ -24,7 +25,6 @@ export function linkSignals(parents: ReadonlyArray<AbortSignal | undefined>): Li
   const abort = (reason: unknown) => controller.abort(reason);
   const live = parents.filter((p): p is AbortSignal => p !== undefined);
   const already = live.find((p) => p.aborted);
-  let listeners: Array<{ parent: AbortSignal; onAbort: () => void }> = [];
   if (already) {
     controller.abort(already.reason);
     return { signal: controller.signal, abort, dispose: () => undefined };
@@ -43,6 +43,9 @@ export function linkSignals(parents: ReadonlyArray<AbortSignal | undefined>): Li
   return { signal: controller.signal, abort, dispose: detach };
 }
 
+/** The checks each signal runs on read (see checkedOnRead). */
+const checksOf = new WeakMap<AbortSignal, Array<() => void>>();
+
 const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')?.get as (
   this: AbortSignal,
 ) => boolean;
@@ -54,13 +57,22 @@ const reasonOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'reason'
  * Makes every read of `signal` (aborted, reason, throwIfAborted) run `check` first while it is not
  * aborted, so a check that finds the grant lost (a deadline passed while the event loop stalled
  * and its timer has not run yet) aborts it before the reader gets its answer. Apps keep signals
- * aside (`const { signal } = lock`) and pass them on: the answer must not depend on which object
- * they read through. Own properties of this one signal; the platform's own uses (fetch, timers)
- * keep working, as its internal state is what abort() sets.
+ * aside (`const { signal } = lock`) and pass them on: the answer must not depend on which of
+ * fencekit's objects they read through. Own properties of this one signal; the platform's own uses
+ * (fetch, timers) keep working, as its internal state is what abort() sets. A signal the platform
+ * derives from it (AbortSignal.any, a fetch Request's) follows its 'abort' event only: read the
+ * grant itself (`lock.held`, `lock.signal.throwIfAborted()`) right before a protected write.
  */
 export function checkedOnRead(signal: AbortSignal, check: () => void): void {
+  const installed = checksOf.get(signal);
+  if (installed) {
+    installed.push(check); // a derived signal with a deadline of its own: both run
+    return;
+  }
+  const checks = [check];
+  checksOf.set(signal, checks);
   const checked = () => {
-    if (!abortedOf.call(signal)) check();
+    for (const run of checks) if (!abortedOf.call(signal)) run();
   };
   Object.defineProperties(signal, {
     aborted: {

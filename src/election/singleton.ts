@@ -139,6 +139,8 @@ export async function runSingleton(
       if (!counted) telemetry.singletonRan(name, new Date(tick), error);
       options.onError?.(error, new Date(tick));
     } finally {
+      // The run is over: a signal the job kept (a write it left running) must not read live on.
+      run.abort(new Error('the run ended'));
       run.dispose();
       const holdUntil = tick + lockAtLeastFor;
       await sleepUnlessWoken(Math.max(0, holdUntil - now()), signal).done.catch(() => undefined);

@@ -1,6 +1,6 @@
 import { DEFAULT_DRIFT_RATE } from '../clock.js';
 import { LockLostError } from '../errors.js';
-import { type LinkedSignal, linkSignals } from '../signals.js';
+import { checkedOnRead, type LinkedSignal, linkSignals } from '../signals.js';
 
 /**
  * Keeps a running record's lease alive every leaseMs/3 while fn runs, and gives fn a signal that
@@ -41,6 +41,11 @@ export class LeaseKeeper {
     if (!this.linked) {
       this.linked = linkSignals([this.parent]);
       if (this.lost) this.linked.abort(this.lost);
+      // Kept aside and read after a stall, it says the lease ran out before its timer does.
+      else
+        checkedOnRead(this.linked.signal, () => {
+          if (!this.stopped && performance.now() >= this.trustedUntil) this.lose('unconfirmed');
+        });
     }
     return this.linked.signal;
   }

@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
+import { createIdempotencyStore } from '../../src/idempotency/index.js';
 import {
   createElection,
   type Lock,
@@ -9,6 +10,7 @@ import {
   runAsLeader,
   runSingleton,
 } from '../../src/index.js';
+import { eventually } from '../../src/testing/index.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -388,5 +390,45 @@ describe('a signal kept aside tells the loss when read, not only when its timer 
     } finally {
       await provider.close();
     }
+  });
+
+  it("runSingleton's job signal reads aborted once the run is over; an idempotent run's after a stall past its lease", async () => {
+    const provider = new MemoryLockProvider({ server: new MemoryLockServer(), ttlMs: 200 });
+    const stop = new AbortController();
+    let jobSignal: AbortSignal | undefined;
+    const singleton = runSingleton(
+      provider,
+      'kept-job',
+      async ({ signal: s }) => {
+        jobSignal = s; // and returns: the run is over, the runner goes on
+      },
+      { everyMs: 1_000, lockAtMostForMs: 200, signal: stop.signal },
+    );
+    try {
+      await eventually('the job ran', async () => jobSignal !== undefined, 10_000);
+      // Before: a job's kept signal read live forever once the run was over.
+      await eventually("the job's signal reads aborted", async () => jobSignal?.aborted === true, 5_000);
+    } finally {
+      stop.abort();
+      await singleton;
+      await provider.close();
+    }
+
+    const store = await createIdempotencyStore('memory://');
+    let leaseSignal: AbortSignal | undefined;
+    let pastLease: boolean | undefined;
+    await store.run(
+      'kept-run',
+      {},
+      ({ signal: s }) => {
+        leaseSignal = s;
+        pause(400); // past the 200 ms lease, with no timer run meanwhile
+        pastLease = s.aborted;
+      },
+      { leaseMs: 200 },
+    );
+    expect(leaseSignal).toBeDefined();
+    expect(pastLease).toBe(true);
+    await store.close();
   });
 });

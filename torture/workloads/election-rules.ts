@@ -117,7 +117,6 @@ function termEnd(
   return candidates.sort((a, b) => a.t - b.t)[0];
 }
 
-/** The first proclaim that replaced `value` (the campaign's value, or an earlier proclaim's). */
 /**
  * The proclaim that replaced `value` (the campaign's value when no proclaim names it): the next
  * one that resolved. A proclaim whose call failed unrefused may have been applied or not: it

@@ -236,7 +236,12 @@ const pgTerminate: Fault = async (ctx) => {
  */
 const pgRestart: Fault = async (ctx) => {
   const ms = between(ctx.random, 500, 2_000);
-  await ctx.cluster.pgRestart(ms);
+  try {
+    await ctx.cluster.pgRestart(ms);
+  } catch (error) {
+    // Recorded all the same: the server was down (maybe still is), and the checker must know.
+    return { target: `server down ${ms} ms, then the restart failed: ${String(error).slice(0, 200)}` };
+  }
   return { target: `server down ${ms} ms` };
 };
 

@@ -165,7 +165,7 @@ describe('election rules', () => {
     });
     expect(rules([bornLost])).toContain('born-lost');
     expect(rules([stall(3_390), bornLost])).not.toContain('born-lost');
-    expect(rules([stall(3_300), bornLost])).toContain('born-lost');
+    expect(rules([stall(3_100), bornLost])).toContain('born-lost');
     expect(rules([{ ...stall(3_390), kind: 'pauseHolder' } as TortureEvent, bornLost])).toContain(
       'born-lost',
     );

@@ -229,13 +229,17 @@ export class ZkSession {
       // for a handshake there (heartbeatCadence); waiting for the client's read timeout would lose
       // the session here although the ensemble keeps it. A server that still answers other calls
       // is busy (or this process is), and dropping its connection would fail them all: stay.
-      if (
+      // The timeout fires from a timer, before this turn reads the sockets: after a busy stretch of
+      // this process, frames that did arrive are still unread. Look again once they are read.
+      const silent = () =>
         zkCode(error) === 'OPERATION_TIMEOUT' &&
         connection === this.#connections &&
-        this.client.silentForMs >= cadence.answerWithinMs
-      ) {
+        this.client.silentForMs >= cadence.answerWithinMs;
+      if (silent()) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (this.alive && silent()) {
         this.client.dropConnection(`no heartbeat answer within ${Math.round(cadence.answerWithinMs)} ms`);
       }
+      if (!this.alive) return;
       // Try again soon; the liveness deadline alone decides when the session is lost.
       this.#scheduleHeartbeat(cadence.retryMs);
     }

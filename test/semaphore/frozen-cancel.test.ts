@@ -79,7 +79,16 @@ describe.each([
       console.log(
         `${backend} semaphore, ${how} at 800 ms with the server frozen at 400 ms -> ${outcome} after ${ms} ms`,
       );
-      expect(outcome).toBe(how === 'waitMs' ? 'LOCK_TIMEOUT' : 'ABORTED');
+      // ZooKeeper gives up a connection whose server sent nothing while a heartbeat was due
+      // (about 500 ms into the freeze here): a wait cut that way ends BACKEND_UNAVAILABLE, as
+      // truthful as LOCK_TIMEOUT and whichever timer a loaded machine runs first.
+      const expected =
+        how === 'abort'
+          ? ['ABORTED']
+          : backend === 'zookeeper'
+            ? ['LOCK_TIMEOUT', 'BACKEND_UNAVAILABLE']
+            : ['LOCK_TIMEOUT'];
+      expect(expected).toContain(outcome);
       // A correctness bound, not a speed target: the answer may not wait for the delete's deadline.
       expect(ms).toBeLessThan(800 + 1_000);
       await held?.release();

@@ -22,6 +22,15 @@ export class Reachability {
     });
   }
 
+  /**
+   * Calls `then` once, as soon as a connection is ready (at once if one is). A backend that
+   * accepted a connection was reached: an answer lost after that is an outage, not a wrong address.
+   */
+  onceConnected(then: () => void): void {
+    if (this.redis.status === 'ready') then();
+    else this.redis.once('ready', then);
+  }
+
   /** Whether a connection is ready (not while connecting, reconnecting or never connected). */
   get connected(): boolean {
     return this.redis.status === 'ready';

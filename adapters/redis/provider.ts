@@ -104,6 +104,7 @@ export class RedisLockProvider extends BaseLockProvider {
           : new Redis(redisOptions));
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
     this.#reachability = new Reachability(this.redis, 'redis');
+    this.#reachability.onceConnected(() => this.noteReached());
     this.#scripts = new LockScripts(this.redis);
     this.#notices = new WaiterNotices(this.redis, this.prefix, options.subscriber);
   }

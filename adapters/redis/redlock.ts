@@ -88,6 +88,11 @@ export class RedlockProvider extends BaseLockProvider {
     for (const redis of this.instances) redis.on('error', () => undefined);
     this.#scripts = this.instances.map((redis) => new LockScripts(redis));
     this.#reachability = this.instances.map((redis, i) => new Reachability(redis, `redlock instance ${i}`));
+    let connected = 0;
+    for (const reachability of this.#reachability)
+      reachability.onceConnected(() => {
+        if (++connected === this.quorum) this.noteReached();
+      });
   }
 
   async inspect(key: string): Promise<LockInfo | null> {

@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockProvider } from '../../adapters/redis/index.js';
 import { ACQUIRE, LockScripts, lockKeys, RELEASE } from '../../adapters/redis/scripts.js';
+import type { Lock } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
@@ -83,6 +84,12 @@ describe('Redis adapter under faults', () => {
   });
 
   /** How long `call` takes to settle, and with which error code (or 'resolved'). */
+  /** A lock or the error that ended it, handled from the start (it may end during a sleep). */
+  const settleLock = (acquiring: Promise<Lock>) =>
+    acquiring.then(
+      (lock) => ({ lock, error: undefined }),
+      (error: Error) => ({ lock: undefined, error }),
+    );
   const settle = async (call: () => Promise<unknown>) => {
     const started = performance.now();
     const outcome = await call().then(
@@ -119,6 +126,24 @@ describe('Redis adapter under faults', () => {
     expect(aborted.ms).toBeLessThan(800);
     expect(aborted.outcome).toBe('ABORTED');
     await busy.release();
+  });
+
+  it('a connected provider whose first answer is lost rides the outage through within waitMs', async () => {
+    const link = await proxy();
+    const waiter = open({ url: `redis://${link.address}`, callTimeoutMs: 300 });
+    // Connected, but nothing answered yet: this provider's first call is the waiting acquire.
+    await eventually('the connection is ready', async () => waiter.redis.status === 'ready');
+    const key = uniqueKey('first-answer-lost');
+    const holder = await open().acquire(key, { ttlMs: 20_000 });
+    link.setMode({ kind: 'blackhole' });
+    const waiting = settleLock(waiter.acquire(key, { ttlMs: 5_000, waitMs: 20_000 }));
+    await new Promise((resolve) => setTimeout(resolve, 900)); // three call deadlines
+    link.setMode({ kind: 'pass' });
+    await holder.release();
+    const next = await waiting;
+    expect(next.error).toBeUndefined();
+    expect(next.lock?.fencingToken).toBeGreaterThan(holder.fencingToken);
+    await next.lock?.release();
   });
 
   it('12.12: nothing listening: BackendUnavailableError, promptly', async () => {

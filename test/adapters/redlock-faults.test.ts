@@ -111,6 +111,32 @@ describe('Redlock under faults', () => {
     expect(await provider.inspect(key)).toBeNull();
   });
 
+  it('a connected provider whose first answers are lost rides the outage through within waitMs', async () => {
+    const links = await behindProxies();
+    const waiter = open(
+      links.map((p) => p.address),
+      { callTimeoutMs: 300 },
+    );
+    // Connected, but nothing answered yet: this provider's first call is the waiting acquire.
+    await eventually('the connections are ready', async () =>
+      waiter.instances.every((redis) => redis.status === 'ready'),
+    );
+    const key = uniqueKey('first-answers-lost');
+    const holder = await open().acquire(key, { ttlMs: 20_000 });
+    for (const link of links) link.setMode({ kind: 'blackhole' });
+    const waiting = waiter.acquire(key, { ttlMs: 5_000, waitMs: 20_000 }).then(
+      (lock) => ({ lock, error: undefined }),
+      (error: Error) => ({ lock: undefined, error }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 900)); // three call deadlines
+    for (const link of links) link.setMode({ kind: 'pass' });
+    await holder.release();
+    const next = await waiting;
+    expect(next.error).toBeUndefined();
+    expect(next.lock?.fencingToken).toBeGreaterThan(holder.fencingToken);
+    await next.lock?.release();
+  });
+
   it('14.7: close() after an unconfirmed abort gives back the keys still ours on the instances', async () => {
     const cut = await behindProxies();
     const a = open(cut.map((p) => p.address));

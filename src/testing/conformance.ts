@@ -502,14 +502,19 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
           const [a, b] = [await open(), await open()];
           const key = uniqueKey('ride-through');
           const lock = await a.acquire(key, ttl);
-          const waiting = b.acquire(key, { ...ttl, waitMs: 30_000 });
+          // Settled from the start: an early failure is reported as this test's, not as unhandled.
+          const waiting = b.acquire(key, { ...ttl, waitMs: 30_000 }).then(
+            (granted) => ({ granted, error: undefined }),
+            (error: unknown) => ({ granted: undefined, error }),
+          );
           await waitersReach(a, key, 1);
           // Longer than one call's deadline: b's calls fail meanwhile and must be retried.
           await partition(b, true);
           await sleep(callTimeoutOf(b) + 500);
           await partition(b, false);
           await lock.release();
-          const next = await waiting;
+          const { granted: next, error } = await waiting;
+          if (!next) throw error;
           assert.ok(next.held && next.fencingToken > lock.fencingToken);
           await next.release();
         });

@@ -8,25 +8,43 @@ import { formatTable } from './table.js';
 import { WORKLOADS, workload } from './workloads/index.js';
 import type { WorkloadName } from './workloads/workload.js';
 
-// npm run torture -- --backend <name|all> [--workload <name,…|all>] [--seconds N] [--workers N]
-//   [--seed S] [--faults a,b] [--no-fencing] [--no-nemesis] [--unsafe VARIANT] [--json] [--lib DIR]
+const USAGE = `npm run torture -- --backend <name|all> [--workload <name,…|all>] [--seconds N] [--workers N]
+  [--seed S] [--faults a,b] [--no-fencing] [--no-nemesis] [--unsafe VARIANT] [--json] [--lib DIR]
+backends: memory, redis, postgres, etcd, zookeeper, redlock, all
+workloads: ${Object.keys(WORKLOADS).join(', ')}, all
+docs/torture.md describes the workloads, their rules, the faults and the controls.`;
 const ALL: TortureBackend[] = ['memory', 'redis', 'postgres', 'etcd', 'zookeeper', 'redlock'];
-const { values } = parseArgs({
-  options: {
-    backend: { type: 'string', default: 'memory' },
-    workload: { type: 'string', default: 'all' },
-    seconds: { type: 'string', default: '30' },
-    workers: { type: 'string', default: '3' },
-    seed: { type: 'string' },
-    'no-fencing': { type: 'boolean', default: false },
-    'no-nemesis': { type: 'boolean', default: false },
-    unsafe: { type: 'string' },
-    faults: { type: 'string' },
-    json: { type: 'boolean', default: false },
-    /** Drive another checkout's build (e.g. a worktree of an old commit) instead of this one's. */
-    lib: { type: 'string' },
-  },
-});
+const values = parseOptions();
+
+function parseOptions() {
+  try {
+    const parsed = parseArgs({
+      options: {
+        help: { type: 'boolean', short: 'h', default: false },
+        backend: { type: 'string', default: 'memory' },
+        workload: { type: 'string', default: 'all' },
+        seconds: { type: 'string', default: '30' },
+        workers: { type: 'string', default: '3' },
+        seed: { type: 'string' },
+        'no-fencing': { type: 'boolean', default: false },
+        'no-nemesis': { type: 'boolean', default: false },
+        unsafe: { type: 'string' },
+        faults: { type: 'string' },
+        json: { type: 'boolean', default: false },
+        /** Drive another checkout's build (e.g. a worktree of an old commit) instead of this one's. */
+        lib: { type: 'string' },
+      },
+    }).values;
+    if (parsed.help) {
+      console.log(USAGE);
+      process.exit(0);
+    }
+    return parsed;
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+}
 const lib = values.lib ?? process.env[LIBRARY_ENV];
 if (lib && (globalThis as Record<symbol, unknown>)[LIBRARY_ACTIVE] !== resolve(lib)) {
   // The resolve hook must be in place before the package is first imported: run again with it.

@@ -31,6 +31,11 @@ export interface TortureOptions {
   faults?: string[];
   /** A control variant of one of the workloads (see each workload's `unsafe`). */
   unsafe?: string;
+  /**
+   * After the faulted part, the quiet tail lasts until every workload has made this many grants
+   * (at most MIN_GRANTS_WAIT_MS longer): a busy machine makes a short run slow, not wrong.
+   */
+  minGrants?: number;
   /** Where the history goes as JSONL (default: none). */
   historyDir?: string;
   log?: (line: string) => void;
@@ -121,6 +126,7 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
     await nemesis;
     // Quiet tail: every fault has healed; grants must resume within the bound.
     await sleep(Math.min(PROGRESS_BOUND_MS, 6_000));
+    if (options.minGrants) await untilGrants(pool, workloads, workloadOf, options.minGrants);
     await pool.stopAll();
     await checkLeftovers(cluster, options, workloads, pool);
   } finally {
@@ -141,6 +147,28 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
     const result = w.check(share, { progressBoundMs: PROGRESS_BOUND_MS, ttlMs: TTL_MS });
     return { ...result, backend: options.backend, workload: w.name, seed: options.seed, historyFile };
   });
+}
+
+const MIN_GRANTS_WAIT_MS = 60_000;
+
+/** Waits until every workload's workers have recorded `count` grants, or MIN_GRANTS_WAIT_MS. */
+async function untilGrants(
+  pool: WorkerPool,
+  workloads: readonly Workload[],
+  workloadOf: ReadonlyMap<string, WorkloadName>,
+  count: number,
+): Promise<void> {
+  const giveUpAt = performance.now() + MIN_GRANTS_WAIT_MS;
+  for (;;) {
+    const grants = new Map<WorkloadName, number>();
+    for (const e of pool.history) {
+      const name = e.type === 'grant' ? workloadOf.get(e.worker) : undefined;
+      if (name) grants.set(name, (grants.get(name) ?? 0) + 1);
+    }
+    if (workloads.every((w) => (grants.get(w.name) ?? 0) >= count)) return;
+    if (performance.now() > giveUpAt) return; // the checker judges what there is
+    await sleep(250);
+  }
 }
 
 /**

@@ -13,6 +13,7 @@ import { heldNamesWalk, removeHead } from './admin.js';
 import { ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
 import { removeOwned } from './entries.js';
+import { FolderMaker } from './folders.js';
 import {
   protectedCreate,
   queueOrder,
@@ -69,6 +70,8 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly #acl: readonly ACL[];
   readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
   readonly #folderLingerMs: number;
+  /** Makes the folders of every session of this provider; remembers whether the servers have containers. */
+  readonly #folders = new FolderMaker();
   /** Folders to delete (if still empty) once their linger time passes, with the session to use. */
   readonly #lingering = new Map<string, { timer: NodeJS.Timeout; session: ZkSession }>();
   /** Credentials added by addDigest: every session opened later sends them too. */
@@ -206,6 +209,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       kind: req.payload === undefined ? 'lock-' : 'latch-',
       data: Buffer.from(req.payload ?? encodeHolder(req.owner)),
       acl: this.#acl,
+      folders: this.#folders,
       onWake: () => {
         this.wakeups += 1;
       },
@@ -281,6 +285,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       session: (cancel) => this.#currentSession(cancel),
       folder: (key) => this.folder(key),
       acl: this.#acl,
+      folders: this.#folders,
       reachable: () => this.backendReachable(),
       woken: (kind) => {
         if (kind === 'release') this.semaphoreWakeups += 1;

@@ -48,6 +48,8 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /**
    * How long a name's empty folder stays after its last release before it is deleted, so that a
    * name used again soon does not pay for re-creating it. Default 1 000 ms; close() deletes at once.
+   * Folders are container nodes, which the server also removes once empty (docs/zookeeper.md); on a
+   * server without them, this deletion is the only one.
    */
   folderLingerMs?: number;
   /** Largest reply accepted from a server, as the Java client's jute.maxbuffer. Default 16 MiB (about 284,000 waiters on one name). */

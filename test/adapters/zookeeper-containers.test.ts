@@ -57,6 +57,13 @@ describe('ZooKeeper folders are containers the server removes once empty', () =>
     await eventually('the server removes every level once empty', gone(topOf(root)), BOUND_MS);
   });
 
+  it('a creator-only folder goes too: the server needs no permission to remove a container', async () => {
+    const root = freshRoot();
+    const provider = open({ root, digest: 'alice:secret', creatorOnlyAcl: true });
+    await (await provider.acquire('private')).release();
+    await eventually('the server removes the folders', gone(topOf(root)), BOUND_MS);
+  });
+
   it('a holder that dies leaves no folder: its node expires with its session, then the folders go', async () => {
     const root = freshRoot();
     const holder = open({ root });

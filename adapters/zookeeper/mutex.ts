@@ -2,6 +2,7 @@ import { sleepUnlessWoken } from '../../src/backoff.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { type ZkSession, zkCode } from './client.js';
 import { removeOwned } from './entries.js';
+import type { FolderMaker } from './folders.js';
 import type { OwnNodeWatch } from './node-watch.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
@@ -21,6 +22,8 @@ export interface ZkQueueCall {
   data: Buffer;
   acl: readonly ACL[];
   onWake: () => void;
+  /** Makes the folder (a container where the servers have them) when it is missing. */
+  folders: FolderMaker;
   /** The data of the folder when it has to be created (default empty). */
   folderData?: Buffer;
   /**
@@ -66,6 +69,9 @@ export function queueOrder(children: string[], kind: NodeKind): ZkNode[] {
   return nodes.map(({ name, seq }) => ({ name, seq }));
 }
 
+/** Creates of one request's node: each after a lost answer that proved none was made, or a missing folder. */
+const MAX_CREATES = 3;
+
 /**
  * Creates our EPHEMERAL_SEQUENTIAL node once. The client never replays a call, and when the answer
  * is lost (connection loss, timeout) we look for our `_c_<uuid>-` node in the folder and adopt it
@@ -76,7 +82,7 @@ export async function protectedCreate(call: ZkQueueCall, cancel: AbortSignal): P
   const uuid = crypto.randomUUID();
   const base = `_c_${uuid}-${call.kind}`;
   const signal = { signal: cancel };
-  for (let attempt = 0; attempt < 3; attempt++) {
+  for (let attempt = 0; attempt < MAX_CREATES; attempt++) {
     cancel.throwIfAborted();
     try {
       // create2 answers with the Stat: the token and owner need no second read.
@@ -95,8 +101,10 @@ export async function protectedCreate(call: ZkQueueCall, cancel: AbortSignal): P
       }
       const code = zkCode(error);
       if (code === 'NO_NODE') {
+        // The folder did not exist, or went as empty just now (the server's container check,
+        // another client's linger deletion): make it and create again, within MAX_CREATES.
         await ensureFolder(call, cancel);
-        continue; // the folder did not exist, or was removed as empty just now
+        continue;
       }
       if (code === 'CONNECTION_LOSS') {
         // ZooKeeper answers a session's calls in order: once a listing on the reconnected session
@@ -143,36 +151,16 @@ async function findOursAfterReconnect(
 }
 
 /**
- * Creates the name's folder: its ancestors open to all, the folder itself with the lock nodes' ACL
- * (deleting a node needs DELETE on its parent, so a creator-only folder protects the nodes in it).
+ * Creates the name's folder, a container (folders.ts): its ancestors open to all, the folder itself
+ * with the lock nodes' ACL (deleting a node needs DELETE on its parent, so a creator-only folder
+ * protects the nodes in it).
  */
 async function ensureFolder(call: ZkQueueCall, cancel: AbortSignal): Promise<void> {
-  const ancestors = call.parent.slice(0, call.parent.lastIndexOf('/'));
-  const tolerateExists = (what: string) => (error: unknown) => {
-    if (zkCode(error) !== 'NODE_EXISTS') throw unavailable(what, error);
-  };
-  const create = () =>
-    call.session.client.create(
-      call.parent,
-      call.folderData ?? Buffer.alloc(0),
-      call.acl,
-      CreateMode.PERSISTENT,
-      {
-        signal: cancel,
-      },
-    );
-  // The ancestors usually exist (a name used before, a semaphore's leases beside its locks): one
-  // create, and the walk down from the root (one create per level) only when it answers NO_NODE.
-  const first = await create().then(
-    () => 'made',
-    (error: unknown) => (zkCode(error) === 'NO_NODE' && ancestors !== '' ? 'no-parent' : error),
-  );
-  if (first === 'made') return;
-  if (first !== 'no-parent') return tolerateExists('creating the lock folder failed')(first);
-  await call.session.client
-    .mkdirp(ancestors, undefined, { signal: cancel })
-    .catch(tolerateExists('creating the lock folders failed'));
-  await create().catch(tolerateExists('creating the lock folder failed'));
+  const folder = { path: call.parent, data: call.folderData ?? Buffer.alloc(0), acl: call.acl };
+  await call.folders.ensure(call.session.client, folder, cancel).catch((error: unknown) => {
+    if (cancel.aborted) throw cancel.reason;
+    throw unavailable('creating the lock folder failed', error);
+  });
 }
 
 async function findOurs(

@@ -13,6 +13,7 @@ import { heldNamesWalk, removeHead } from './admin.js';
 import { ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
 import { removeOwned } from './entries.js';
+import { FolderMaker } from './folders.js';
 import {
   protectedCreate,
   queueOrder,
@@ -47,6 +48,8 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /**
    * How long a name's empty folder stays after its last release before it is deleted, so that a
    * name used again soon does not pay for re-creating it. Default 1 000 ms; close() deletes at once.
+   * Folders are container nodes, which the server also removes once empty (docs/zookeeper.md); on a
+   * server without them, this deletion is the only one.
    */
   folderLingerMs?: number;
   /** Largest reply accepted from a server, as the Java client's jute.maxbuffer. Default 16 MiB (about 284,000 waiters on one name). */
@@ -69,6 +72,8 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly #acl: readonly ACL[];
   readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
   readonly #folderLingerMs: number;
+  /** Makes the folders of every session of this provider; remembers whether the servers have containers. */
+  readonly #folders = new FolderMaker();
   /** Folders to delete (if still empty) once their linger time passes, with the session to use. */
   readonly #lingering = new Map<string, { timer: NodeJS.Timeout; session: ZkSession }>();
   /** Credentials added by addDigest: every session opened later sends them too. */
@@ -206,6 +211,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       kind: req.payload === undefined ? 'lock-' : 'latch-',
       data: Buffer.from(req.payload ?? encodeHolder(req.owner)),
       acl: this.#acl,
+      folders: this.#folders,
       onWake: () => {
         this.wakeups += 1;
       },
@@ -281,6 +287,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       session: (cancel) => this.#currentSession(cancel),
       folder: (key) => this.folder(key),
       acl: this.#acl,
+      folders: this.#folders,
       reachable: () => this.backendReachable(),
       woken: (kind) => {
         if (kind === 'release') this.semaphoreWakeups += 1;

@@ -17,6 +17,7 @@ import type {
 } from '../../src/semaphore/types.js';
 import { type ZkSession, zkCode } from './client.js';
 import { removeOwned, removeOwnedByPrefix } from './entries.js';
+import type { FolderMaker } from './folders.js';
 import {
   protectedCreate,
   queueOrder,
@@ -34,6 +35,8 @@ export interface ZkSemaphoreClient {
   session(cancel?: AbortSignal): Promise<ZkSession>;
   folder(name: string): string;
   acl: readonly ACL[];
+  /** Makes the semaphore's folders (containers where the servers have them). */
+  folders: FolderMaker;
   reachable(): boolean;
   /** Counts a waiter woken: by a lease change (released permit) or by the mutex handed on. */
   woken(kind: 'release' | 'handoff'): void;
@@ -143,6 +146,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       kind: 'lock-',
       data: Buffer.from(encodeHolder(req.owner)),
       acl: this.#c.acl,
+      folders: this.#c.folders,
       onWake: () => this.#c.woken('handoff'),
       // Safe here: the lease listing, not the mutex, keeps the permits within the limit.
       headAfterPredecessor: true,
@@ -192,6 +196,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       kind: 'lease-',
       data,
       acl: this.#c.acl,
+      folders: this.#c.folders,
       onWake: () => undefined,
       folderData: limitData(req.limit),
     };
@@ -314,13 +319,15 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
-  /** The leases folder, with our limit as its data (an existing one is left as it is). */
-  async #makeFolder(session: ZkSession, limit: number, signal?: AbortSignal): Promise<void> {
-    await session.client
-      .create(this.#leases, limitData(limit), this.#c.acl, CreateMode.PERSISTENT, signal ? { signal } : {})
-      .catch((error: unknown) => {
-        if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
-      });
+  /**
+   * The leases folder, with our limit as its data (an existing one is left as it is). Its parent
+   * exists: it holds the mutex folder, where our node is.
+   */
+  async #makeFolder(session: ZkSession, limit: number): Promise<void> {
+    const folder = { path: this.#leases, data: limitData(limit), acl: this.#c.acl };
+    await this.#c.folders.create(session.client, folder, NO_CANCEL).catch((error: unknown) => {
+      if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
+    });
   }
 
   /** The limit fencekit stored on the leases folder: undefined without one (Curator's), null without a folder. */
@@ -398,6 +405,9 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     return lock;
   }
 }
+
+/** #createAtOnce's calls are not cancelled once sent: their clean-up owns what they made. */
+const NO_CANCEL = new AbortController().signal;
 
 function limitData(limit: number): Buffer {
   return Buffer.from(JSON.stringify({ fencekitLimit: limit }));

@@ -5,7 +5,8 @@
 # The server clamps session timeouts to 2..20 x tickTime: 200 ms allows 400 ms..4 s sessions.
 # Fault tests may route peer links through proxies: ZK_PORTS="p1 p2 …" (3 per node: client, quorum,
 # election) fixes the ports, and ZK_PEER_VIEW="i:j:quorum:election …" makes node i's config reach
-# node j at those ports instead of j's own.
+# node j at those ports instead of j's own. ZK_CONTAINER_CHECK_MS sets how often the leader removes
+# empty container nodes (znode.container.checkIntervalMs, a Java system property; default 60 s).
 source "$(dirname "$0")/lib.sh"
 nodes=${1:-1}
 tick=${2:-200}
@@ -51,6 +52,7 @@ for ((i = 1; i <= nodes; i++)); do
   } >"$dir/n$i.cfg"
   ((nodes > 1)) && echo "$i" >"$data/myid"
   start_bg "$dir" "n$i" java -Xmx256m -XX:+UseSerialGC -Dzookeeper.jmx.log4j.disable=true \
+    ${ZK_CONTAINER_CHECK_MS:+"-Dznode.container.checkIntervalMs=$ZK_CONTAINER_CHECK_MS"} \
     -cp "$classpath" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/n$i.cfg"
 done
 serving() { zk_4lw "$1" srvr | grep -Eq '^Mode: (standalone|leader|follower)'; }

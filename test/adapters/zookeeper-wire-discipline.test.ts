@@ -1,12 +1,13 @@
 import net from 'node:net';
 import { inspect } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { FolderMaker } from '../../adapters/zookeeper/folders.js';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { ZkClient, type ZkClientOptions } from '../../adapters/zookeeper/wire/client.js';
 import { codeName } from '../../adapters/zookeeper/wire/codes.js';
 import { FrameDecoder } from '../../adapters/zookeeper/wire/frames.js';
 import { JuteReader, JuteWriter } from '../../adapters/zookeeper/wire/jute.js';
-import { Op, Xid } from '../../adapters/zookeeper/wire/ops.js';
+import { CreateMode, OPEN_ACL_UNSAFE, Op, Xid } from '../../adapters/zookeeper/wire/ops.js';
 import { ReconnectPacing } from '../../adapters/zookeeper/wire/reconnect-pacing.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
@@ -381,6 +382,74 @@ describe('credentials added at run time', () => {
     } finally {
       await provider.close();
     }
+  });
+});
+
+describe('a server without container nodes (older than 3.5.1)', () => {
+  /**
+   * As such a server: an unknown request (createContainer) is answered UNIMPLEMENTED and its
+   * connection closed, later frames on it unread; plain creates make persistent nodes in a tree.
+   */
+  async function withoutContainers() {
+    const tree = new Set(['/']);
+    const seen: { connection: number; op: number; path: string; mode?: number }[] = [];
+    const closed = new Set<number>();
+    const fake = await started({
+      onRequest: (socket, request, connection) => {
+        if (closed.has(connection)) return;
+        if (request.op === Op.createContainer) {
+          seen.push({ connection, op: request.op, path: request.body.string() ?? '' });
+          reply(socket, request.xid, -6);
+          closed.add(connection);
+          socket.end();
+          return;
+        }
+        if (request.op !== Op.create) return;
+        const path = request.body.string() ?? '';
+        request.body.buffer(); // data
+        request.body.vector((acl) => [acl.int(), acl.string(), acl.string()]);
+        const mode = request.body.int();
+        seen.push({ connection, op: request.op, path, mode });
+        const parent = path.slice(0, path.lastIndexOf('/')) || '/';
+        if (!tree.has(parent)) return reply(socket, request.xid, -101);
+        if (tree.has(path)) return reply(socket, request.xid, -110);
+        tree.add(path);
+        reply(socket, request.xid, 0, (w) => w.string(path));
+      },
+    });
+    return { fake, tree, seen };
+  }
+  const folder = (path: string) => ({ path, data: Buffer.alloc(0), acl: OPEN_ACL_UNSAFE });
+
+  it('createContainer fails with UNIMPLEMENTED; the session goes on on the next connection', async () => {
+    const { fake } = await withoutContainers();
+    const client = await open(fake);
+    await expect(client.createContainer('/f', Buffer.alloc(0), OPEN_ACL_UNSAFE)).rejects.toMatchObject({
+      name: 'UNIMPLEMENTED',
+    });
+    // A call sent before the close is seen fails with CONNECTION_LOSS (never replayed): wait for the next one.
+    await eventually('the session resumed on a new connection', async () => fake.connections === 2);
+    await eventually('connected', async () => client.state === 'connected');
+    expect(await client.create('/f', Buffer.alloc(0), OPEN_ACL_UNSAFE, CreateMode.PERSISTENT)).toBe('/f');
+    expect(fake.connections).toBe(2);
+  });
+
+  it("the provider's folders: one refusal, then persistent folders for this and every later one", async () => {
+    const { fake, tree, seen } = await withoutContainers();
+    const client = await open(fake);
+    const folders = new FolderMaker();
+    const signal = new AbortController().signal;
+    await folders.ensure(client, folder('/fencekit/locks/a'), signal);
+    expect(folders.containers).toBe(false);
+    expect([...tree].sort()).toEqual(['/', '/fencekit', '/fencekit/locks', '/fencekit/locks/a']);
+    const refused = seen.filter((s) => s.op === Op.createContainer);
+    expect(refused).toEqual([{ connection: 0, op: Op.createContainer, path: '/fencekit/locks/a' }]);
+    seen.length = 0;
+    await folders.ensure(client, folder('/fencekit/locks/b'), signal);
+    expect(seen).toEqual([
+      { connection: 1, op: Op.create, path: '/fencekit/locks/b', mode: CreateMode.PERSISTENT },
+    ]);
+    expect(fake.connections).toBe(2); // the refusal closed one connection, once
   });
 });
 

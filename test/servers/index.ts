@@ -16,6 +16,11 @@ export interface ServerRequest {
   faults?: boolean;
   /** ZooKeeper tickTime in ms (session timeouts are clamped to 2..20 ticks). Default 200. */
   tickMs?: number;
+  /**
+   * ZooKeeper's znode.container.checkIntervalMs, how often the leader removes empty container
+   * nodes (a private native server). Default: the server's, 60 s.
+   */
+  containerCheckMs?: number;
   /** PostgreSQL's max_connections (a private native server). Default 200. */
   maxConnections?: number;
   /**
@@ -49,7 +54,11 @@ const ENV: Record<ServerKind, { single: string; cluster: string; varName: string
 export async function startServers(kind: ServerKind, request: ServerRequest = {}): Promise<ServerGroup> {
   const size = request.size ?? 1;
   const fromEnv = process.env[size === 1 ? ENV[kind].single : ENV[kind].cluster];
-  const privateServer = request.faults || request.maxConnections !== undefined || request.durableCommits;
+  const privateServer =
+    request.faults ||
+    request.maxConnections !== undefined ||
+    request.durableCommits ||
+    request.containerCheckMs !== undefined;
   if (fromEnv && !privateServer) {
     const vars = new Map([[ENV[kind].varName, fromEnv]]);
     if (kind === 'redis') vars.set('REDIS_HOSTS', fromEnv.replace(/^redis:\/\//, ''));
@@ -65,6 +74,9 @@ export async function startServers(kind: ServerKind, request: ServerRequest = {}
   const env: Record<string, string> = {
     ...(request.maxConnections === undefined ? {} : { PG_MAX_CONNECTIONS: String(request.maxConnections) }),
     ...(request.durableCommits ? { PG_SYNCHRONOUS_COMMIT: 'on' } : {}),
+    ...(request.containerCheckMs === undefined
+      ? {}
+      : { ZK_CONTAINER_CHECK_MS: String(request.containerCheckMs) }),
   };
   return startNative(kind, args, env);
 }

@@ -195,6 +195,26 @@ export class ZkClient {
     );
   }
 
+  /**
+   * Creates a container node (ZooKeeper 3.5.1 and later), which the server deletes once it has had
+   * children and has none left; answered like create2. A server without containers rejects it with
+   * UNIMPLEMENTED and then closes the connection (the session goes on, on the next one).
+   */
+  createContainer(
+    path: string,
+    data: Buffer,
+    acl: readonly ACL[],
+    opts?: CallOptions,
+  ): Promise<{ path: string; stat: Stat }> {
+    return this.#call(
+      Op.createContainer,
+      path,
+      (w) => encode.create(w, this.#at(path), data, acl, CreateMode.CONTAINER),
+      (r) => ({ path: this.#from(r.string() ?? ''), stat: readStat(r) }),
+      opts,
+    );
+  }
+
   delete(path: string, version = -1, opts?: CallOptions): Promise<void> {
     return this.#call(
       Op.delete,

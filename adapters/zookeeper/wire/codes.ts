@@ -41,6 +41,7 @@ const NAMES: Record<number, string> = {
 export const Code = {
   OK: 0,
   CONNECTION_LOSS: -4,
+  UNIMPLEMENTED: -6,
   OPERATION_TIMEOUT: -7,
   NO_NODE: -101,
   SESSION_EXPIRED: -112,

@@ -15,6 +15,8 @@ export const Op = {
   check: 13,
   multi: 14,
   create2: 15,
+  /** ZooKeeper 3.5.1 and later; an older server answers UNIMPLEMENTED and closes the connection. */
+  createContainer: 19,
   auth: 100,
   setWatches: 101,
   closeSession: -11,
@@ -29,6 +31,8 @@ export const CreateMode = {
   EPHEMERAL: 1,
   PERSISTENT_SEQUENTIAL: 2,
   EPHEMERAL_SEQUENTIAL: 3,
+  /** Only with the createContainer request: a node the server deletes once it has had children and has none left. */
+  CONTAINER: 4,
 } as const;
 
 export const Perms = { READ: 1, WRITE: 2, CREATE: 4, DELETE: 8, ADMIN: 16, ALL: 31 } as const;
@@ -51,7 +55,7 @@ export interface Stat {
   version: number;
   cversion: number;
   aversion: number;
-  /** The session id of an ephemeral node's owner, 0n otherwise. */
+  /** The session id of an ephemeral node's owner, 0n otherwise (a container shows 0n too). */
   ephemeralOwner: bigint;
   dataLength: number;
   numChildren: number;
@@ -130,7 +134,7 @@ export function decodeMulti(r: JuteReader, from: (path: string) => string): Mult
     const err = r.int();
     if (done) return results;
     if (type === Op.create) results.push({ op: 'create', path: from(r.string() ?? '') });
-    else if (type === Op.create2) {
+    else if (type === Op.create2 || type === Op.createContainer) {
       const path = from(r.string() ?? '');
       readStat(r);
       results.push({ op: 'create', path });

@@ -46,7 +46,8 @@ for (const name of exported) {
 dts = replaceOnce(
   dts,
   /^export \{([^}]*)\};$/m,
-  'declare namespace Redlock {\n    export {$1};\n}\nexport = Redlock;',
+  '// CommonJS, as redlock is: the module is the class, and the other exports are its properties.\n' +
+    'declare namespace Redlock {\n    export {$1};\n}\nexport = Redlock;',
   types,
 );
 writeFileSync(types, dts);

@@ -1,6 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
 
+const { version } = JSON.parse(readFileSync(new URL('package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
+
 export default defineConfig({
+  // As the build does (tsup.config.ts): tests from source see the package's version.
+  define: { __FENCEKIT_VERSION__: JSON.stringify(version) },
   test: {
     include: ['test/**/*.test.ts'],
     // Two files at once: most of a test's time is spent waiting for servers, not computing.

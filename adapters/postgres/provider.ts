@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
+// The public types name pg's types one by one: a declaration file's `import pg from 'pg'` fails a
+// CommonJS user without esModuleInterop (pg's types have no default export there).
+import pg, { type Pool, type PoolConfig } from 'pg';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
@@ -22,7 +24,7 @@ export interface PostgresProviderOptions extends ProviderDefaults {
   /** postgres://user:pass@host:port/db, or use `pool` for every pg option. */
   connectionString?: string;
   /** Passed to pg.Pool (host, ssl, password …). `max` is taken from maxConnections. */
-  pool?: Omit<pg.PoolConfig, 'max'>;
+  pool?: Omit<PoolConfig, 'max'>;
   /**
    * Connections for holders and waiters: each held lock or permit uses one (PostgreSQL keeps a
    * session advisory lock on the connection that took it), and so does each name that has waiters
@@ -75,7 +77,7 @@ export interface PostgresProviderOptions extends ProviderDefaults {
  */
 export class PostgresLockProvider extends BaseLockProvider {
   readonly backend = 'postgres' as const;
-  readonly pool: pg.Pool;
+  readonly pool: Pool;
   /** Spare connections for inspect(), for creating the token table and for ending waits. */
   readonly #control: pg.Pool;
   readonly #slots: Slots;

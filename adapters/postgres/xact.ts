@@ -1,4 +1,5 @@
-import pg from 'pg';
+// Public types by name, not as pg.X: see provider.ts.
+import pg, { type ClientBase, type Pool } from 'pg';
 import { validateKey } from '../../src/validate.js';
 import { checkOut } from './checkout.js';
 import { FenceTable } from './fence-table.js';
@@ -16,7 +17,7 @@ export interface XactLockOptions {
    * update in a transaction of their own. Default: a small shared pool (2 connections, closed
    * when idle) opened with the caller's connection settings.
    */
-  tokenPool?: pg.Pool;
+  tokenPool?: Pool;
   /** Deadline of the token's update on that pool. Default 5 000 ms. */
   callTimeoutMs?: number;
 }
@@ -91,7 +92,7 @@ function fenceFor(pool: pg.Pool, table: string): FenceTable {
  * and the lock stays until the caller's transaction ends: roll back.
  */
 export async function xactLock(
-  client: pg.ClientBase,
+  client: ClientBase,
   name: string,
   opts: XactLockOptions = {},
 ): Promise<XactGrant | null> {
@@ -126,7 +127,7 @@ export async function xactLock(
  * without running fn when `wait: false` and another transaction holds the lock.
  */
 export async function withXactLock<T>(
-  client: pg.ClientBase,
+  client: ClientBase,
   name: string,
   fn: (grant: XactGrant) => Promise<T>,
   opts: XactLockOptions = {},

@@ -4,6 +4,7 @@ import { Command, CommanderError } from 'commander';
 import { connect } from '../connect.js';
 import { FencekitError } from '../errors.js';
 import { displayUrl } from '../url-display.js';
+import { VERSION } from '../version.js';
 import { registerAdminCommands } from './commands/admin.js';
 import { registerElectionCommands } from './commands/elect.js';
 import { registerLockCommands } from './commands/lock.js';
@@ -13,9 +14,9 @@ import { exitCodeFor } from './exit-codes.js';
 import { milliseconds } from './options.js';
 import { printError } from './output.js';
 
-const program = new Command('fencekit').description(
-  'Distributed locks with fencing tokens over etcd, ZooKeeper, Redis, PostgreSQL or memory',
-);
+const program = new Command('fencekit')
+  .description('Distributed locks with fencing tokens over etcd, ZooKeeper, Redis, PostgreSQL or memory')
+  .version(VERSION, '-V, --version', 'print the version of fencekit');
 
 // A reader that went away (EPIPE: `fencekit … | head`, a closed log pipe) must not crash the CLI
 // while it holds a grant and runs a command: what it had to say is lost, nothing else.

@@ -10,6 +10,7 @@ import { monotonicNow } from '../clock.js';
 import { AbortError, LockTimeoutError, type LossReason, ProviderClosedError } from '../errors.js';
 import type { ProviderEvents } from '../events.js';
 import type { GrantObserver, OwnedLock, RenewalOutcome } from '../ownership.js';
+import { VERSION } from '../version.js';
 import { createInstruments, type Instruments } from './instruments.js';
 import { type FencekitLogger, SafeLog } from './logger.js';
 import { Redactor, secretsIn } from './redact.js';
@@ -30,6 +31,7 @@ export interface TelemetryOptions {
 export type GrantKind = 'lock' | 'semaphore';
 export type WaitOutcome = 'granted' | 'timeout' | 'aborted' | 'error';
 
+/** The instrumentation scope: the package's name and version, as OpenTelemetry asks of a library. */
 const METER_NAME = 'fencekit';
 
 /**
@@ -327,7 +329,7 @@ export function telemetryOf(provider: { backend: string }, events: () => Provide
 /** The provider's meter, or a no-op one when the MeterProvider throws (metrics never break locks). */
 function meterOf(meterProvider: MeterProvider): Meter {
   try {
-    return meterProvider.getMeter(METER_NAME);
+    return meterProvider.getMeter(METER_NAME, VERSION);
   } catch {
     return createNoopMeter();
   }

@@ -72,8 +72,11 @@ describe.skipIf(process.env.FENCEKIT_OFFLINE === '1')(
     beforeAll(async () => {
       if (!existsSync(join(root, 'dist', 'index.js')))
         await run(npm, ['run', 'build', '--silent'], { cwd: root });
-      // The server first: afterAll stops it even if packing fails.
-      const packing = run(npm, ['pack', '--silent', '--pack-destination', scratch], { cwd: root });
+      // The server first: afterAll stops it even if packing fails. --ignore-scripts: prepack would
+      // rebuild dist (tsup cleans it first) under the other test files that load it meanwhile.
+      const packing = run(npm, ['pack', '--silent', '--ignore-scripts', '--pack-destination', scratch], {
+        cwd: root,
+      });
       packing.catch(() => undefined);
       server = await startServers('redis');
       const packed = await packing;

@@ -1,4 +1,5 @@
-import { metrics } from '@opentelemetry/api';
+import { readFileSync } from 'node:fs';
+import { createNoopMeter, metrics } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   createElection,
@@ -308,6 +309,21 @@ describe('no secrets in log lines and events', () => {
     expect(safe.code).toBe('AUTH');
     const harmless = new Error('timeout');
     expect(redactor.error(harmless)).toBe(harmless);
+  });
+});
+
+describe('the instrumentation scope', () => {
+  it("is the package's name and version", async () => {
+    const scopes: unknown[][] = [];
+    const getMeter = (...scope: unknown[]) => {
+      scopes.push(scope);
+      return createNoopMeter();
+    };
+    const provider = memory({ meterProvider: { getMeter } as never });
+    await (await provider.acquire(uniqueKey('scope'))).release(); // the meter is taken at first use
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    expect(scopes.length).toBeGreaterThan(0);
+    for (const scope of scopes) expect(scope).toEqual(['fencekit', version]);
   });
 });
 

@@ -61,7 +61,13 @@ export function readDoc(root: string, file: string): MarkdownDoc {
     const opening = /^\s*```+\s*([\w-]*)/.exec(line);
     if (fence) {
       if (/^\s*```+\s*$/.test(line)) {
-        blocks.push({ file, line: fence.start, lang: fence.lang, code: fence.body.join('\n'), marker: fence.marker });
+        blocks.push({
+          file,
+          line: fence.start,
+          lang: fence.lang,
+          code: fence.body.join('\n'),
+          marker: fence.marker,
+        });
         fence = null;
       } else {
         fence.body.push(line);

@@ -53,7 +53,9 @@ describe('documentation snippets', () => {
           return null;
         } catch (error) {
           const { stderr = '', killed = false } = error as { stderr?: string; killed?: boolean };
-          const why = killed ? `did not end within ${RUN_TIMEOUT_MS} ms` : stderr.trim().split('\n').slice(0, 8).join('\n');
+          const why = killed
+            ? `did not end within ${RUN_TIMEOUT_MS} ms`
+            : stderr.trim().split('\n').slice(0, 8).join('\n');
           return `${block.file}:${block.line}: ${why}`;
         }
       }),
@@ -87,7 +89,8 @@ describe('documentation links and wording', () => {
     const found: string[] = [];
     for (const doc of docs) {
       doc.text.split('\n').forEach((line, index) => {
-        if (patterns.some((pattern) => pattern.test(line))) found.push(`${doc.file}:${index + 1}: ${line.trim()}`);
+        if (patterns.some((pattern) => pattern.test(line)))
+          found.push(`${doc.file}:${index + 1}: ${line.trim()}`);
       });
     }
     expect(found).toEqual([]);

@@ -136,7 +136,7 @@ export abstract class BaseLockProvider implements LockProvider {
     };
   }
 
-  /** Metrics, events and log lines of this provider (issue #19). */
+  /** Metrics, events and log lines of this provider. */
   protected get telemetry(): ProviderTelemetry {
     this.#telemetryInstance ??= new ProviderTelemetry(this.backend, this.events, this.#telemetryOptions);
     return this.#telemetryInstance;

@@ -156,7 +156,7 @@ export class RedisLockProvider extends BaseLockProvider {
     return heldNamesScan(redis.nodes('master'), this.prefix, prefix, call);
   }
 
-  /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
+  /** "At most `limit` at once" under `name`: see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     const { driftRate, redis, prefix } = this;
     return redisSemaphore(name, options, this.semaphoreContext(), {

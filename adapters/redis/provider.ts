@@ -56,7 +56,7 @@ const SHUTDOWN_MS = 800;
  * release that hands the key to the next waiter and tells it on a pub/sub channel (fair mode) or
  * invites it to try (fair: false), a watchdog that renews every ttl/3
  * and aborts the signal before the key can expire. Safe only while Redis loses no acknowledged
- * write: see the README.
+ * write: see docs/design.md.
  */
 export class RedisLockProvider extends BaseLockProvider {
   readonly backend = 'redis' as const;

@@ -6,7 +6,7 @@
 //   nor the case run just before favours one case; the old forward/reverse alternation did not;
 // - every run is fresh: new clients, connections and key, gc() before it, and the first LEAD_MS
 //   (connections, subscriptions, the first queue) left out of the timed window, so no case carries
-//   state or GC debt from its earlier runs (instances warmed first ran slower, see README);
+//   state or GC debt from its earlier runs (instances warmed first ran slower, see docs/benchmarks.md);
 // - per round, each case's figure is divided by the native run of that same round; reported: the
 //   median ratio with its IQR and a bootstrap 95 % interval, and the same for the native case run
 //   again under another name (A/A control): its interval is the noise floor of this run.

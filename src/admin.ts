@@ -1,4 +1,4 @@
-/** The operator's tools on a provider (issue #19): forceRelease's arguments, its audit record, list's prefix. */
+/** The operator's tools on a provider: forceRelease's arguments, its audit record, list's prefix. */
 
 import { hostname, userInfo } from 'node:os';
 import { InvalidArgumentError } from './errors.js';

@@ -1,4 +1,4 @@
-/** What a provider tells operators about (issue #19): `provider.on(event, listener)`. */
+/** What a provider tells operators about: `provider.on(event, listener)`. */
 
 import type { LossReason } from './errors.js';
 import type { BackendName } from './types.js';

@@ -1,3 +1,7 @@
+/**
+ * Locks with fencing tokens, `connect`, the memory provider, elections, singletons, semaphores, errors and fencing helpers.
+ * @module fencekit
+ */
 export { DEFAULT_DRIFT_RATE, safeDeadline } from './clock.js';
 export {
   BACKEND_PACKAGES,

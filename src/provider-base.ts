@@ -136,7 +136,7 @@ export abstract class BaseLockProvider implements LockProvider {
     };
   }
 
-  /** Metrics, events and log lines of this provider (issue #19). */
+  /** Metrics, events and log lines of this provider. */
   protected get telemetry(): ProviderTelemetry {
     this.#telemetryInstance ??= new ProviderTelemetry(this.backend, this.events, this.#telemetryOptions);
     return this.#telemetryInstance;
@@ -179,7 +179,7 @@ export abstract class BaseLockProvider implements LockProvider {
   /**
    * An operator's tool: removes the current grant of `key` whoever holds it, with a reason that is
    * recorded (the 'force-release' event and a log line). The holder's signal aborts where the
-   * backend tells it (see the README's Administration section); the next waiter is granted.
+   * backend tells it (see docs/operations.md, "Administration"); the next waiter is granted.
    */
   async forceRelease(key: string, options: ForceReleaseOptions): Promise<HolderInfo | null> {
     validateKey(key, 'key', { allowReserved: !this.reservedNamesCollide });

@@ -1,4 +1,4 @@
-/** The public contract every backend implements (DESIGN §3). */
+/** The public contract every backend implements (docs/design.md). */
 
 import type { ProviderEventListener, ProviderEventName } from './events.js';
 import type { Semaphore, SemaphoreOptions } from './semaphore/types.js';
@@ -58,13 +58,13 @@ export interface LockProvider {
   inspect(key: string): Promise<LockInfo | null>;
   /** Releases everything it holds and fails its waiters with ProviderClosedError. */
   close(): Promise<void>;
-  /** "At most `limit` at once" under `name` (DESIGN §6); optional for custom providers. */
+  /** "At most `limit` at once" under `name`; optional for custom providers. */
   semaphore?(name: string, options: SemaphoreOptions): Semaphore;
   /** Operator events (grant, loss, renew-failed, release, force-release); optional for custom providers. */
   on?<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void;
   off?<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void;
   /**
-   * Removes the current grant of `key` whoever holds it (an operator's tool, issue #19); `reason` is
+   * Removes the current grant of `key` whoever holds it (an operator's tool); `reason` is
    * required and recorded. Resolves with the removed holder, or null when nobody held it.
    */
   forceRelease?(key: string, options: ForceReleaseOptions): Promise<HolderInfo | null>;

@@ -328,7 +328,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     return new EtcdElection(host, name);
   }
 
-  /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
+  /** "At most `limit` at once" under `name`: see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     return etcdSemaphore(name, options, this.semaphoreContext(), {
       ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },

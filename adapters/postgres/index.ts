@@ -1,3 +1,7 @@
+/**
+ * The PostgreSQL provider (advisory locks, durable tokens), `withXactLock` and `fencedUpdate`.
+ * @module fencekit/postgres
+ */
 export { type FencedUpdate, fencedUpdate } from './fenced-update.js';
 export { advisoryKey } from './keyspace.js';
 export { createProvider, PostgresLockProvider, type PostgresProviderOptions } from './provider.js';

@@ -196,7 +196,7 @@ export class PostgresLockProvider extends BaseLockProvider {
     return names;
   }
 
-  /** "At most `limit` at once" under `name` (DESIGN §6): slots as advisory locks, see semaphore.ts. */
+  /** "At most `limit` at once" under `name`: slots as advisory locks, see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     return postgresSemaphore(name, options, this.semaphoreContext(), {
       ...{ fence: this.#fence, grants: semaphoreTableBeside(this.#fence), pool: this.pool },

@@ -1,3 +1,7 @@
+/**
+ * The Redis, Redis Cluster and Redlock providers.
+ * @module fencekit/redis
+ */
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import type { LockProvider } from '../../src/types.js';
 import { createProvider as createRedisProvider } from './provider.js';

@@ -56,7 +56,7 @@ const SHUTDOWN_MS = 800;
  * release that hands the key to the next waiter and tells it on a pub/sub channel (fair mode) or
  * invites it to try (fair: false), a watchdog that renews every ttl/3
  * and aborts the signal before the key can expire. Safe only while Redis loses no acknowledged
- * write: see the README.
+ * write: see docs/design.md.
  */
 export class RedisLockProvider extends BaseLockProvider {
   readonly backend = 'redis' as const;
@@ -156,7 +156,7 @@ export class RedisLockProvider extends BaseLockProvider {
     return heldNamesScan(redis.nodes('master'), this.prefix, prefix, call);
   }
 
-  /** "At most `limit` at once" under `name` (DESIGN §6): see semaphore.ts. */
+  /** "At most `limit` at once" under `name`: see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     const { driftRate, redis, prefix } = this;
     return redisSemaphore(name, options, this.semaphoreContext(), {

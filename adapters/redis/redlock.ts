@@ -42,7 +42,7 @@ const SHUTDOWN_MS = 800;
  * largest of the majority's counters, and before the grant is handed out every counter of that
  * majority is raised to it: any two majorities share an instance, so the next grant's token is
  * larger — as long as no instance loses writes (a restart without persistence resets its keys and
- * counters: then neither exclusion nor token order holds; see the README).
+ * counters: then neither exclusion nor token order holds; see docs/design.md).
  */
 export class RedlockProvider extends BaseLockProvider {
   readonly backend = 'redlock' as const;

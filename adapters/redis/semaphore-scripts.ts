@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 
 /**
- * The semaphore's Lua scripts (DESIGN §6). Keys of one name share the hash tag {name} (one Redis
+ * The semaphore's Lua scripts. Keys of one name share the hash tag {name} (one Redis
  * Cluster slot) and sit beside the lock keys under ':sem:'. Times come from the server's TIME only.
  *
  * KEYS[1] holders  ZSET "ownerToken#i" (one member per permit, so ZCARD counts permits) → lease

@@ -57,7 +57,7 @@ export interface ZkNode {
  * text after the kind, compared as a string), so that fencekit and Curator always agree on the head.
  * The suffix is ZooKeeper's zero-padded signed 32-bit sequence (the folder's child-change counter):
  * after 2³¹ changes it wraps to "-…", which sorts before every older node. Neither side reorders at
- * the wrap; see the README for the limit.
+ * the wrap; see docs/design.md for the limit.
  */
 export function queueOrder(children: string[], kind: NodeKind): ZkNode[] {
   const nodes: (ZkNode & { suffix: string })[] = [];

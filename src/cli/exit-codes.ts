@@ -2,7 +2,7 @@ import { constants } from 'node:os';
 import { CommanderError } from 'commander';
 import { FencekitError } from '../errors.js';
 
-/** sysexits(3) codes, the same for every command (README "Command line"). */
+/** sysexits(3) codes, the same for every command (docs/operations.md, "Command line"). */
 export const EXIT = {
   ok: 0,
   failure: 1,

@@ -1,4 +1,4 @@
-/** Leader election over a provider (DESIGN §5). Native on etcd and ZooKeeper. */
+/** Leader election over a provider (docs/election.md). Native on etcd and ZooKeeper. */
 
 export interface LeaderInfo {
   /** The leader's proposal (identity or endpoint it advertises). */

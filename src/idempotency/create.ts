@@ -34,7 +34,7 @@ export async function createIdempotencyStore(
       break;
     }
     case 'redis': {
-      // One token counter key for every record: a Cluster would answer CROSSSLOT (see README).
+      // One token counter key for every record: a Cluster would answer CROSSSLOT (see docs/idempotency.md).
       if (/^redis\+cluster:/i.test(url.trim()))
         throw new InvalidArgumentError(
           'url',

@@ -1,3 +1,7 @@
+/**
+ * Idempotency keys: a store whose in-flight records are leases with fencing tokens, and HTTP middleware.
+ * @module fencekit/idempotency
+ */
 export { jsonCodec, type ResultCodec } from './codec.js';
 export { type CreateIdempotencyStoreOptions, createIdempotencyStore } from './create.js';
 export { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from './errors.js';

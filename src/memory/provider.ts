@@ -99,7 +99,7 @@ export class MemoryLockProvider extends BaseLockProvider {
     return this.#adopt(lease, lease.grantedAt);
   }
 
-  /** "At most `limit` at once" under `name` (DESIGN §6). */
+  /** "At most `limit` at once" under `name`. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     const ctx = this.semaphoreContext();
     return memorySemaphore(name, options, ctx, {

@@ -1,6 +1,6 @@
 import type { AcquireOptions, HolderInfo, Lock } from '../types.js';
 
-/** The contract of DESIGN §6: "at most `limit` at once" under one name. */
+/** The semaphore contract: "at most `limit` at once" under one name. */
 export interface SemaphoreOptions {
   /** How many permits exist under this name: an integer 1..10,000, the same in every process. */
   limit: number;

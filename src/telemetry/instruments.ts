@@ -7,7 +7,7 @@ import {
   type UpDownCounter,
 } from '@opentelemetry/api';
 
-/** Metric names and units, fixed by the README's table (issue #19): dashboards depend on them. */
+/** Metric names and units, fixed by the table in docs/operations.md: dashboards depend on them. */
 export const METRIC_NAMES = {
   waitDuration: 'fencekit.lock.wait.duration',
   holdDuration: 'fencekit.lock.hold.duration',

@@ -25,7 +25,7 @@ async function auditLines<T>(run: () => Promise<T>): Promise<{ result: T; lines:
 }
 
 /**
- * The operator's tools (issue #19): forceRelease and list. A provider without them skips these
+ * The operator's tools: forceRelease and list. A provider without them skips these
  * tests (they are optional for custom providers).
  */
 export function describeAdministration(

@@ -23,7 +23,7 @@ const INVALID_KEYS: Array<[string, unknown]> = [
 ];
 
 /**
- * Registers the behavioural tests of DESIGN §3 for one backend. Every provider must pass them; a
+ * Registers the behavioural tests of the provider contract (docs/design.md) for one backend. Every provider must pass them; a
  * backend declares what it cannot be tested for (no fault injection, no FIFO) in its target.
  */
 export function describeConformance(target: ConformanceTarget, t: TestApi): void {

@@ -47,7 +47,7 @@ function waitersReach(sem: Semaphore, count: number): Promise<void> {
 }
 
 /**
- * Registers the semaphore tests of DESIGN §6 for one backend. A provider without `semaphore()` (a
+ * Registers the semaphore tests (docs/semaphores.md) for one backend. A provider without `semaphore()` (a
  * custom one) gets no tests: semaphores are optional in the LockProvider interface.
  */
 export function describeSemaphoreConformance(target: SemaphoreConformanceTarget, t: TestApi): void {

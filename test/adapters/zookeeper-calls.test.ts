@@ -7,7 +7,7 @@ import { uniqueKey } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
 
 // What one grant costs on the wire, counted by a proxy: Curator's InterProcessMutex makes 3 calls in
-// 3 round trips (create2, getChildren2, delete; see the README's ZooKeeper figures). fencekit makes
+// 3 round trips (create2, getChildren2, delete; see the ZooKeeper figures in docs/benchmarks.md). fencekit makes
 // the same; the watch on its own node goes out after the grant, only if the lock is still held then.
 describe('ZooKeeper calls per grant', () => {
   let zk: ServerGroup;

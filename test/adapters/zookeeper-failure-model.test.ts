@@ -6,7 +6,7 @@ import { type PartitionableEnsemble, startPartitionableEnsemble } from '../serve
 import { ObservedProvider } from './zookeeper-observed.js';
 
 // What a holder sees, and when, under each fault of a 3-node ensemble (tickTime 200, session 4 s):
-// the figures for the README's failure-model table. Each case asserts the one thing that must hold
+// the figures for the failure-model table (docs/failure-model.md). Each case asserts the one thing that must hold
 // whatever the timing: nobody else is granted while the holder's signal is live.
 // About 100 s of killed and paused servers: it runs with FENCEKIT_FAILURE_MODEL=1 and prints the table.
 // Then fencekit and Curator (Debian's jars, test/interop/CuratorHolder.java) side by side under the

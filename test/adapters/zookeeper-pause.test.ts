@@ -113,7 +113,7 @@ describe('ZooKeeper: a pause of the holder’s server (3 nodes, tickTime 200)', 
     await pauseHolderServer({}, 3_200);
   }, 60_000);
 
-  it('the README’s failure-model settings (serverTickMs 200, callTimeoutMs 1000): the lock is kept', async () => {
+  it('the failure model’s settings (docs/failure-model.md) (serverTickMs 200, callTimeoutMs 1000): the lock is kept', async () => {
     await pauseHolderServer({ serverTickMs: 200, callTimeoutMs: 1_000 }, 3_200);
   }, 60_000);
 

@@ -158,7 +158,7 @@ describe('built package', () => {
       '--url',
       'memory://',
     ]).catch((e: { code: number; stderr: string }) => e);
-    expect(error).toMatchObject({ code: 64 }); // EX_USAGE, as every invalid argument (README "Command line")
+    expect(error).toMatchObject({ code: 64 }); // EX_USAGE, as every invalid argument (docs/operations.md, "Command line")
     expect((error as { stderr: string }).stderr).toMatch(
       /invalid key: "a\/\.\.\/b" has a "\.\." path segment/,
     );

@@ -1,3 +1,7 @@
+/**
+ * redis-semaphore's Mutex, Semaphore and MultiSemaphore over any fencekit provider.
+ * @module fencekit/compat/redis-semaphore
+ */
 // fencekit/compat/redis-semaphore: redis-semaphore's Mutex, Semaphore and MultiSemaphore over any
 // fencekit provider, or over an ioredis / node-redis client as redis-semaphore takes it.
 import { InvalidArgumentError, NotImplementedError } from '../../errors.js';

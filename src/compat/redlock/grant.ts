@@ -18,7 +18,7 @@ export class Grant {
 
   /**
    * Made on first read, as a fencekit lock makes its own: a signal that exists is aborted with a
-   * LockLostError on release, a cost most grants (released unwatched) need not pay (issue #18).
+   * LockLostError on release, a cost most grants (released unwatched) need not pay.
    * One lock (the usual case): its own signal, with no derived signal to create.
    */
   get signal(): AbortSignal {

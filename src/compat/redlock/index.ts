@@ -1,3 +1,7 @@
+/**
+ * The redlock API (v5, and v4's names) over any fencekit provider.
+ * @module fencekit/compat/redlock
+ */
 // fencekit/compat/redlock: the redlock API (v5, and v4's names) over any fencekit provider.
 export {
   ExecutionError,

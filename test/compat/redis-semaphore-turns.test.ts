@@ -37,10 +37,17 @@ interface Subject {
   client(): never;
   /** The provider that sees the facade's grants (to take one away). */
   over(): LockProvider;
+  /** What every object is made with: over a client, the layout that provider sees. */
+  options: object;
 }
 const subjects: Subject[] = [
-  { name: 'Redis (ioredis client)', client: () => raw as never, over: () => inspector },
-  { name: 'memory provider', client: () => memory as never, over: () => memory },
+  {
+    name: "Redis (ioredis client, fencekit's layout)",
+    client: () => raw as never,
+    over: () => inspector,
+    options: { layout: 'fencekit' },
+  },
+  { name: 'memory provider', client: () => memory as never, over: () => memory, options: {} },
 ];
 
 type Shared = {
@@ -63,6 +70,7 @@ describe.each(subjects)('one shared object on $name: a turn lasts until its own 
     async ({ make }) => {
       const lockTimeout = 1_000;
       const shared = make(subject.client(), key(), {
+        ...subject.options,
         lockTimeout,
         refreshInterval: 0,
         acquireTimeout: 20_000,
@@ -93,6 +101,7 @@ describe.each(subjects)('one shared object on $name: a turn lasts until its own 
     const k = key();
     const lost: Error[] = [];
     const shared = new facade.Mutex(subject.client(), k, {
+      ...subject.options,
       lockTimeout: 3_000,
       acquireTimeout: 20_000,
       onLockLost: (error) => void lost.push(error),

@@ -93,7 +93,7 @@ export class RedlockMutex extends Mutex {
   static override readonly byMajority = true;
   protected override readonly _kind: string = 'redlock-mutex';
 
-  // biome-ignore lint/complexity/noUselessConstructor: narrows the first argument to an array of clients
+  /** Takes an array of clients (or a provider). */
   constructor(clients: unknown[], key: string, options?: LockOptions) {
     super(clients, key, options);
   }
@@ -103,7 +103,7 @@ export class RedlockSemaphore extends Semaphore {
   static override readonly byMajority = true;
   protected override readonly _kind: string = 'redlock-semaphore';
 
-  // biome-ignore lint/complexity/noUselessConstructor: narrows the first argument to an array of clients
+  /** Takes an array of clients (or a provider). */
   constructor(clients: unknown[], key: string, limit: number, options?: LockOptions) {
     super(clients, key, limit, options);
   }
@@ -113,7 +113,7 @@ export class RedlockMultiSemaphore extends MultiSemaphore {
   static override readonly byMajority = true;
   protected override readonly _kind: string = 'redlock-multi-semaphore';
 
-  // biome-ignore lint/complexity/noUselessConstructor: narrows the first argument to an array of clients
+  /** Takes an array of clients (or a provider). */
   constructor(clients: unknown[], key: string, limit: number, permits: number, options?: LockOptions) {
     super(clients, key, limit, permits, options);
   }

@@ -253,32 +253,25 @@ describe.each(subjects)('redis-semaphore API: $name', (subject) => {
     await mutex.release();
   });
 
-  // redis-semaphore's default onLockLost throws from its refresh timer, which ends the process; so
-  // does an app's onLockLost that rethrows. The facade turns either into a process warning.
-  it.skipIf(subject.original || !subject.steal)(
-    'facade only: an onLockLost that throws does not end the process (it becomes a warning)',
-    async () => {
-      const k = key();
-      const warnings: Error[] = [];
-      const onWarning = (warning: Error) => warnings.push(warning);
-      process.on('warning', onWarning);
-      try {
-        const mutex = new Mutex(client, k, {
-          lockTimeout: 600,
-          onLockLost: (error: Error) => {
-            throw error;
-          },
-        });
-        await mutex.acquire();
-        await subject.steal?.(k);
-        await eventually('the loss was reported', async () => warnings.length > 0, 3_000);
-        expect(warnings[0]).toBeInstanceOf(facade.LostLockError);
-        expect(mutex.isAcquired).toBe(false);
-      } finally {
-        process.off('warning', onWarning);
-      }
-    },
-  );
+  // redis-semaphore's default onLockLost throws an unhandled LostLockError (it ends the process
+  // unless the app listens for 'unhandledRejection'), and so does the facade's.
+  it.skipIf(!subject.steal)('the default onLockLost rejects unhandled with LostLockError', async () => {
+    const k = key();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const mutex = new Mutex(client, k, { lockTimeout: 600 });
+      await mutex.acquire();
+      await subject.steal?.(k);
+      await eventually('the loss was reported', async () => unhandled.length > 0, 3_000);
+      expect(unhandled[0]).toBeInstanceOf(LostLockError);
+      expect(mutex.isAcquired).toBe(false);
+      await mutex.release();
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
 
   // Apps make a Mutex per use on one client: the facade must not open a provider (listeners on the
   // client, a notice connection) per Mutex. On redis-semaphore's layout it opens none at all.

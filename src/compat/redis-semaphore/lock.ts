@@ -12,8 +12,9 @@ import { defaultTimeoutOptions, type LockOptions, REFRESH_INTERVAL_COEF, waitFor
 
 /**
  * What Mutex, Semaphore and MultiSemaphore share: redis-semaphore's acquire / tryAcquire / release /
- * isAcquired / identifier / onLockLost over a fencekit grant. A lost grant calls onLockLost; its
- * default warns instead of throwing from a timer as redis-semaphore's does (that ends the process).
+ * isAcquired / identifier / onLockLost, on redis-semaphore's keys (the default over clients) or on a
+ * fencekit grant. A lost grant calls onLockLost; what it throws (its default throws the
+ * LostLockError) becomes an unhandled rejection, as redis-semaphore documents.
  *
  * One object is one holder, as in redis-semaphore, where the object's identifier is the holder.
  * Each successful acquire() is a turn of the object's, and every turn ends with exactly one
@@ -284,26 +285,28 @@ export abstract class Lock {
   /** Reports the loss of `turn`'s grant once; never throws (it runs inside the grant's loss). */
   #lost(turn: Turn): void {
     if (turn.endedOnPurpose) return; // released, or expired without refresh
+    // Ended by the app, not lost: its client quit (the provider over it closed, releasing its grants).
+    const ended = (turn.grant.signal.reason as { reason?: string } | undefined)?.reason;
+    if (ended === 'released' || ended === 'closed') return;
     turn.stopExpiry();
     const error = new LostLockError(`Lost ${this._kind} for key ${this._key}`, {
       cause: turn.grant.signal.reason,
     });
+    const onLockLost = this.#options.onLockLost ?? throwLostLock;
     try {
-      if (!this.#options.onLockLost) throw error;
-      this.#options.onLockLost.call(this, error);
+      onLockLost.call(this, error);
     } catch (thrown) {
-      // Thrown from an abort listener it would end the process (redis-semaphore's default throws
-      // from its refresh timer): a warning says it instead. emitWarning takes only an Error (or a
-      // string), so anything else an onLockLost throws travels as the cause of the loss's error.
-      process.emitWarning(
-        thrown instanceof Error
-          ? thrown
-          : new LostLockError(`${error.message} (onLockLost threw a value that is not an Error)`, {
-              cause: thrown,
-            }),
-      );
+      // As in redis-semaphore, whose onLockLost runs in its refresh timer's promise: what it throws
+      // (the default throws the LostLockError) is an unhandled rejection, which ends the process
+      // unless the app listens for 'unhandledRejection' — the work stops with the lock.
+      void Promise.reject(thrown);
     }
   }
+}
+
+/** redis-semaphore's default onLockLost. */
+function throwLostLock(error: LostLockError): never {
+  throw error;
 }
 
 /**

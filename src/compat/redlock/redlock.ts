@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { InvalidArgumentError, LockTimeoutError } from '../../errors.js';
 import { checkedOnRead } from '../../signals.js';
 import type { LockProvider } from '../../types.js';
-import { isProvider, openProvider } from '../provider-from-clients.js';
+import { isProvider, openProvider, sharedProvider } from '../provider-from-clients.js';
 import { ClassicGrant, ClassicRedlock, checkIntegerDuration } from './classic.js';
 import {
   ExecutionError,
@@ -71,7 +71,13 @@ export class Redlock extends EventEmitter {
       this.#classic = new ClassicRedlock(this.#clients, (error) => this.emit('error', error));
       return;
     }
-    this.#provider = isProvider(target) ? Promise.resolve(target) : openProvider(this.#clients);
+    // One client: the provider every facade object over it shares, closed when the client ends (an
+    // app that quits its client without quit() here keeps no connection or renewal alive).
+    this.#provider = isProvider(target)
+      ? Promise.resolve(target)
+      : this.#clients.length === 1
+        ? sharedProvider(this.#clients[0])
+        : openProvider(this.#clients);
     this.#provider.catch(() => undefined); // reported by the first call that needs it
   }
 

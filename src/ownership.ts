@@ -1,6 +1,7 @@
 import { monotonicNow } from './clock.js';
 import { LockLostError, type LossReason } from './errors.js';
 import { checkedOnRead } from './signals.js';
+import { longTimeout } from './timers.js';
 import type { Lock } from './types.js';
 
 export interface OwnedLockInit {
@@ -43,7 +44,7 @@ export class OwnedLock implements Lock {
   readonly #releaseOnBackend: () => Promise<void>;
   readonly #endListeners: Array<() => void> = [];
   #releaseListener: (() => void) | undefined;
-  #deadlineTimer: NodeJS.Timeout | undefined;
+  #cancelDeadline: (() => void) | undefined;
   /** The last confirmed deadline (monotonic): checked on read as well as by its timer. */
   #deadline = Number.POSITIVE_INFINITY;
   readonly #trustedWhile: (() => boolean) | undefined;
@@ -88,22 +89,22 @@ export class OwnedLock implements Lock {
   confirmUntil(deadline: number): void {
     if (this.#loss !== undefined) return;
     this.#deadline = deadline;
-    clearTimeout(this.#deadlineTimer);
+    this.#cancelDeadline?.();
     const remaining = deadline - monotonicNow();
     if (remaining <= 0) {
       this.lose('unconfirmed');
       return;
     }
-    this.#deadlineTimer = setTimeout(() => this.lose('unconfirmed'), remaining);
+    // longTimeout: a lease past 2^31 ms (redlock takes any duration) must not fire after 1 ms.
     // The deadline must not keep the process alive on its own; the renewal loop decides that.
-    this.#deadlineTimer.unref();
+    this.#cancelDeadline = longTimeout(() => this.lose('unconfirmed'), remaining, { unref: true });
   }
 
   /** Ownership is gone (or can no longer be trusted): abort the signal once. */
   lose(reason: LossReason, cause?: unknown): void {
     if (this.#loss !== undefined) return;
     this.#loss = { reason, cause };
-    clearTimeout(this.#deadlineTimer);
+    this.#cancelDeadline?.();
     this.#controller?.abort(this.#lossError(this.#loss));
     for (const listener of this.#endListeners.splice(0)) listener();
     // Told last: the work has been stopped by then.

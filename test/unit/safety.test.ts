@@ -10,6 +10,7 @@ import {
   runAsLeader,
   runSingleton,
 } from '../../src/index.js';
+import { OwnedLock } from '../../src/ownership.js';
 import { eventually } from '../../src/testing/index.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -91,6 +92,20 @@ describe('memory provider: cancel and grant in the same turn', () => {
 });
 
 describe('long waits and long periods', () => {
+  it('a grant confirmed for longer than 2^31 ms stays held (its deadline timer does not fire after 1 ms)', async () => {
+    const lock = new OwnedLock({
+      key: 'long',
+      fencingToken: 1n,
+      ownerToken: 'owner',
+      releaseOnBackend: () => Promise.resolve(),
+    });
+    lock.confirmUntil(performance.now() + 2 ** 31 + 60_000); // redlock takes any duration
+    const signal = lock.signal;
+    await sleep(20); // a clamped timer would have fired by now
+    expect({ held: lock.held, aborted: signal.aborted }).toEqual({ held: true, aborted: false });
+    await lock.release();
+  });
+
   it('acquire({ waitMs }) beyond 2^31-1 ms does not time out after 1 ms', async () => {
     const provider = new MemoryLockProvider({ server: new MemoryLockServer() });
     const holder = await provider.acquire('k');

@@ -1,17 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { AbortError, InvalidArgumentError, LockTimeoutError } from '../../errors.js';
+import { InvalidArgumentError, LockTimeoutError } from '../../errors.js';
 import { KeyedFifo } from '../../keyed-fifo.js';
+import { OwnedLock } from '../../ownership.js';
 import { linkSignals } from '../../signals.js';
 import { longTimeout } from '../../timers.js';
 import type { Lock as FencekitLock, LockProvider } from '../../types.js';
-import { isProvider, sharedProvider } from '../provider-from-clients.js';
+import { isProvider, openProvider, sharedProvider } from '../provider-from-clients.js';
+import { ClassicLocks, type Round, type Shape } from './classic.js';
 import { LostLockError, TimeoutError } from './errors.js';
-import { defaultTimeoutOptions, type LockOptions, waitFor } from './options.js';
+import { defaultTimeoutOptions, type LockOptions, REFRESH_INTERVAL_COEF, waitFor } from './options.js';
 
 /**
  * What Mutex, Semaphore and MultiSemaphore share: redis-semaphore's acquire / tryAcquire / release /
- * isAcquired / identifier / onLockLost over a fencekit grant. A lost grant calls onLockLost; its
- * default warns instead of throwing from a timer as redis-semaphore's does (that ends the process).
+ * isAcquired / identifier / onLockLost, on redis-semaphore's keys (the default over clients) or on a
+ * fencekit grant. A lost grant calls onLockLost; what it throws (its default throws the
+ * LostLockError) becomes an unhandled rejection, as redis-semaphore documents.
  *
  * One object is one holder, as in redis-semaphore, where the object's identifier is the holder.
  * Each successful acquire() is a turn of the object's, and every turn ends with exactly one
@@ -25,27 +28,52 @@ import { defaultTimeoutOptions, type LockOptions, waitFor } from './options.js';
  * shared permit, one caller's release ends the other's while it still works.
  */
 export abstract class Lock {
+  /** The Redlock classes: several clients, a majority decides. */
+  static readonly byMajority: boolean = false;
   protected abstract readonly _kind: string;
   protected readonly _key: string;
-  readonly #provider: Promise<LockProvider>;
+  /** fencekit's layout (a provider was given, or `layout: 'fencekit'`); else undefined. */
+  readonly #provider: Promise<LockProvider> | undefined;
+  /** redis-semaphore's layout on the clients (the default over clients); else undefined. */
+  readonly #classic: ClassicLocks | undefined;
   readonly #options: LockOptions;
   readonly #identifier: string;
+  /** `acquiredExternally`: the next acquire adopts the grant held under the identifier. */
+  #adoptNext: boolean;
   /** The turn whose release() is owed: granted, not yet released (its grant may be lost). */
   #granted: Turn | undefined;
   /** The object's turns: one caller at a time takes and holds its one grant. */
   readonly #turns = new KeyedFifo();
 
   constructor(target: unknown, key: string, kind: string, options: LockOptions = {}) {
-    if (options.identifier !== undefined && (typeof options.identifier !== 'string' || !options.identifier)) {
-      throw new Error('identifier must be not empty random string');
-    }
-    refuseExternalAcquisition(options);
+    const byMajority = (new.target as unknown as typeof Lock).byMajority;
+    const { identifier, adopt } = checkOptions(options);
+    checkTarget(target, key, byMajority);
     this._key = `${kind}:${key}`;
     this.#options = options;
-    this.#identifier = options.identifier ?? randomUUID();
-    this.#provider = isProvider(target) ? Promise.resolve(target) : sharedProvider(target);
+    this.#identifier = identifier;
+    const layout = options.layout ?? 'redis-semaphore';
+    if (layout !== 'redis-semaphore' && layout !== 'fencekit') {
+      throw new InvalidArgumentError('layout', "must be 'redis-semaphore' or 'fencekit'");
+    }
+    const clients = byMajority ? (target as unknown[]) : [target];
+    if (!isProvider(target) && layout === 'redis-semaphore') {
+      this.#classic = new ClassicLocks(clients, byMajority);
+      this.#adoptNext = adopt;
+      return;
+    }
+    if (adopt) refuseExternalAcquisition();
+    this.#adoptNext = false;
+    this.#provider = isProvider(target)
+      ? Promise.resolve(target)
+      : byMajority
+        ? openProvider(clients)
+        : sharedProvider(target);
     this.#provider.catch(() => undefined); // reported by the first call that needs it
   }
+
+  /** What this object locks on redis-semaphore's layout. */
+  protected abstract _shape(): Shape;
 
   /** Takes the grant on the provider (waiting up to waitMs), or null when it stays taken. */
   protected abstract _take(
@@ -74,6 +102,14 @@ export abstract class Lock {
     return this.#granted?.grant.signal;
   }
 
+  get #lockTimeout(): number {
+    return this.#options.lockTimeout ?? defaultTimeoutOptions.lockTimeout;
+  }
+
+  get #refreshInterval(): number {
+    return this.#options.refreshInterval ?? Math.round(this.#lockTimeout * REFRESH_INTERVAL_COEF);
+  }
+
   async acquire(abortSignal?: AbortSignal): Promise<void> {
     if (!(await this.tryAcquire(abortSignal)))
       throw new TimeoutError(`Acquire ${this._kind} ${this._key} timeout`);
@@ -81,16 +117,23 @@ export abstract class Lock {
 
   /** Waits like acquire() but answers false when the time runs out. */
   async tryAcquire(abortSignal?: AbortSignal): Promise<boolean> {
-    const lockTimeout = this.#options.lockTimeout ?? defaultTimeoutOptions.lockTimeout;
-    const deadline = performance.now() + waitFor(this.#options);
+    abortSignal?.throwIfAborted(); // the signal's own reason, as redis-semaphore rejects
+    const lockTimeout = this.#lockTimeout;
+    const waitMs = this.#classic
+      ? (this.#options.acquireTimeout ?? defaultTimeoutOptions.acquireTimeout)
+      : waitFor(this.#options);
+    const deadline = performance.now() + waitMs;
     const leave = await this.#waitForTurn(deadline, abortSignal);
     if (!leave) return false;
     let grant: FencekitLock | null;
     try {
-      const waitMs = Math.max(0, deadline - performance.now());
-      grant = await this._take(await this.#provider, lockTimeout, waitMs, abortSignal);
+      const left = Math.max(0, deadline - performance.now());
+      grant = this.#classic
+        ? await this.#takeClassic(this.#classic, left, abortSignal)
+        : await this._take(await (this.#provider as Promise<LockProvider>), lockTimeout, left, abortSignal);
     } catch (error) {
       leave();
+      abortSignal?.throwIfAborted();
       if (error instanceof LockTimeoutError) return false;
       throw error;
     }
@@ -101,9 +144,87 @@ export abstract class Lock {
     const turn = new Turn(grant, leave);
     this.#granted = turn;
     whenEnded(grant, () => this.#lost(turn));
+    if (this.#classic) {
+      // redis-semaphore reports a loss only when a refresh finds the key gone: without refreshes,
+      // the key expires unreported (the grant's signal still aborts by its deadline).
+      if (this.#refreshInterval > 0) this.#keepRefreshing(turn);
+      else turn.endedOnPurpose = true;
+      return true;
+    }
     // No refresh asked for: the grant ends after lockTimeout, as an unrefreshed key expires.
     if (this.#options.refreshInterval === 0) turn.expireAfter(lockTimeout);
     return true;
+  }
+
+  /**
+   * redis-semaphore's acquire on its own keys: an attempt every retryInterval ms while waitMs and
+   * acquireAttemptsLimit last; `acquiredExternally` adopts the identifier's grant by refreshing it.
+   */
+  async #takeClassic(
+    classic: ClassicLocks,
+    waitMs: number,
+    abortSignal?: AbortSignal,
+  ): Promise<OwnedLock | null> {
+    if (this.#adoptNext) {
+      const round = await classic.refresh(this._key, this._shape(), this.#identifier, this.#lockTimeout);
+      if (!round.agreed) return null;
+      this.#adoptNext = false;
+      return this.#owned(classic, round);
+    }
+    const limit = this.#options.acquireAttemptsLimit ?? defaultTimeoutOptions.acquireAttemptsLimit;
+    const interval = this.#options.retryInterval ?? defaultTimeoutOptions.retryInterval;
+    const end = Date.now() + waitMs;
+    for (let attempt = 1; Date.now() < end && attempt <= limit; attempt++) {
+      abortSignal?.throwIfAborted();
+      const round = await classic.acquire(this._key, this._shape(), this.#identifier, this.#lockTimeout);
+      if (round.agreed) return this.#owned(classic, round);
+      await delay(interval, abortSignal);
+    }
+    return null;
+  }
+
+  /** The grant of a round that agreed: aborted by its deadline unless a refresh moves it. */
+  #owned(classic: ClassicLocks, round: Round): OwnedLock {
+    const shape = this._shape();
+    const lock = new OwnedLock({
+      key: this._key,
+      fencingToken: round.token,
+      ownerToken: this.#identifier,
+      releaseOnBackend: () => classic.release(this._key, shape, this.#identifier),
+    });
+    lock.confirmUntil(round.deadline);
+    return lock;
+  }
+
+  /**
+   * Refreshes every refreshInterval ms (skipping a tick while one is under way) until the grant
+   * ends; a refresh that finds the key no longer ours loses it. An unanswered refresh loses
+   * nothing by itself: the grant's deadline does, if no refresh lands before it.
+   */
+  #keepRefreshing(turn: Turn): void {
+    let refreshing = false;
+    const timer = setInterval(async () => {
+      if (refreshing) return;
+      refreshing = true;
+      try {
+        const refreshed = await this._refresh().catch(() => true); // unanswered: the deadline decides
+        if (!refreshed) (turn.grant as OwnedLock).lose('expired');
+      } finally {
+        refreshing = false;
+      }
+    }, this.#refreshInterval);
+    timer.unref(); // as redis-semaphore's: a held lock alone does not keep the process alive
+    turn.stopRefreshing = () => clearInterval(timer);
+    whenEnded(turn.grant, turn.stopRefreshing);
+  }
+
+  /** One refresh of the current grant on redis-semaphore's layout: false once it is not ours. */
+  protected async _refresh(): Promise<boolean> {
+    const grant = this.#granted?.grant as OwnedLock | undefined;
+    if (!this.#classic || !grant) return false;
+    const round = await this.#classic.refresh(this._key, this._shape(), this.#identifier, this.#lockTimeout);
+    if (round.agreed) grant.confirmUntil(round.deadline);
+    return round.agreed;
   }
 
   /**
@@ -111,7 +232,7 @@ export abstract class Lock {
    * ended; undefined when `deadline` passes first. A caller's abort rejects.
    */
   async #waitForTurn(deadline: number, abortSignal?: AbortSignal): Promise<(() => void) | undefined> {
-    if (abortSignal?.aborted) throw new AbortError(`acquire("${this._key}")`, abortSignal.reason);
+    abortSignal?.throwIfAborted();
     const now = this.#turns.tryEnter(this._key);
     if (now) return now;
     const left = deadline - performance.now();
@@ -122,7 +243,7 @@ export abstract class Lock {
       return await this.#turns.enter(this._key, cancel.signal);
     } catch (reason) {
       if (reason === TURN_TIMED_OUT) return undefined;
-      throw new AbortError(`acquire("${this._key}")`, reason);
+      throw reason; // the caller's signal's reason, as redis-semaphore rejects
     } finally {
       stopTimer();
       cancel.dispose();
@@ -136,6 +257,12 @@ export abstract class Lock {
   async release(): Promise<void> {
     const turn = this.#granted;
     this.#granted = undefined;
+    if (!turn && this.#adoptNext && this.#classic) {
+      // acquiredExternally, never acquired here: redis-semaphore releases the identifier's grant.
+      this.#adoptNext = false;
+      await this.#classic.release(this._key, this._shape(), this.#identifier);
+      return;
+    }
     await turn?.release();
   }
 
@@ -144,32 +271,42 @@ export abstract class Lock {
    * grant is no longer kept past lockTimeout from now. Its release() is still owed.
    */
   stopRefresh(): void {
-    this.#granted?.expireAfter(this.#options.lockTimeout ?? defaultTimeoutOptions.lockTimeout);
+    const turn = this.#granted;
+    if (!turn) return;
+    if (this.#classic) {
+      // The key expires by itself lockTimeout after the last refresh, unreported, as in redis-semaphore.
+      turn.endedOnPurpose = true;
+      turn.stopRefreshing?.();
+      return;
+    }
+    turn.expireAfter(this.#lockTimeout);
   }
 
   /** Reports the loss of `turn`'s grant once; never throws (it runs inside the grant's loss). */
   #lost(turn: Turn): void {
     if (turn.endedOnPurpose) return; // released, or expired without refresh
+    // Ended by the app, not lost: its client quit (the provider over it closed, releasing its grants).
+    const ended = (turn.grant.signal.reason as { reason?: string } | undefined)?.reason;
+    if (ended === 'released' || ended === 'closed') return;
     turn.stopExpiry();
     const error = new LostLockError(`Lost ${this._kind} for key ${this._key}`, {
       cause: turn.grant.signal.reason,
     });
+    const onLockLost = this.#options.onLockLost ?? throwLostLock;
     try {
-      if (!this.#options.onLockLost) throw error;
-      this.#options.onLockLost.call(this, error);
+      onLockLost.call(this, error);
     } catch (thrown) {
-      // Thrown from an abort listener it would end the process (redis-semaphore's default throws
-      // from its refresh timer): a warning says it instead. emitWarning takes only an Error (or a
-      // string), so anything else an onLockLost throws travels as the cause of the loss's error.
-      process.emitWarning(
-        thrown instanceof Error
-          ? thrown
-          : new LostLockError(`${error.message} (onLockLost threw a value that is not an Error)`, {
-              cause: thrown,
-            }),
-      );
+      // As in redis-semaphore, whose onLockLost runs in its refresh timer's promise: what it throws
+      // (the default throws the LostLockError) is an unhandled rejection, which ends the process
+      // unless the app listens for 'unhandledRejection' — the work stops with the lock.
+      void Promise.reject(thrown);
     }
   }
+}
+
+/** redis-semaphore's default onLockLost. */
+function throwLostLock(error: LostLockError): never {
+  throw error;
 }
 
 /**
@@ -180,6 +317,8 @@ export abstract class Lock {
 class Turn {
   /** The grant was given back on purpose (release() or expiry): its end is not a loss. */
   endedOnPurpose = false;
+  /** Ends the refresh loop on redis-semaphore's layout. */
+  stopRefreshing: (() => void) | undefined;
   #cancelExpiry: (() => void) | undefined;
   /** The expiry's give-back: its failure is not the owed release()'s (the provider retries the delete). */
   #expired: Promise<void> | undefined;
@@ -227,21 +366,66 @@ class Turn {
 }
 
 /**
- * redis-semaphore's `acquiredExternally` (and its older `externallyAcquiredIdentifier`) adopts a lock
- * another process took, by identifier. A fencekit grant is the request that won it (its fencing
- * token, its renewals, its queue place): nothing a second process could adopt and keep safe, so
- * such an object is refused rather than silently taking a grant of its own beside the adopted one.
+ * redis-semaphore's option checks, with its messages: the identifier (a given one, the deprecated
+ * externallyAcquiredIdentifier, or a random UUID with identifierSuffix after it) and whether the
+ * first acquire adopts a grant another process took under that identifier.
  */
-function refuseExternalAcquisition(options: LockOptions): void {
-  const given = options as { acquiredExternally?: unknown; externallyAcquiredIdentifier?: unknown };
-  for (const name of ['acquiredExternally', 'externallyAcquiredIdentifier'] as const) {
-    if (given[name] !== undefined && given[name] !== false) {
-      throw new InvalidArgumentError(
-        name,
-        'a grant cannot be adopted from another process: acquire in the process that releases',
-      );
-    }
+function checkOptions(options: LockOptions): { identifier: string; adopt: boolean } {
+  const { identifier, acquiredExternally, externallyAcquiredIdentifier, identifierSuffix } = options;
+  if (identifier !== undefined && (!identifier || typeof identifier !== 'string')) {
+    throw new Error('identifier must be not empty random string');
   }
+  if (acquiredExternally && !identifier) {
+    throw new Error('acquiredExternally=true meanless without custom identifier');
+  }
+  if (externallyAcquiredIdentifier && (identifier || acquiredExternally)) {
+    throw new Error('Invalid usage. Use custom identifier and acquiredExternally: true');
+  }
+  const random = randomUUID();
+  return {
+    identifier:
+      identifier ||
+      externallyAcquiredIdentifier ||
+      (identifierSuffix ? `${random}-${identifierSuffix}` : random),
+    adopt: !!acquiredExternally || !!externallyAcquiredIdentifier,
+  };
+}
+
+/** redis-semaphore's argument checks, with its messages. */
+function checkTarget(target: unknown, key: unknown, byMajority: boolean): void {
+  if (byMajority && !isProvider(target) && (!target || !Array.isArray(target))) {
+    throw new Error('"clients" array is required');
+  }
+  if (!target) throw new Error('"client" is required');
+  if (!key) throw new Error('"key" is required');
+  if (typeof key !== 'string') throw new Error('"key" must be a string');
+}
+
+/**
+ * On fencekit's layout a grant is the request that won it (its queue place, its renewals): nothing
+ * another process could adopt and keep safe. redis-semaphore's layout adopts (see #takeClassic).
+ */
+function refuseExternalAcquisition(): never {
+  throw new InvalidArgumentError(
+    'acquiredExternally',
+    "a grant on fencekit's layout cannot be adopted from another process: acquire in the process that releases",
+  );
+}
+
+/** Waits ms, or rejects with the signal's reason once it aborts (as redis-semaphore's delay). */
+function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 /** The reason a wait for the object's turn ends when the caller's time runs out. */

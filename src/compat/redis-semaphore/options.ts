@@ -1,9 +1,17 @@
 import type { LostLockError } from './errors.js';
 
 /**
- * redis-semaphore's option names. Its `acquiredExternally` (and `externallyAcquiredIdentifier`)
- * hand-off is refused with InvalidArgumentError: a fencekit grant cannot be adopted by another process.
+ * Which keys the facade takes over clients. 'redis-semaphore' (the default): redis-semaphore's own
+ * keys and protocol, so replicas still running redis-semaphore and replicas running the facade
+ * exclude each other during a rolling upgrade. 'fencekit': fencekit's layout (fair queue, hand-over
+ * on release), unseen by redis-semaphore's replicas: switch only once the last of them is gone.
  */
+export type SemaphoreLayout = 'redis-semaphore' | 'fencekit';
+
+/** redis-semaphore's refreshInterval default: 80 % of lockTimeout. */
+export const REFRESH_INTERVAL_COEF = 0.8;
+
+/** redis-semaphore's option names, and `layout`. */
 export interface LockOptions {
   /** Lease length in ms. Default 10,000. */
   lockTimeout?: number;
@@ -13,11 +21,19 @@ export interface LockOptions {
   acquireAttemptsLimit?: number;
   /** redis-semaphore's poll interval; here it only scales acquireAttemptsLimit to a wait. Default 10 ms. */
   retryInterval?: number;
-  /** 0: no renewal, the grant ends after lockTimeout. Any other value: the provider renews it. */
+  /** 0: no renewal, the grant ends after lockTimeout. Default 80 % of lockTimeout (fencekit's layout: the provider renews). */
   refreshInterval?: number;
   identifier?: string;
-  /** Refused (InvalidArgumentError): acquire in the process that releases. */
-  acquiredExternally?: never;
+  /** Appended to the random identifier (`<uuid>-<suffix>`); deprecated in redis-semaphore. */
+  identifierSuffix?: string;
+  /**
+   * With `identifier`: the first acquire adopts the grant another process took under it (by a
+   * refresh), as redis-semaphore does. Refused on fencekit's layout (InvalidArgumentError).
+   */
+  acquiredExternally?: true;
+  /** Deprecated in redis-semaphore: `identifier` with `acquiredExternally: true`. */
+  externallyAcquiredIdentifier?: string;
+  layout?: SemaphoreLayout;
   onLockLost?: (this: unknown, error: LostLockError) => void;
 }
 

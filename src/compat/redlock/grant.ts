@@ -2,6 +2,7 @@ import { LockTimeoutError } from '../../errors.js';
 import { checkedOnRead } from '../../signals.js';
 import { longTimeout } from '../../timers.js';
 import type { Lock as FencekitLock, LockProvider } from '../../types.js';
+import type { LockGrant } from './lock.js';
 
 /**
  * The fencekit locks behind one redlock Lock (and every Lock extended from it): one per distinct
@@ -9,7 +10,7 @@ import type { Lock as FencekitLock, LockProvider } from '../../types.js';
  * deadlock. It lasts until released or until its expiration passes unextended (then it releases
  * itself, as redlock's keys expire); `signal` aborts as soon as any of its locks is lost.
  */
-export class Grant {
+export class Grant implements LockGrant {
   #signal: AbortSignal | undefined;
   #cancelExpiry: (() => void) | undefined;
   #released: Promise<void> | undefined;

@@ -1,5 +1,16 @@
+import type { Lock as FencekitLock } from '../../types.js';
 import type { ExecutionStats } from './errors.js';
-import type { Grant } from './grant.js';
+
+/** What a Lock stands on: fencekit grants (Grant) or the original's keys (ClassicGrant). */
+export interface LockGrant {
+  readonly locks: ReadonlyMap<string, FencekitLock>;
+  readonly signal: AbortSignal;
+  readonly held: boolean;
+  readonly released: boolean;
+  /** Releases at `at` (ms since the epoch) unless moved or released before; undefined: never. */
+  expireAt(at: number | undefined): void;
+  release(): Promise<void>;
+}
 
 /** What a Lock calls back on (the Redlock that made it). */
 export interface LockOwner {
@@ -13,7 +24,7 @@ export interface LockOwner {
  */
 export class Lock {
   /** @internal */
-  readonly grant: Grant;
+  readonly grant: LockGrant;
   #tokens: ReadonlyMap<string, bigint> | undefined;
   #expiration: number;
 
@@ -23,7 +34,7 @@ export class Lock {
     readonly value: string,
     readonly attempts: ReadonlyArray<Promise<ExecutionStats>>,
     expiration: number,
-    grant: Grant,
+    grant: LockGrant,
   ) {
     this.grant = grant;
     this.#expiration = expiration;

@@ -2,7 +2,8 @@ import { EventEmitter } from 'node:events';
 import { InvalidArgumentError, LockTimeoutError } from '../../errors.js';
 import { checkedOnRead } from '../../signals.js';
 import type { LockProvider } from '../../types.js';
-import { isProvider, openProvider } from '../provider-from-clients.js';
+import { isProvider, openProvider, sharedProvider } from '../provider-from-clients.js';
+import { ClassicGrant, ClassicRedlock, checkIntegerDuration } from './classic.js';
 import {
   ExecutionError,
   type ExecutionStats,
@@ -26,30 +27,66 @@ import {
 export type RedlockAbortSignal = AbortSignal & { error?: Error };
 
 /**
- * redlock's API (v5, and v4's names) over any fencekit provider — `new Redlock(provider)` — or over
- * Redis clients as redlock takes them (one client: a Redis lock; three or more: Redlock). A waiter
- * queues for the key for redlock's retry window (retryCount × retryDelay) instead of polling, and
- * each lock carries the fencing token of its grant.
+ * Which keys the facade takes over Redis clients. 'redlock' (the default): redlock's own keys and
+ * protocol, so replicas still running redlock and replicas running the facade exclude each other
+ * during a rolling upgrade. 'fencekit': fencekit's layout (a fair queue, hand-over on release),
+ * which redlock's replicas do not see: switch only once the last of them is gone.
+ */
+export type RedlockLayout = 'redlock' | 'fencekit';
+
+/**
+ * redlock's API (v5, and v4's names) over Redis clients as redlock takes them, or over any fencekit
+ * provider — `new Redlock(provider)`. Over clients it speaks redlock's protocol (see classic.ts)
+ * unless `{ layout: 'fencekit' }`: then one client is a Redis lock, three or more are Redlock, and a
+ * waiter queues for redlock's retry window (retryCount × retryDelay) instead of polling. Each lock
+ * carries the fencing token of its grant either way.
  */
 export class Redlock extends EventEmitter {
   static readonly LockError = LockError;
   static readonly Lock = Lock;
   readonly settings: Settings;
-  readonly #provider: Promise<LockProvider>;
+  readonly #provider: Promise<LockProvider> | undefined;
+  /** redlock's protocol on the clients (the default over clients); undefined over a provider. */
+  readonly #classic: ClassicRedlock | undefined;
   /** The clients it was given (quit() quits them, as redlock does); none over a provider. */
   readonly #clients: unknown[];
 
-  constructor(target: LockProvider | Iterable<unknown>, settings: Partial<Settings> = {}) {
+  constructor(
+    target: LockProvider | Iterable<unknown>,
+    settings: Partial<Settings> & { layout?: RedlockLayout } = {},
+  ) {
     super();
+    // redlock reports every vote against as 'error' and listens itself, so none crashes the app.
+    this.on('error', () => undefined);
     this.settings = mergeSettings(DEFAULT_SETTINGS, settings);
     this.#clients = isProvider(target) ? [] : [...target];
-    this.#provider = isProvider(target) ? Promise.resolve(target) : openProvider(this.#clients);
+    if (!isProvider(target) && this.#clients.length === 0) {
+      throw new Error('Redlock must be instantiated with at least one redis client.');
+    }
+    const layout = settings.layout ?? 'redlock';
+    if (layout !== 'redlock' && layout !== 'fencekit') {
+      throw new InvalidArgumentError('settings.layout', "must be 'redlock' or 'fencekit'");
+    }
+    if (!isProvider(target) && layout === 'redlock') {
+      this.#classic = new ClassicRedlock(this.#clients, (error) => this.emit('error', error));
+      return;
+    }
+    // One client: the provider every facade object over it shares, closed when the client ends (an
+    // app that quits its client without quit() here keeps no connection or renewal alive).
+    this.#provider = isProvider(target)
+      ? Promise.resolve(target)
+      : this.#clients.length === 1
+        ? sharedProvider(this.#clients[0])
+        : openProvider(this.#clients);
     this.#provider.catch(() => undefined); // reported by the first call that needs it
   }
 
-  /** The provider the locks are taken on. */
+  /** The provider the locks are taken on; rejects for redlock's layout, which has none. */
   provider(): Promise<LockProvider> {
-    return this.#provider;
+    return (
+      this.#provider ??
+      Promise.reject(new InvalidArgumentError('layout', "redlock's layout takes no fencekit provider"))
+    );
   }
 
   /**
@@ -92,12 +129,16 @@ export class Redlock extends EventEmitter {
   ): Promise<{ attempts: ReadonlyArray<Promise<unknown>> }> {
     lock.expiration = 0;
     const grant = lock.grant;
+    if (grant instanceof ClassicGrant && this.#classic) {
+      grant.stop(); // the work stops at once; the keys are deleted below, with redlock's retries
+      return this.#classic.release(lock.resources, lock.value, mergeSettings(this.settings, _settings));
+    }
     const wasHeld = !grant.released && grant.held;
     const failed = await grant.release().then(
       () => undefined,
       (error: unknown) => error,
     );
-    const provider = await this.#provider;
+    const provider = await this.provider();
     if (!wasHeld) {
       const against = new ResourceLockedError('The lock was no longer held (released, expired or lost).');
       throw new ExecutionError('The operation was unable to achieve a quorum during its retry window.', [
@@ -126,12 +167,29 @@ export class Redlock extends EventEmitter {
    */
   async extend(existing: Lock, duration: number, settings?: Partial<Settings>): Promise<Lock> {
     const merged = mergeSettings(this.settings, settings);
-    checkDuration(duration, merged);
     const grant = existing.grant;
+    if (grant instanceof ClassicGrant && this.#classic) {
+      checkIntegerDuration(duration);
+      const startedAt = Date.now();
+      if (existing.expiration < startedAt) {
+        throw new ExecutionError('Cannot extend an already-expired lock.', []);
+      }
+      const attempts = await this.#classic.extend(
+        grant,
+        existing.resources,
+        existing.value,
+        duration,
+        merged,
+      );
+      existing.expiration = 0;
+      const expiration = expirationOf(startedAt, duration, merged);
+      return new Lock(this, existing.resources, existing.value, attempts, expiration, grant);
+    }
+    checkDuration(duration, merged);
     if (grant.released || !grant.held) {
       const reason = new ResourceLockedError('The lock was lost before it was extended.');
       throw new ExecutionError('The operation was unable to achieve a quorum during its retry window.', [
-        failedAttempt(await this.#provider, reason),
+        failedAttempt(await this.provider(), reason),
       ]);
     }
     // Nothing is asked of the server (the provider renews the grant while it is held): the new
@@ -171,15 +229,16 @@ export class Redlock extends EventEmitter {
       this.settings,
       typeof settingsOrRoutine === 'function' ? undefined : settingsOrRoutine,
     );
-    checkDuration(duration, settings);
+    if (this.#classic) checkIntegerDuration(duration);
+    else checkDuration(duration, settings);
     const routine = maybeRoutine ?? settingsOrRoutine;
     if (typeof routine !== 'function') throw new TypeError('routine is not a function');
     if (settings.automaticExtensionThreshold > duration - 100) {
-      throw new InvalidArgumentError(
-        'duration',
-        'must be at least 100 ms greater than the `automaticExtensionThreshold` setting',
+      throw new Error(
+        'A lock `duration` must be at least 100ms greater than the `automaticExtensionThreshold` setting.',
       );
     }
+    if (this.#classic) return this.#usingClassic(resources, duration, settings, routine);
     const lock = await this.#acquire(resources, duration, settings);
     lock.grant.expireAt(undefined); // held while the routine runs, as redlock's auto-extension does
     const controller = new AbortController();
@@ -206,10 +265,10 @@ export class Redlock extends EventEmitter {
 
   /** Closes the provider, as redlock quits its clients. */
   async quit(callback?: (error: Error | null) => void): Promise<void> {
-    const closing = this.#provider.then(async (provider) => {
-      await provider.close();
+    const closing = (async () => {
+      if (this.#provider) await (await this.#provider).close();
       await Promise.all(this.#clients.map((client) => quitClient(client)));
-    });
+    })();
     return withCallback(closing, callback);
   }
 
@@ -220,10 +279,78 @@ export class Redlock extends EventEmitter {
     return this.#grantedStats;
   }
 
+  /**
+   * redlock's `using` on its own keys: extends the lock automaticExtensionThreshold before it
+   * expires, again at once while a failed extension leaves time; the routine's signal aborts, with
+   * `signal.error`, when no extension came in time or the grant's deadline passed.
+   */
+  async #usingClassic<T>(
+    resources: string[],
+    duration: number,
+    settings: Settings,
+    routine: (signal: RedlockAbortSignal) => Promise<T>,
+  ): Promise<T> {
+    let lock = await this.#acquire(resources, duration, settings);
+    const controller = new AbortController();
+    const signal = controller.signal as RedlockAbortSignal;
+    const abort = (error: Error) => {
+      if (signal.aborted) return;
+      signal.error = error;
+      controller.abort(error);
+    };
+    let finished = false;
+    let timer: NodeJS.Timeout | undefined;
+    let extension: Promise<void> | undefined;
+    const extend = async (): Promise<void> => {
+      timer = undefined;
+      try {
+        lock = await lock.extend(duration);
+        if (!finished) schedule();
+      } catch (error) {
+        if (!finished && lock.expiration > Date.now()) return extend();
+        abort(error instanceof Error ? error : new Error(String(error)));
+      }
+    };
+    const schedule = () => {
+      timer = setTimeout(
+        () => {
+          extension = extend();
+        },
+        lock.expiration - Date.now() - settings.automaticExtensionThreshold,
+      );
+      timer.unref(); // the routine keeps the process alive while it runs, not this timer
+    };
+    const onLost = () =>
+      abort(
+        new ExecutionError('The lock was lost while the routine ran.', [], {
+          cause: lock.grant.signal.reason,
+        }),
+      );
+    const grantSignal = lock.grant.signal;
+    grantSignal.addEventListener('abort', onLost, { once: true });
+    checkedOnRead(signal, () => void lock.grant.signal.aborted);
+    if (grantSignal.aborted) onLost();
+    schedule();
+    try {
+      return await routine(signal);
+    } finally {
+      finished = true;
+      clearTimeout(timer);
+      grantSignal.removeEventListener('abort', onLost);
+      await extension?.catch(() => undefined); // the release below runs either way
+      await lock.release();
+    }
+  }
+
   async #acquire(resources: string | string[], duration: number, settings: Settings): Promise<Lock> {
-    checkDuration(duration, settings);
     const names = Array.isArray(resources) ? resources : [resources];
-    const provider = await this.#provider;
+    if (this.#classic) {
+      const startedAt = Date.now();
+      const { value, grant, attempts } = await this.#classic.acquire(names, duration, settings);
+      return new Lock(this, names, value, attempts, expirationOf(startedAt, duration, settings), grant);
+    }
+    checkDuration(duration, settings);
+    const provider = await this.provider();
     let grant: Grant;
     try {
       grant = await Grant.take(provider, names, duration, waitWindowMs(settings));

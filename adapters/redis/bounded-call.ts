@@ -24,9 +24,13 @@ export class Reachability {
 
   /**
    * Calls `then` once, as soon as a connection is ready (at once if one is). A backend that
-   * accepted a connection was reached: an answer lost after that is an outage, not a wrong address.
+   * accepted a connection and answered its ready check (credentials included) was reached: an
+   * answer lost after that is an outage, not a wrong address or password. Without the ready check,
+   * "ready" comes before the server judged the credentials: never called then (the first answered
+   * call counts instead).
    */
   onceConnected(then: () => void): void {
+    if (!readyCheckOn(this.redis)) return;
     if (this.redis.status === 'ready') then();
     else this.redis.once('ready', then);
   }
@@ -55,6 +59,15 @@ export class Reachability {
       throw error;
     }
   }
+}
+
+/** Whether ioredis checks a connection (AUTH answered, INFO loading: 0) before calling it ready. */
+function readyCheckOn(redis: Redis | Cluster): boolean {
+  const options = redis.options as {
+    enableReadyCheck?: boolean;
+    redisOptions?: { enableReadyCheck?: boolean };
+  };
+  return options.enableReadyCheck !== false && options.redisOptions?.enableReadyCheck !== false;
 }
 
 const notSent = new WeakSet<object>();

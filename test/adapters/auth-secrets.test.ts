@@ -105,6 +105,30 @@ describe('Redis with requirepass and with an ACL user', () => {
   }, 30_000);
   afterAll(() => server?.stop());
 
+  it('a wrong password without ioredis’s ready check fails a waiting acquire at once, not after waitMs', async () => {
+    // Without the ready check the connection is "ready" before the server judged the password:
+    // that must not count as having reached the server (which would retry for the whole wait).
+    const provider = new RedisLockProvider({
+      callTimeoutMs: 1_000,
+      redis: { host: '127.0.0.1', port: server?.port, password: WRONG, enableReadyCheck: false },
+    });
+    try {
+      // ioredis reconnects after the refusal and then calls the connection ready.
+      await new Promise((resolve) => provider.redis.once('ready', resolve));
+      const waitMs = 60_000;
+      const started = performance.now();
+      const outcome = await provider.acquire('wrong-password', { waitMs }).then(
+        () => 'granted',
+        (error: { code?: string }) => error.code,
+      );
+      const tookMs = performance.now() - started;
+      expect(outcome).toBe('BACKEND_UNAVAILABLE');
+      expect(tookMs).toBeLessThan(waitMs / 4);
+    } finally {
+      await provider.close();
+    }
+  }, 90_000);
+
   it('a wrong password, a malformed URL and an option password: refused, and shown nowhere', async () => {
     const [requirepass, aclUser, malformed, option, store, cliWrong, cliMalformed] = await Promise.all([
       throughConnect(`redis://:${enc(WRONG)}@${host}`),

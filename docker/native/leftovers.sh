@@ -11,6 +11,19 @@ redis=$(pgrep -a redis-server | grep -v ':6379' || true)
 for pid in ${FENCEKIT_LEFTOVERS_IGNORE_PIDS:-}; do
   redis=$(grep -v "^$pid " <<<"$redis" || true)
 done
+# With a root of this run's own (.ci/run), only the redis-servers the tests started count: they run
+# in this checkout (the tests' working directory); another checkout's or another tool's do not.
+# (redis-server overwrites its environment with its title, so FENCEKIT_SERVERS_ROOT cannot tell.)
+if [ -n "${FENCEKIT_SERVERS_ROOT:-}" ] && [ -n "$redis" ]; then
+  here=$(pwd -P)
+  ours=""
+  while read -r pid rest; do
+    if [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$here" ]; then
+      ours="$ours${ours:+$'\n'}$pid $rest"
+    fi
+  done <<<"$redis"
+  redis=$ours
+fi
 procs="$procs${redis:+$'\n'$redis}"
 if [ -n "$dirs$procs" ]; then
   echo "leftovers: test servers were not stopped:" >&2

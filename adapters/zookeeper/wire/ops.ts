@@ -55,7 +55,10 @@ export interface Stat {
   version: number;
   cversion: number;
   aversion: number;
-  /** The session id of an ephemeral node's owner, 0n otherwise (a container shows 0n too). */
+  /**
+   * The session id of an ephemeral node's owner, 0n for a persistent node (what a container shows
+   * differs between server versions: fencekit only compares this with session ids).
+   */
   ephemeralOwner: bigint;
   dataLength: number;
   numChildren: number;

@@ -4,7 +4,13 @@
  * `fencekit/provider-kit`, the conformance suites in `fencekit/testing`.
  * @module fencekit
  */
-export { type ConnectedProvider, type ConnectOptions, connect } from './connect.js';
+export {
+  type ConnectedProvider,
+  type ConnectedSemaphoreProvider,
+  type ConnectOptions,
+  connect,
+  type SemaphoreBackendUrl,
+} from './connect.js';
 export { createElection, LockElection, type LockElectionOptions } from './election/lock-election.js';
 export { type LeaderWork, type RunAsLeaderOptions, runAsLeader } from './election/run-as-leader.js';
 export {

@@ -8,6 +8,10 @@ import { urlCredentials } from './url-display.js';
 
 export { type ConnectionSpec, type HostPort, parseConnectionUrl } from './connection-url.js';
 
+/**
+ * Options of {@link connect}: defaults for every acquire and telemetry ({@link ProviderDefaults}),
+ * and the backend's own options (those of its provider class, e.g. `EtcdProviderOptions`).
+ */
 export interface ConnectOptions extends ProviderDefaults {
   /** Backend-specific options passed through to the adapter (TLS, auth, timeouts …). */
   [option: string]: unknown;

@@ -25,6 +25,7 @@ export class ExecutionError extends LockError {
   }
 }
 
+/** redlock v5's vote against a resource somebody else holds, found in an ExecutionError's `attempts`. */
 export class ResourceLockedError extends Error {
   constructor(message: string) {
     super(message);

@@ -13,6 +13,7 @@ export default defineConfig({
   entry: {
     index: 'src/index.ts',
     testing: 'src/testing/index.ts',
+    'provider-kit': 'src/provider-kit.ts',
     cli: 'src/cli/main.ts',
     etcd: 'adapters/etcd/index.ts',
     zookeeper: 'adapters/zookeeper/index.ts',

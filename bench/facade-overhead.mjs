@@ -15,10 +15,11 @@
 // the API layer itself adds per acquire + release over the in-memory provider.
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { MemoryLockProvider, MemoryLockServer } from 'fencekit';
+import { MemoryLockProvider } from 'fencekit';
 import { Mutex } from 'fencekit/compat/redis-semaphore';
 import { Redlock } from 'fencekit/compat/redlock';
 import { RedisLockProvider } from 'fencekit/redis';
+import { MemoryLockServer } from 'fencekit/testing';
 import { Redis } from 'ioredis';
 
 const CONTENDERS = 10;

@@ -1,6 +1,7 @@
 // Uncontended acquire + release on the memory provider, against a bare in-process mutex (the floor
 // any lock with leases, tokens and a signal is built on) and against the fenced write alone.
-import { FencedStore, MemoryLockProvider, MemoryLockServer } from 'fencekit';
+import { FencedStore, MemoryLockProvider } from 'fencekit';
+import { MemoryLockServer } from 'fencekit/testing';
 import { measure, printTable } from './table.mjs';
 
 class PromiseMutex {

@@ -8,6 +8,10 @@ import { urlCredentials } from './url-display.js';
 
 export { type ConnectionSpec, type HostPort, parseConnectionUrl } from './connection-url.js';
 
+/**
+ * Options of {@link connect}: defaults for every acquire and telemetry ({@link ProviderDefaults}),
+ * and the backend's own options (those of its provider class, e.g. `EtcdProviderOptions`).
+ */
 export interface ConnectOptions extends ProviderDefaults {
   /** Backend-specific options passed through to the adapter (TLS, auth, timeouts …). */
   [option: string]: unknown;
@@ -25,17 +29,45 @@ export const BACKEND_PACKAGES: Record<Exclude<BackendName, 'memory'>, string | n
   postgres: 'pg',
 };
 
+/**
+ * What {@link connect} resolves with: a {@link LockProvider} whose `forceRelease`, `list`, `on` and
+ * `off`, optional for a provider of your own, are present, as on every built-in provider.
+ * `semaphore` is present on every built-in provider but Redlock's; {@link ConnectedSemaphoreProvider}
+ * is what `connect` gives when the URL's scheme shows it.
+ */
+export type ConnectedProvider = LockProvider &
+  Required<Pick<LockProvider, 'forceRelease' | 'list' | 'on' | 'off'>>;
+
+/** A {@link ConnectedProvider} with semaphores: every built-in provider but Redlock's. */
+export type ConnectedSemaphoreProvider = ConnectedProvider & Required<Pick<LockProvider, 'semaphore'>>;
+
+/** A connection URL (lower-case scheme) of a backend whose provider has semaphores. */
+export type SemaphoreBackendUrl =
+  `${'memory' | 'etcd' | 'zk' | 'zookeeper' | 'redis' | 'redis+cluster' | 'postgres' | 'postgresql'}://${string}`;
+
 /** Each adapter entry point exports `createProvider(spec, options)`. */
 export interface AdapterModule {
-  createProvider(spec: ConnectionSpec, options: ConnectOptions): Promise<LockProvider>;
+  createProvider(spec: ConnectionSpec, options: ConnectOptions): Promise<ConnectedProvider>;
 }
 
 /**
  * Opens a provider for the backend the URL names. Switching an app from Redis to etcd is a change of
  * this URL and nothing else. A backend whose client package is not installed fails with an error
  * that names the package.
+ *
+ * With a URL whose scheme is known as you write it (`'etcd://…'`), the provider is typed with
+ * `semaphore`; with a URL from configuration (`string`) it may be Redlock's, which has none, so
+ * check `provider.semaphore` before you use it.
+ * @param url - `memory://[name]`, `etcd://`, `zk://`, `redis://`, `redis+cluster://`, `redlock://`
+ * or `postgres://`.
+ * @param options - defaults for every acquire, telemetry, and the backend's own options.
  */
-export async function connect(url: string, options: ConnectOptions = {}): Promise<LockProvider> {
+export function connect(
+  url: SemaphoreBackendUrl,
+  options?: ConnectOptions,
+): Promise<ConnectedSemaphoreProvider>;
+export function connect(url: string, options?: ConnectOptions): Promise<ConnectedProvider>;
+export async function connect(url: string, options: ConnectOptions = {}): Promise<ConnectedProvider> {
   const spec = parseConnectionUrl(url);
   processSecrets.add(urlCredentials(url));
   if (spec.backend === 'memory') {

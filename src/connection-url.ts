@@ -5,8 +5,11 @@ import { isIPv6 } from 'node:net';
 import { InvalidArgumentError } from './errors.js';
 import type { BackendName } from './types.js';
 
+/** One host of a connection URL, with its port (the backend's default when the URL has none). */
 export interface HostPort {
+  /** A name or an IP address (IPv6 without brackets). */
   host: string;
+  /** The port: the URL's, or the backend's default. */
   port: number;
 }
 

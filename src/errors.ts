@@ -1,10 +1,11 @@
 import { processSecrets } from './secret-mask.js';
 
 /**
- * Every error fencekit throws is a FencekitError with a stable `code`, so callers can branch on
- * `err.code` without depending on class identity (which breaks when ESM and CJS copies meet).
+ * The `code` of every error fencekit throws. Branch on `error.code` rather than on the class: class
+ * identity breaks when an ESM and a CJS copy of fencekit meet in one process, the code does not.
+ * Each error class carries its own literal code, so `switch (error.code)` narrows.
  */
-export type ErrorCode =
+export type FencekitErrorCode =
   | 'LOCK_TIMEOUT'
   | 'LOCK_LOST'
   | 'NOT_HOLDER'
@@ -19,9 +20,26 @@ export type ErrorCode =
   | 'IDEMPOTENCY_IN_FLIGHT'
   | 'FINAL_ERROR';
 
-export class FencekitError extends Error {
-  readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+/**
+ * The former name of {@link FencekitErrorCode}.
+ * @deprecated Use {@link FencekitErrorCode}.
+ */
+export type ErrorCode = FencekitErrorCode;
+
+/**
+ * The base class of every error fencekit throws. `code` is stable across versions; the message is
+ * for people and may change. No message or `cause` shows a credential fencekit was given.
+ * @typeParam Code - the literal code of a subclass; `FencekitErrorCode` on the base class.
+ */
+export class FencekitError<Code extends FencekitErrorCode = FencekitErrorCode> extends Error {
+  /** What went wrong, as a stable string: see {@link FencekitErrorCode}. */
+  readonly code: Code;
+  /**
+   * @param code - the error's stable code.
+   * @param message - what happened, for people.
+   * @param options - `cause`: the error this one wraps.
+   */
+  constructor(code: Code, message: string, options?: { cause?: unknown }) {
     // No error fencekit throws shows a credential it was given, in its message or its causes.
     super(
       processSecrets.text(message),
@@ -32,9 +50,14 @@ export class FencekitError extends Error {
   }
 }
 
-/** `acquire` waited `waitMs` without being granted; its queue entry has been removed. */
-export class LockTimeoutError extends FencekitError {
+/**
+ * `LOCK_TIMEOUT`: `acquire` waited `waitMs` without being granted; its queue entry has been
+ * removed, so nothing is left behind on the backend.
+ */
+export class LockTimeoutError extends FencekitError<'LOCK_TIMEOUT'> {
+  /** The lock's key. */
   readonly key: string;
+  /** How long it waited (0 for a single try). */
   readonly waitMs: number;
   constructor(key: string, waitMs: number) {
     super('LOCK_TIMEOUT', `lock "${key}" was not granted within ${waitMs} ms`);
@@ -43,7 +66,7 @@ export class LockTimeoutError extends FencekitError {
   }
 }
 
-/** Why a held lock stopped being ours. Also the `reason` of an aborted `lock.signal`. */
+/** Why a held lock stopped being ours: the `reason` of a {@link LockLostError}. */
 export type LossReason =
   | 'released' // the holder released it (not an error for the holder, but the work must stop)
   | 'expired' // the lease ran out on the backend
@@ -53,9 +76,16 @@ export type LossReason =
   | 'revoked' // the backend says someone else owns the key now
   | 'closed'; // the provider was closed
 
-export class LockLostError extends FencekitError {
+/**
+ * `LOCK_LOST`: a lock (or permit, or leadership) is no longer held. It is the `reason` of the
+ * aborted `lock.signal`, and what a fenced operation on a lost grant throws.
+ */
+export class LockLostError extends FencekitError<'LOCK_LOST'> {
+  /** The lock's key. */
   readonly key: string;
+  /** Why it was lost. */
   readonly reason: LossReason;
+  /** The token of the grant that was lost. */
   readonly fencingToken: bigint;
   constructor(key: string, fencingToken: bigint, reason: LossReason, options?: { cause?: unknown }) {
     super('LOCK_LOST', `lock "${key}" (token ${fencingToken}) is no longer held: ${reason}`, options);
@@ -65,7 +95,9 @@ export class LockLostError extends FencekitError {
   }
 }
 
-export class NotHolderError extends FencekitError {
+/** `NOT_HOLDER`: an operation needed the grant to be held, and it is not (any more). */
+export class NotHolderError extends FencekitError<'NOT_HOLDER'> {
+  /** The lock's key. */
   readonly key: string;
   constructor(key: string, detail = 'this grant no longer holds it') {
     super('NOT_HOLDER', `not the holder of lock "${key}": ${detail}`);
@@ -73,10 +105,16 @@ export class NotHolderError extends FencekitError {
   }
 }
 
-/** The storage has already accepted a write with a higher fencing token: this writer is stale. */
-export class StaleFencingTokenError extends FencekitError {
+/**
+ * `STALE_FENCING_TOKEN`: the storage has already accepted a write with a higher fencing token, so
+ * this writer's lock has passed to someone else and its write is refused.
+ */
+export class StaleFencingTokenError extends FencekitError<'STALE_FENCING_TOKEN'> {
+  /** What the write was for (a key of the store). */
   readonly resource: string;
+  /** The refused write's token. */
   readonly token: bigint;
+  /** The highest token the storage has accepted for `resource`. */
   readonly highestAccepted: bigint;
   constructor(resource: string, token: bigint, highestAccepted: bigint) {
     super(
@@ -89,20 +127,26 @@ export class StaleFencingTokenError extends FencekitError {
   }
 }
 
-export class ProviderClosedError extends FencekitError {
+/** `PROVIDER_CLOSED`: the provider was closed; what waited on it fails with this error. */
+export class ProviderClosedError extends FencekitError<'PROVIDER_CLOSED'> {
   constructor(backend: string) {
     super('PROVIDER_CLOSED', `the ${backend} lock provider is closed`);
   }
 }
 
-export class BackendUnavailableError extends FencekitError {
+/**
+ * `BACKEND_UNAVAILABLE`: the backend did not answer within `callTimeoutMs`, could not be reached,
+ * or its client package is not installed (the message names it).
+ */
+export class BackendUnavailableError extends FencekitError<'BACKEND_UNAVAILABLE'> {
   constructor(message: string, options?: { cause?: unknown }) {
     super('BACKEND_UNAVAILABLE', message, options);
   }
 }
 
-/** Bad input: says which argument and why. */
-export class InvalidArgumentError extends FencekitError {
+/** `INVALID_ARGUMENT`: bad input; the message says which argument and why. */
+export class InvalidArgumentError extends FencekitError<'INVALID_ARGUMENT'> {
+  /** The argument's name (`key`, `ttlMs`, `url`, …). */
   readonly argument: string;
   constructor(argument: string, why: string) {
     super('INVALID_ARGUMENT', `invalid ${argument}: ${why}`);
@@ -110,15 +154,21 @@ export class InvalidArgumentError extends FencekitError {
   }
 }
 
-/** Waiting was cancelled through the caller's AbortSignal; `cause` is the signal's reason. */
-export class AbortError extends FencekitError {
+/**
+ * `ABORTED`: waiting was cancelled through the caller's `AbortSignal`; `cause` is the signal's
+ * reason. Its `name` is `AbortError`, as for the platform's own aborts.
+ */
+export class AbortError extends FencekitError<'ABORTED'> {
   constructor(what: string, reason: unknown) {
     super('ABORTED', `${what} was aborted`, { cause: reason });
     this.name = 'AbortError';
   }
 }
 
-export class NotImplementedError extends FencekitError {
+/**
+ * `NOT_IMPLEMENTED`: the provider lacks what was asked of it (semaphores on Redlock, for example).
+ */
+export class NotImplementedError extends FencekitError<'NOT_IMPLEMENTED'> {
   constructor(what: string) {
     super('NOT_IMPLEMENTED', `${what} is not implemented yet`);
   }

@@ -10,6 +10,7 @@ interface GrantFacts {
   fencingToken: bigint;
 }
 
+/** Each event a provider emits, by name, with what its listener receives. */
 export interface ProviderEventMap {
   /** A lock (or permit) was handed to the caller. */
   grant: GrantFacts;
@@ -23,7 +24,9 @@ export interface ProviderEventMap {
   'force-release': Omit<GrantFacts, 'owner'> & { owner: string | undefined; reason: string; by: string };
 }
 
+/** The name of a provider event: `grant`, `loss`, `renew-failed`, `release`, `force-release`. */
 export type ProviderEventName = keyof ProviderEventMap;
+/** A listener of `provider.on(event, listener)`; one that throws is reported as a process warning. */
 export type ProviderEventListener<E extends ProviderEventName> = (event: ProviderEventMap[E]) => void;
 
 /**

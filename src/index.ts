@@ -1,15 +1,15 @@
 /**
- * Locks with fencing tokens, `connect`, the memory provider, elections, singletons, semaphores, errors and fencing helpers.
+ * Locks with fencing tokens: `connect`, the memory provider, elections, singletons, semaphores,
+ * errors and the fenced store. Tools for writing a provider of your own are in
+ * `fencekit/provider-kit`, the conformance suites in `fencekit/testing`.
  * @module fencekit
  */
-export { DEFAULT_DRIFT_RATE, safeDeadline } from './clock.js';
 export {
-  BACKEND_PACKAGES,
-  type ConnectionSpec,
+  type ConnectedProvider,
+  type ConnectedSemaphoreProvider,
   type ConnectOptions,
   connect,
-  type HostPort,
-  parseConnectionUrl,
+  type SemaphoreBackendUrl,
 } from './connect.js';
 export { createElection, LockElection, type LockElectionOptions } from './election/lock-election.js';
 export { type LeaderWork, type RunAsLeaderOptions, runAsLeader } from './election/run-as-leader.js';
@@ -26,6 +26,7 @@ export {
   BackendUnavailableError,
   type ErrorCode,
   FencekitError,
+  type FencekitErrorCode,
   InvalidArgumentError,
   LockLostError,
   LockTimeoutError,
@@ -41,29 +42,20 @@ export type {
   ProviderEventName,
 } from './events.js';
 export { FencedStore } from './fencing/fenced-store.js';
-export { KeyedFifo } from './keyed-fifo.js';
-export { keepRenewing, type LeasedLockInit, leasedLock, type RenewalOptions } from './lease-renewal.js';
 export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';
-export { MemoryLockServer } from './memory/server.js';
-export { OwnedLock, type OwnedLockInit } from './ownership.js';
-export { BaseLockProvider, type LockRequest, type ProviderDefaults } from './provider-base.js';
+export type { ProviderDefaults } from './provider-base.js';
 export {
   createTenantLimiter,
-  GenericSemaphore,
   MAX_SEMAPHORE_LIMIT,
   type Permit,
   type PermitOptions,
-  type PermitRequest,
   type Semaphore,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
   type SemaphoreHolder,
   type SemaphoreInfo,
   SemaphoreLimitMismatchError,
   type SemaphoreOptions,
   type TenantLimiter,
   type TenantLimiterOptions,
-  withDeadline,
 } from './semaphore/index.js';
 export { METRIC_NAMES } from './telemetry/instruments.js';
 export type { FencekitLogger } from './telemetry/logger.js';
@@ -77,11 +69,4 @@ export type {
   LockInfo,
   LockProvider,
 } from './types.js';
-export {
-  MAX_KEY_BYTES,
-  MAX_OWNER_BYTES,
-  MAX_TTL_MS,
-  MIN_TTL_MS,
-  validateAcquireOptions,
-  validateKey,
-} from './validate.js';
+export { MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS, MIN_TTL_MS } from './validate.js';

@@ -1,8 +1,11 @@
 import { monotonicNow, safeDeadline } from './clock.js';
 import { OwnedLock, type OwnedLockInit } from './ownership.js';
 
+/** What {@link keepRenewing} needs to keep a per-lock lease. */
 export interface RenewalOptions {
+  /** The lease length the backend grants on each renewal. */
   ttlMs: number;
+  /** Clock-rate drift to allow for (the provider's `driftRate`). */
   driftRate: number;
   /** When the request that granted the lease was sent (monotonic ms) and how long its answer took. */
   grantedSentAt: number;
@@ -58,13 +61,17 @@ export function keepRenewing(lock: OwnedLock, opts: RenewalOptions): void {
   schedule(interval);
 }
 
+/** What {@link leasedLock} needs: the grant, its lease and how to renew it. */
 export interface LeasedLockInit extends OwnedLockInit {
+  /** The lease length the backend granted. */
   ttlMs: number;
+  /** Clock-rate drift to allow for (the provider's `driftRate`). */
   driftRate: number;
   /** When the request that granted the lease was sent (monotonic ms); its round trip ends now. */
   grantedSentAt: number;
   /** The round trip to allow for, when the grant arrived otherwise than as that request's answer. */
   grantedRttMs?: number;
+  /** Extends the lease, as {@link RenewalOptions.renew} does. */
   renew: () => Promise<boolean | 'revoked'>;
 }
 

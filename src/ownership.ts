@@ -4,9 +4,13 @@ import { checkedOnRead } from './signals.js';
 import { longTimeout } from './timers.js';
 import type { Lock } from './types.js';
 
+/** What an {@link OwnedLock} is made from: the grant as the backend made it, and how to release it. */
 export interface OwnedLockInit {
+  /** The lock's key. */
   key: string;
+  /** The grant's fencing token, from the backend (a revision, a zxid, a counter). */
   fencingToken: bigint;
+  /** The request's unique id (`LockRequest.ownerToken`). */
   ownerToken: string;
   /** Deletes the grant on the backend, guarded by ownerToken/fencingToken. Called at most once. */
   releaseOnBackend: () => Promise<void>;

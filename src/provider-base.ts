@@ -47,6 +47,7 @@ export interface LockRequest {
   payload?: string;
 }
 
+/** Options every built-in provider takes: defaults for its acquires, its deadlines and telemetry. */
 export interface ProviderDefaults extends TelemetryOptions {
   /** Lease length for acquires that give no ttlMs (per-lock-lease backends). Default 15 000 ms. */
   ttlMs?: number;

@@ -3,8 +3,10 @@
 import type { ProviderEventListener, ProviderEventName } from './events.js';
 import type { Semaphore, SemaphoreOptions } from './semaphore/types.js';
 
+/** The backend a provider runs on: `provider.backend`. */
 export type BackendName = 'memory' | 'etcd' | 'zookeeper' | 'redis' | 'redlock' | 'postgres';
 
+/** Options of `acquire`, `tryAcquire` and `withLock`. */
 export interface AcquireOptions {
   /** Lease length where the backend has per-lock leases (memory, Redis). Others use their session. */
   ttlMs?: number;
@@ -16,7 +18,12 @@ export interface AcquireOptions {
   owner?: string;
 }
 
+/**
+ * A held lock: its fencing token, and a signal that aborts before the lock can have passed to
+ * anybody else. `await using` releases it at the end of the block.
+ */
 export interface Lock extends AsyncDisposable {
+  /** The lock's key. */
   readonly key: string;
   /** Strictly greater than every earlier holder's token for this key. */
   readonly fencingToken: bigint;
@@ -24,13 +31,17 @@ export interface Lock extends AsyncDisposable {
   readonly ownerToken: string;
   /** Aborted when ownership is lost, cannot be confirmed, or released; reason is a LockLostError. */
   readonly signal: AbortSignal;
+  /** Whether the lock is still held, as far as this process can confirm. */
   readonly held: boolean;
   /** Idempotent; never removes another holder's grant. */
   release(): Promise<void>;
 }
 
+/** Who holds a lock, as `inspect()` shows it. */
 export interface HolderInfo {
+  /** The `owner` text given at acquire, if any. */
   owner: string | undefined;
+  /** The holder's fencing token. */
   fencingToken: bigint;
   /** When the grant was made (wall clock of the granting process); undefined when another tool made it. */
   since: Date | undefined;
@@ -38,7 +49,9 @@ export interface HolderInfo {
   expiresAt?: Date;
 }
 
+/** What `provider.inspect(key)` shows: the holder and the queue. */
 export interface LockInfo {
+  /** The lock's key. */
   key: string;
   /** null while the key is between holders. */
   holder: HolderInfo | null;
@@ -46,7 +59,13 @@ export interface LockInfo {
   waiters: number;
 }
 
+/**
+ * Locks over one backend: what `connect()` resolves with, and what a provider of your own
+ * implements. `semaphore`, `on`/`off`, `forceRelease` and `list` are optional here; every built-in
+ * provider has the last four, and all but Redlock's have `semaphore` (see `ConnectedProvider`).
+ */
 export interface LockProvider {
+  /** The backend it runs on. */
   readonly backend: BackendName;
   /** Waits (up to waitMs) until granted. */
   acquire(key: string, opts?: AcquireOptions): Promise<Lock>;
@@ -62,6 +81,7 @@ export interface LockProvider {
   semaphore?(name: string, options: SemaphoreOptions): Semaphore;
   /** Operator events (grant, loss, renew-failed, release, force-release); optional for custom providers. */
   on?<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void;
+  /** Removes a listener added with `on`. */
   off?<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void;
   /**
    * Removes the current grant of `key` whoever holds it (an operator's tool); `reason` is
@@ -72,6 +92,7 @@ export interface LockProvider {
   list?(prefix?: string): Promise<string[]>;
 }
 
+/** Options of `provider.forceRelease(key, options)`. */
 export interface ForceReleaseOptions {
   /** Why, in words: recorded in the event and the log line. Required. */
   reason: string;

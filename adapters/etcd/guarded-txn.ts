@@ -1,5 +1,6 @@
 import type { Etcd3, IOperation, IRequestOp, ITxnResponse } from 'etcd3';
 
+/** What a guarded etcd transaction answered. */
 export interface GuardedTxnResult {
   /** True when the lock key still had our create revision and the operations were applied. */
   committed: boolean;

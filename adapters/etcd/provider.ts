@@ -33,6 +33,7 @@ import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitFor
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
 
+/** Options of `new EtcdLockProvider(options)`, and the etcd options `connect()` passes on. */
 export interface EtcdProviderOptions extends ProviderDefaults {
   /** Endpoints, e.g. ['http://10.0.0.1:2379', 'http://10.0.0.2:2379']. */
   endpoints: string[];
@@ -441,6 +442,7 @@ function faultHandling(endpointCount: number): IOptions['faultHandling'] {
   };
 }
 
+/** The provider `connect()` opens for an `etcd://` URL. */
 export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,

@@ -2,7 +2,9 @@ import type { ClientBase } from 'pg';
 import { InvalidArgumentError, StaleFencingTokenError } from '../../src/errors.js';
 import { quoteIdentifier } from './fence-table.js';
 
+/** One fenced write: {@link fencedUpdate} sets `set` on the `where` row(s) unless a higher token wrote there. */
 export interface FencedUpdate {
+  /** The table, with its fencing-token column. */
   table: string;
   /** Columns to set. */
   set: Record<string, unknown>;

@@ -20,6 +20,7 @@ import { semaphoreTableBeside } from './semaphore-table.js';
 import { Slots } from './slots.js';
 import { WaitingConnections } from './waiting.js';
 
+/** Options of `new PostgresLockProvider(options)`, and the PostgreSQL options `connect()` passes on. */
 export interface PostgresProviderOptions extends ProviderDefaults {
   /** postgres://user:pass@host:port/db, or use `pool` for every pg option. */
   connectionString?: string;
@@ -494,6 +495,7 @@ export class PostgresLockProvider extends BaseLockProvider {
   }
 }
 
+/** The provider `connect()` opens for a `postgres://` URL. */
 export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,

@@ -5,6 +5,7 @@ import { checkOut } from './checkout.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey } from './keyspace.js';
 
+/** Options of `withXactLock` and `xactLock`. */
 export interface XactLockOptions {
   /** false: pg_try_advisory_xact_lock, resolve null when busy. Default true (wait). */
   wait?: boolean;
@@ -22,7 +23,9 @@ export interface XactLockOptions {
   callTimeoutMs?: number;
 }
 
+/** A lock held until the end of the transaction, with its fencing token. */
 export interface XactGrant {
+  /** The lock's name. */
   name: string;
   /** From the same durable counter as the provider's session locks. */
   fencingToken: bigint;

@@ -3,15 +3,17 @@
  * @module fencekit/redis
  */
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import type { LockProvider } from '../../src/types.js';
-import { createProvider as createRedisProvider } from './provider.js';
+import { createProvider as createRedisProvider, type RedisLockProvider } from './provider.js';
 import { RedlockProvider, type RedlockProviderOptions } from './redlock.js';
 
 export { RedisLockProvider, type RedisProviderOptions } from './provider.js';
 export { RedlockProvider, type RedlockProviderOptions } from './redlock.js';
 
 /** redis:// → RedisLockProvider; redlock://h1:p1,h2:p2,h3:p3 → RedlockProvider. */
-export async function createProvider(spec: ConnectionSpec, options: ConnectOptions): Promise<LockProvider> {
+export async function createProvider(
+  spec: ConnectionSpec,
+  options: ConnectOptions,
+): Promise<RedisLockProvider | RedlockProvider> {
   if (spec.backend !== 'redlock') return createRedisProvider(spec, options);
   const auth = spec.password === undefined ? '' : `:${encodeURIComponent(spec.password)}@`;
   return new RedlockProvider({

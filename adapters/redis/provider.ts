@@ -18,6 +18,7 @@ import { WaiterNotices } from './notices.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
 import { redisSemaphore } from './semaphore.js';
 
+/** Options of `new RedisLockProvider(options)`, and the Redis options `connect()` passes on. */
 export interface RedisProviderOptions extends ProviderDefaults {
   /** redis://[:password@]host:port[/db], or `redis` for every ioredis option. */
   url?: string;
@@ -379,6 +380,7 @@ function clientForUrl(url: string, redisOptions: RedisOptions): Redis {
   }
 }
 
+/** The provider `connect()` opens for a `redis://` or `redis+cluster://` URL. */
 export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,

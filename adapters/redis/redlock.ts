@@ -20,6 +20,7 @@ import {
   validatePrefix,
 } from './scripts.js';
 
+/** Options of `new RedlockProvider(options)`, and the Redlock options `connect()` passes on. */
 export interface RedlockProviderOptions extends ProviderDefaults {
   /**
    * Independent Redis instances (not replicas of one another): at least 3, an odd number. Each a

@@ -29,6 +29,7 @@ import { isFrameLimit, MAX_FRAME_LIMIT, MIN_FRAME_LIMIT } from './wire/frames.js
 import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
 import { Transaction } from './wire/transaction.js';
 
+/** Options of `new ZooKeeperLockProvider(options)`, and the ZooKeeper options `connect()` passes on. */
 export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /** host:port,host:port[/chroot] */
   connectString: string;
@@ -428,6 +429,7 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
+/** The provider `connect()` opens for a `zk://` URL. */
 export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,

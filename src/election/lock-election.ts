@@ -5,6 +5,7 @@ import { validateKey } from '../validate.js';
 import { leadershipOf } from './leadership.js';
 import type { CampaignOptions, Election, LeaderInfo, Leadership } from './types.js';
 
+/** Options of `createElection` and of the election `runAsLeader` makes. */
 export interface LockElectionOptions {
   /** Lease of a leader's lock where the backend has per-lock leases (memory, Redis). */
   ttlMs?: number;

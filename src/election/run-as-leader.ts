@@ -7,6 +7,7 @@ import type { LockProvider } from '../types.js';
 import { createElection, type LockElectionOptions } from './lock-election.js';
 import type { Election, LeaderInfo } from './types.js';
 
+/** What `runAsLeader`'s function receives for one term. */
 export interface LeaderWork {
   /** Aborted when the term ends (lost, resigned, stopped): stop working. */
   signal: AbortSignal;
@@ -14,6 +15,7 @@ export interface LeaderWork {
   term: bigint;
 }
 
+/** Options of {@link runAsLeader}. */
 export interface RunAsLeaderOptions extends LockElectionOptions {
   /** This candidate's identity, shown to observers. Default `<hostname>/<pid>`. */
   value?: string;

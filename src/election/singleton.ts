@@ -8,6 +8,7 @@ import { telemetryOf } from '../telemetry/telemetry.js';
 import type { LockProvider } from '../types.js';
 import { MAX_TTL_MS, MIN_TTL_MS, validateTtlMs } from '../validate.js';
 
+/** What `runSingleton` runs at each tick, on one replica. */
 export interface SingletonJob {
   /** Aborted when the lock is lost or the runner stops. */
   signal: AbortSignal;
@@ -34,6 +35,7 @@ export function memoryLedger(): SingletonLedger {
   };
 }
 
+/** Options of {@link runSingleton}: its schedule (`everyMs` or `cron`) and its lock. */
 export interface SingletonOptions {
   /** Run every this many ms, on multiples of it since the epoch (the same ticks on every replica). */
   everyMs?: number;

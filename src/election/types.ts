@@ -1,5 +1,6 @@
 /** Leader election over a provider (docs/election.md). Native on etcd and ZooKeeper. */
 
+/** Who leads an election: the value the leader advertises and its term. */
 export interface LeaderInfo {
   /** The leader's proposal (identity or endpoint it advertises). */
   value: string;
@@ -7,6 +8,7 @@ export interface LeaderInfo {
   term: bigint;
 }
 
+/** Options of {@link Election.campaign}. */
 export interface CampaignOptions {
   /** Give up after this long with LockTimeoutError. Default: without limit. */
   waitMs?: number;
@@ -26,6 +28,10 @@ export interface Leadership extends AsyncDisposable {
   resign(): Promise<void>;
 }
 
+/**
+ * A leader election under one name: candidates campaign, one leads at a time, each term with a
+ * fencing token. Made by `createElection(provider, name)`.
+ */
 export interface Election {
   readonly name: string;
   /** Waits until this candidate leads. */

@@ -8,6 +8,7 @@ export interface ResultCodec {
 
 const UNDEFINED = '';
 
+/** The default codec: JSON, with `undefined` kept. */
 export const jsonCodec: ResultCodec = {
   encode(value) {
     if (value === undefined) return UNDEFINED;

@@ -6,6 +6,7 @@ import { MemoryRecords } from './memory-records.js';
 import type { RecordBackend } from './records.js';
 import { IdempotencyStore, type IdempotencyStoreOptions } from './store.js';
 
+/** Options of {@link createIdempotencyStore}: the store's, and those of its backend. */
 export interface CreateIdempotencyStoreOptions extends IdempotencyStoreOptions {
   /** PostgreSQL table (default `fencekit_idempotency`). */
   table?: string;

@@ -36,6 +36,7 @@ interface FastifyLike {
   addHook(name: string, hook: (...args: never[]) => unknown): unknown;
 }
 
+/** Options of {@link idempotencyPlugin}. */
 export interface IdempotencyPluginOptions extends HttpIdempotencyOptions {
   store: IdempotencyStore;
 }
@@ -115,4 +116,5 @@ function apply(reply: FastifyReplyLike, answer: Answer): FastifyReplyLike {
 (plugin as unknown as Record<symbol, unknown>)[Symbol.for('skip-override')] = true;
 (plugin as unknown as Record<symbol, unknown>)[Symbol.for('fastify.display-name')] = 'fencekit-idempotency';
 
+/** The Fastify plugin: `app.register(idempotencyPlugin, { store })` guards the routes' handlers. */
 export const idempotencyPlugin = plugin;

@@ -3,6 +3,7 @@ import { FinalError, type IdempotencyInFlightError } from './errors.js';
 import { type IdempotencyStore, leaveToLease, type RunContext } from './store.js';
 import { validateIdempotencyKey } from './validate.js';
 
+/** Options of the Express middleware and the Fastify plugin. */
 export interface HttpIdempotencyOptions {
   /** Answer 400 when a covered request has no key (default true); false lets it through unguarded. */
   required?: boolean;
@@ -49,9 +50,13 @@ export type HttpStart =
 
 const NOT_STORED = Symbol('not stored');
 
+/** What a handler behind the middleware gets from `idempotencyContext(request)`. */
 export interface IdempotencyContext {
+  /** The request's idempotency key. */
   key: string;
+  /** The run's fencing token: pass it to storage that checks tokens. */
   fencingToken: bigint;
+  /** Aborts when the run's lease is lost: stop the side effects. */
   signal: AbortSignal;
 }
 

@@ -4,6 +4,7 @@ export interface StoredOutcome {
   body: string;
 }
 
+/** What {@link RecordBackend.begin} answers: who runs fn, or what the caller gets instead. */
 export type BeginResult =
   /** The caller now holds the record's lease under this token and must run fn. */
   | { state: 'started'; token: bigint }
@@ -11,6 +12,7 @@ export type BeginResult =
   | { state: 'mismatch' }
   | { state: 'in-flight'; retryAfterMs: number };
 
+/** What storing a run's outcome answers: stored, or not because another run holds the record now. */
 export type CompleteResult = { stored: true } | { stored: false; current: bigint | null };
 
 /**

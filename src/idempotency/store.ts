@@ -30,6 +30,7 @@ const attemptPrefix = randomUUID();
 let attempts = 0;
 const nextAttempt = () => `${attemptPrefix}:${(attempts++).toString(36)}`;
 
+/** Options of `new IdempotencyStore(records, options)`. */
 export interface IdempotencyStoreOptions {
   /** Deadline of every store call (default 5000 ms). */
   callTimeoutMs?: number;
@@ -41,6 +42,7 @@ export interface IdempotencyStoreOptions {
   defaults?: Omit<RunOptions, 'signal'>;
 }
 
+/** What `store.run(key, payload, fn)` passes to fn. */
 export interface RunContext {
   /** Aborts when the lease is lost or cannot be confirmed, or the caller's signal aborts. */
   signal: AbortSignal;
@@ -48,7 +50,9 @@ export interface RunContext {
   fencingToken: bigint;
 }
 
+/** What `store.run` resolves with: fn's value, or the stored one of an earlier run. */
 export interface Execution<T> {
+  /** fn's result. */
   value: T;
   /** True when the value is the stored result of an earlier run. */
   replayed: boolean;

@@ -28,6 +28,7 @@ export function validateIdempotencyKey(key: unknown): string {
   return key;
 }
 
+/** Options of one `store.run`, and the store's `defaults`. */
 export interface RunOptions {
   /** How long a run may go without renewing before a repeat takes it over (renewed every leaseMs/3). */
   leaseMs?: number;

@@ -20,6 +20,7 @@ export function memoryServer(name = ''): MemoryLockServer {
   return server;
 }
 
+/** Options of `new MemoryLockProvider(options)`. */
 export interface MemoryProviderOptions extends ProviderDefaults {
   /** The in-process server to use; default: the one shared by every `memory://` provider. */
   server?: MemoryLockServer;

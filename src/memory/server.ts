@@ -43,6 +43,10 @@ export interface MemoryRequest {
  * fencing counter. Clients (MemoryLockProvider) talk to it only through these methods, the way a
  * network client would, so faults can be injected per client: a crashed client stops renewing, a
  * partitioned client's calls fail.
+ *
+ * `memoryServer(name)` gives the server shared by every `memory://name` provider of the process;
+ * `new MemoryLockServer()` gives one nobody else shares, for a test:
+ * `new MemoryLockProvider({ server: new MemoryLockServer() })`. Its methods serve the providers.
  */
 export class MemoryLockServer {
   #lastToken = 0n;

@@ -1,13 +1,15 @@
 import { FencekitError } from '../errors.js';
 
 /**
- * The name is already used with another limit (by another process, or an older deployment): refusing
+ * `SEMAPHORE_LIMIT_MISMATCH`: the name is already used with another limit (by another process, or an older deployment): refusing
  * is the only safe answer, since honouring either limit silently over-grants against the other.
  */
-export class SemaphoreLimitMismatchError extends FencekitError {
+export class SemaphoreLimitMismatchError extends FencekitError<'SEMAPHORE_LIMIT_MISMATCH'> {
   /** The semaphore's name (`name` is the error class's). */
   readonly semaphore: string;
+  /** The limit this call asked for. */
   readonly limit: number;
+  /** The limit the semaphore already has. */
   readonly storedLimit: number;
   constructor(name: string, limit: number, storedLimit: number) {
     super(

@@ -4,6 +4,7 @@ import { validateKey } from '../validate.js';
 import type { Permit, PermitOptions } from './types.js';
 import { validateLimit } from './validate.js';
 
+/** Options of {@link createTenantLimiter}. */
 export interface TenantLimiterOptions {
   /** Jobs of one tenant running at once, across every process that uses the same prefix. */
   limit: number;
@@ -11,6 +12,7 @@ export interface TenantLimiterOptions {
   prefix?: string;
 }
 
+/** At most `limit` jobs per tenant at once; made by {@link createTenantLimiter}. */
 export interface TenantLimiter {
   readonly limit: number;
   /**

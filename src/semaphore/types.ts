@@ -1,11 +1,12 @@
 import type { AcquireOptions, HolderInfo, Lock } from '../types.js';
 
-/** The semaphore contract: "at most `limit` at once" under one name. */
+/** Options of `provider.semaphore(name, options)`. */
 export interface SemaphoreOptions {
   /** How many permits exist under this name: an integer 1..10,000, the same in every process. */
   limit: number;
 }
 
+/** Options of a semaphore's `acquire`, `tryAcquire` and `withPermit`: those of a lock, and `permits`. */
 export interface PermitOptions extends AcquireOptions {
   /** How many permits to take at once (all or none). Default 1; at most the semaphore's limit. */
   permits?: number;
@@ -17,12 +18,17 @@ export interface Permit extends Lock {
   readonly permits: number;
 }
 
+/** One current grant of a semaphore, as `inspect()` shows it. */
 export interface SemaphoreHolder extends HolderInfo {
+  /** How many of the limit it takes. */
   permits: number;
 }
 
+/** What `semaphore.inspect()` shows: the grants and the queue. */
 export interface SemaphoreInfo {
+  /** The semaphore's name. */
   name: string;
+  /** How many permits exist under the name. */
   limit: number;
   /** Current grants, oldest first. */
   holders: SemaphoreHolder[];
@@ -30,8 +36,14 @@ export interface SemaphoreInfo {
   waiters: number;
 }
 
+/**
+ * "At most `limit` at once" under one name, across processes: each grant is a {@link Permit} with
+ * a fencing token and a loss signal, as a lock has. Made by `provider.semaphore(name, { limit })`.
+ */
 export interface Semaphore {
+  /** The semaphore's name. */
   readonly name: string;
+  /** How many permits exist under the name. */
   readonly limit: number;
   /** Waits (up to waitMs) until the permits are granted. */
   acquire(opts?: PermitOptions): Promise<Permit>;

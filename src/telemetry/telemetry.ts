@@ -15,6 +15,7 @@ import { createInstruments, type Instruments } from './instruments.js';
 import { type FencekitLogger, SafeLog } from './logger.js';
 import { Redactor, secretsIn } from './redact.js';
 
+/** Where a provider reports its metrics and log lines; every built-in provider takes these options. */
 export interface TelemetryOptions {
   /** Where the instruments come from. Default: the global MeterProvider when the provider is created. */
   meterProvider?: MeterProvider;
@@ -29,6 +30,7 @@ export interface TelemetryOptions {
 
 /** What a grant is: a lock, or permits of a semaphore (its name is the event's key). */
 export type GrantKind = 'lock' | 'semaphore';
+/** How a wait for a grant ended: the `outcome` attribute of the wait-duration metric. */
 export type WaitOutcome = 'granted' | 'timeout' | 'aborted' | 'error';
 
 /** The instrumentation scope: the package's name and version, as OpenTelemetry asks of a library. */

@@ -1,7 +1,7 @@
 import { afterEach, describe, it } from 'vitest';
-import { MemoryLockProvider, MemoryLockServer } from '../../src/index.js';
+import { MemoryLockProvider } from '../../src/index.js';
 import { semaphoreServerOf } from '../../src/memory/semaphore-server.js';
-import { describeSemaphoreConformance } from '../../src/testing/index.js';
+import { describeSemaphoreConformance, MemoryLockServer } from '../../src/testing/index.js';
 
 const server = new MemoryLockServer();
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, it } from 'vitest';
-import { MemoryLockProvider, MemoryLockServer } from '../../src/index.js';
-import { describeConformance } from '../../src/testing/index.js';
+import { MemoryLockProvider } from '../../src/index.js';
+import { describeConformance, MemoryLockServer } from '../../src/testing/index.js';
 
 const server = new MemoryLockServer();
 const asMemory = (p: unknown) => p as MemoryLockProvider;

@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  BackendUnavailableError,
-  GenericSemaphore,
-  OwnedLock,
-  type SemaphoreAdapter,
-} from '../../src/index.js';
+import { BackendUnavailableError } from '../../src/index.js';
+import { GenericSemaphore, OwnedLock, type SemaphoreAdapter } from '../../src/provider-kit.js';
 
 /** The generic part alone, over a scripted adapter: what every backend gets from src/semaphore. */
 function scripted(answers: Array<() => OwnedLock | null | Error>): { adapter: SemaphoreAdapter } {

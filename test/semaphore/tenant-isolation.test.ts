@@ -1,12 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  connect,
-  createTenantLimiter,
-  type LockProvider,
-  MemoryLockProvider,
-  MemoryLockServer,
-} from '../../src/index.js';
-import { eventually, uniqueKey } from '../../src/testing/index.js';
+import { connect, createTenantLimiter, type LockProvider, MemoryLockProvider } from '../../src/index.js';
+import { eventually, MemoryLockServer, uniqueKey } from '../../src/testing/index.js';
 import { type EveryBackend, type NetworkBackend, startEveryBackend } from '../servers/index.js';
 
 const LIMIT = 2;

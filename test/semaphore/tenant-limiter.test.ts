@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createTenantLimiter, MemoryLockProvider, MemoryLockServer } from '../../src/index.js';
+import { createTenantLimiter, MemoryLockProvider } from '../../src/index.js';
+import { MemoryLockServer } from '../../src/testing/index.js';
 
 describe('createTenantLimiter', () => {
   it('limits each tenant on its own: a saturated tenant does not hold up another', async () => {

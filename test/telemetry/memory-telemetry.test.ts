@@ -6,13 +6,12 @@ import {
   LockTimeoutError,
   METRIC_NAMES,
   MemoryLockProvider,
-  MemoryLockServer,
   type ProviderEventMap,
   runSingleton,
   type SingletonLedger,
 } from '../../src/index.js';
 import { Redactor, secretsIn } from '../../src/telemetry/redact.js';
-import { uniqueKey } from '../../src/testing/index.js';
+import { MemoryLockServer, uniqueKey } from '../../src/testing/index.js';
 import { testMetrics } from './metric-reader.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

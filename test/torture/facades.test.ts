@@ -1,5 +1,6 @@
-import { MemoryLockProvider, MemoryLockServer } from 'fencekit';
+import { MemoryLockProvider } from 'fencekit';
 import { Redlock } from 'fencekit/compat/redlock';
+import { MemoryLockServer } from 'fencekit/testing';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Rule } from '../../torture/checker.js';
 import type { TortureEvent } from '../../torture/history.js';

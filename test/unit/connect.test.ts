@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { connect, parseConnectionUrl } from '../../src/index.js';
+import { connect } from '../../src/index.js';
+import { parseConnectionUrl } from '../../src/provider-kit.js';
 
 describe('parseConnectionUrl', () => {
   it('reads every scheme of DESIGN §2', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { pauseMemoryClient, runDemo } from '../../src/cli/demo.js';
-import { MemoryLockProvider, MemoryLockServer } from '../../src/index.js';
+import { MemoryLockProvider } from '../../src/index.js';
+import { MemoryLockServer } from '../../src/testing/index.js';
 
 describe('payment demo', () => {
   it('charges twice without fencing and once with fencing', async () => {

@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type Lock,
-  MemoryLockProvider,
-  MemoryLockServer,
-  memoryLedger,
-  runAsLeader,
-  runSingleton,
-} from '../../src/index.js';
+import { type Lock, MemoryLockProvider, memoryLedger, runAsLeader, runSingleton } from '../../src/index.js';
+import { MemoryLockServer } from '../../src/testing/index.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

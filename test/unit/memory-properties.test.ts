@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { type Lock, MemoryLockProvider, MemoryLockServer } from '../../src/index.js';
+import { type Lock, MemoryLockProvider } from '../../src/index.js';
+import { MemoryLockServer } from '../../src/testing/index.js';
 
 // Random interleavings of acquire / release / expiry / abort on one key, with virtual time so that
 // leases really expire in the run. Invariants: no two grants with un-aborted signals at once, and

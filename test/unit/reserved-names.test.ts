@@ -1,11 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  connect,
-  createElection,
-  InvalidArgumentError,
-  type LockProvider,
-  validateKey,
-} from '../../src/index.js';
+import { connect, createElection, InvalidArgumentError, type LockProvider } from '../../src/index.js';
+import { validateKey } from '../../src/provider-kit.js';
 
 /**
  * On ZooKeeper a semaphore `s` keeps its mutex in `s/locks` and its permits in `s/leases`, and

@@ -5,13 +5,12 @@ import {
   type Lock,
   type LockProvider,
   MemoryLockProvider,
-  MemoryLockServer,
   memoryLedger,
   runAsLeader,
   runSingleton,
 } from '../../src/index.js';
 import { OwnedLock } from '../../src/ownership.js';
-import { eventually } from '../../src/testing/index.js';
+import { eventually, MemoryLockServer } from '../../src/testing/index.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

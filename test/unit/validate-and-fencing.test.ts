@@ -5,10 +5,10 @@ import {
   InvalidArgumentError,
   type LockLostError,
   MemoryLockProvider,
-  MemoryLockServer,
   StaleFencingTokenError,
-  validateKey,
 } from '../../src/index.js';
+import { validateKey } from '../../src/provider-kit.js';
+import { MemoryLockServer } from '../../src/testing/index.js';
 
 describe('validateKey', () => {
   it('accepts nested names and Unicode', () => {

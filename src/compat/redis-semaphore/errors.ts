@@ -6,6 +6,7 @@ export class TimeoutError extends Error {
   }
 }
 
+/** redis-semaphore's error for a held lock or permit that was lost (given to `onLockLost`). */
 export class LostLockError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);

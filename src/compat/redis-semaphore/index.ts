@@ -103,6 +103,7 @@ export class RedlockMutex extends Mutex {
   }
 }
 
+/** The Semaphore on several independent Redis instances, held while a majority holds it. */
 export class RedlockSemaphore extends Semaphore {
   static override readonly byMajority = true;
   protected override readonly _kind: string = 'redlock-semaphore';
@@ -113,6 +114,7 @@ export class RedlockSemaphore extends Semaphore {
   }
 }
 
+/** The MultiSemaphore on several independent Redis instances, held while a majority holds it. */
 export class RedlockMultiSemaphore extends MultiSemaphore {
   static override readonly byMajority = true;
   protected override readonly _kind: string = 'redlock-multi-semaphore';

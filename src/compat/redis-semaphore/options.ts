@@ -37,6 +37,7 @@ export interface LockOptions {
   onLockLost?: (this: unknown, error: LostLockError) => void;
 }
 
+/** redis-semaphore's defaults for the lock's timeouts and retries. */
 export const defaultTimeoutOptions = {
   lockTimeout: 10_000,
   acquireTimeout: 10_000,

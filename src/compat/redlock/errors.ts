@@ -3,6 +3,8 @@
  * both (ExecutionError extends LockError). `ResourceLockedError` is the vote against a resource
  * somebody else holds, found in an ExecutionError's `attempts`, as in redlock v5.
  */
+
+/** redlock's error for a failed acquire, extend or release, as v4 code catches it. */
 export class LockError extends Error {
   constructor(
     message: string,
@@ -14,6 +16,7 @@ export class LockError extends Error {
   }
 }
 
+/** redlock v5's error for a failed acquire, extend or release; it is a `LockError` too, for v4's code. */
 export class ExecutionError extends LockError {
   constructor(
     message: string,
@@ -25,6 +28,7 @@ export class ExecutionError extends LockError {
   }
 }
 
+/** redlock v5's vote against a resource somebody else holds, found in an ExecutionError's `attempts`. */
 export class ResourceLockedError extends Error {
   constructor(message: string) {
     super(message);

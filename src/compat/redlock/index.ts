@@ -10,5 +10,5 @@ export {
   ResourceLockedError,
 } from './errors.js';
 export { Lock } from './lock.js';
-export { Redlock, Redlock as default, type RedlockAbortSignal } from './redlock.js';
+export { Redlock, Redlock as default, type RedlockAbortSignal, type RedlockLayout } from './redlock.js';
 export type { Settings } from './settings.js';

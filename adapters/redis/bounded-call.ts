@@ -63,10 +63,11 @@ export class Reachability {
 
 /** Whether ioredis checks a connection (AUTH answered, INFO loading: 0) before calling it ready. */
 function readyCheckOn(redis: Redis | Cluster): boolean {
-  const options = redis.options as {
-    enableReadyCheck?: boolean;
-    redisOptions?: { enableReadyCheck?: boolean };
-  };
+  const options = redis.options as
+    | { enableReadyCheck?: boolean; redisOptions?: { enableReadyCheck?: boolean } }
+    | undefined;
+  // A client that does not say is not trusted: its first answered call counts instead.
+  if (!options) return false;
   return options.enableReadyCheck !== false && options.redisOptions?.enableReadyCheck !== false;
 }
 

@@ -41,6 +41,8 @@ type Call = (...args: Array<string | number>) => Promise<unknown>;
  * `connect`, `subscribe`, `scan`, `quit`, `disconnect`. Replies come back in the same RESP2 shapes.
  */
 class NodeRedisAsIoredis extends EventEmitter {
+  /** node-redis emits 'ready' only once its handshake (HELLO or AUTH, SELECT) was answered. */
+  readonly options = { enableReadyCheck: true };
   #connectCalled: boolean;
 
   constructor(

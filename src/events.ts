@@ -22,6 +22,22 @@ export interface ProviderEventMap {
   release: GrantFacts;
   /** An operator removed the current grant with forceRelease. */
   'force-release': Omit<GrantFacts, 'owner'> & { owner: string | undefined; reason: string; by: string };
+  /**
+   * A `ttlMs` (an acquire's or the provider's) that this backend cannot honour per lock: its session
+   * or connection decides how long a dead holder's lock stays held. Emitted once per provider.
+   */
+  'ttl-ignored': TtlIgnored;
+}
+
+/** What governs a dead holder's lock instead of ttlMs, and for how long (ms). */
+export interface TtlIgnored {
+  backend: BackendName;
+  /** The ttlMs asked for. */
+  ttlMs: number;
+  /** The option that governs instead: 'sessionTimeoutMs' (ZooKeeper), 'serverKeepalive' (PostgreSQL). */
+  governedBy: string;
+  /** How long, at most, a dead or cut-off holder's lock stays held (ms), as that option sets it. */
+  boundMs: number;
 }
 
 /** The name of a provider event: `grant`, `loss`, `renew-failed`, `release`, `force-release`. */

@@ -40,6 +40,7 @@ export type {
   ProviderEventListener,
   ProviderEventMap,
   ProviderEventName,
+  TtlIgnored,
 } from './events.js';
 export { FencedStore } from './fencing/fenced-store.js';
 export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';

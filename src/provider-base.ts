@@ -16,7 +16,12 @@ import {
   LockTimeoutError,
   ProviderClosedError,
 } from './errors.js';
-import { type ProviderEventListener, type ProviderEventName, ProviderEvents } from './events.js';
+import {
+  type ProviderEventListener,
+  type ProviderEventName,
+  ProviderEvents,
+  type TtlIgnored,
+} from './events.js';
 import type { OwnedLock } from './ownership.js';
 import { processSecrets } from './secret-mask.js';
 import type { SemaphoreContext } from './semaphore/core.js';
@@ -40,6 +45,11 @@ import { validateAcquireOptions, validateKey, validateTtlMs, validateWaitMs } fr
 export interface LockRequest {
   key: string;
   ttlMs: number;
+  /**
+   * Whether ttlMs was given (by the acquire or the provider's options) rather than defaulted:
+   * session backends that can honour it (etcd) then use a session of that TTL.
+   */
+  ttlGiven: boolean;
   owner: string | undefined;
   ownerToken: string;
   wait: boolean;
@@ -49,7 +59,10 @@ export interface LockRequest {
 
 /** Options every built-in provider takes: defaults for its acquires, its deadlines and telemetry. */
 export interface ProviderDefaults extends TelemetryOptions {
-  /** Lease length for acquires that give no ttlMs (per-lock-lease backends). Default 15 000 ms. */
+  /**
+   * ttlMs of acquires that give none (see AcquireOptions.ttlMs). Default 15 000 ms; on etcd, when
+   * neither the acquire nor this gives one, sessionTtlMs governs instead.
+   */
   ttlMs?: number;
   /** How long acquire waits when it gives no waitMs. Default: without limit. */
   waitMs?: number;
@@ -99,6 +112,10 @@ export abstract class BaseLockProvider implements LockProvider {
    */
   protected readonly reservedNamesCollide: boolean = false;
   protected readonly ttlMs: number;
+  /** The provider's options gave ttlMs (rather than the built-in default). */
+  readonly #ttlGiven: boolean;
+  /** The 'ttl-ignored' notice was given (once per provider). */
+  #ttlNoticed = false;
   protected readonly waitMs: number;
   protected readonly driftRate: number;
   protected readonly callTimeoutMs: number;
@@ -114,6 +131,35 @@ export abstract class BaseLockProvider implements LockProvider {
   #closing: Promise<void> | undefined;
   /** The backend has answered at least once: from then on, outages are ridden through (retried). */
   #reached = false;
+  /**
+   * For backends where a session or connection, not ttlMs, decides how long a dead holder's lock
+   * stays held (ZooKeeper, PostgreSQL): what governs instead, when it differs from `ttlMs`.
+   * undefined (the default): ttlMs is honoured per lock.
+   */
+  protected ttlGovernedElsewhere(_ttlMs: number): Omit<TtlIgnored, 'backend' | 'ttlMs'> | undefined {
+    return undefined;
+  }
+
+  /**
+   * Tells once per provider that a given ttlMs is not honoured: a warning through the `logger`
+   * option (else the process's warning channel) and a 'ttl-ignored' event. Called after a grant, so
+   * that a session backend reports the session it actually has.
+   */
+  #noteTtl(ttlMs: number): void {
+    if (this.#ttlNoticed) return;
+    const governing = this.ttlGovernedElsewhere(ttlMs);
+    if (!governing) return;
+    this.#ttlNoticed = true;
+    const notice: TtlIgnored = { backend: this.backend, ttlMs, ...governing };
+    const line =
+      `fencekit: ttlMs (${ttlMs} ms) is not used by the ${this.backend} backend: a dead holder's lock ` +
+      `stays held up to ${notice.boundMs} ms, as ${notice.governedBy} sets (said once per provider)`;
+    if (this.#telemetryOptions.logger)
+      this.telemetry.log.write('warn', { event: 'ttl-ignored', ...notice }, line);
+    else process.emitWarning(line, { type: 'FencekitWarning', code: 'FENCEKIT_TTL_IGNORED' });
+    this.events.emit('ttl-ignored', notice);
+  }
+
   /** Operator events: adapters and the base emit through `this.events`. */
   protected readonly events = new ProviderEvents();
   /** Options for the telemetry, made on first use (the subclass's `backend` is not set yet here). */
@@ -124,6 +170,7 @@ export abstract class BaseLockProvider implements LockProvider {
     // First: a client made from these options may fail with an error that quotes a credential.
     processSecrets.add(secretsIn(defaults));
     this.ttlMs = defaults.ttlMs === undefined ? 15_000 : validateTtlMs(defaults.ttlMs, 'defaults.ttlMs');
+    this.#ttlGiven = defaults.ttlMs !== undefined;
     this.waitMs = defaults.waitMs === undefined ? Number.POSITIVE_INFINITY : validateWaitMs(defaults.waitMs);
     this.driftRate = defaults.driftRate ?? DEFAULT_DRIFT_RATE;
     if (!(this.driftRate >= 0 && this.driftRate <= 0.5)) {
@@ -149,6 +196,12 @@ export abstract class BaseLockProvider implements LockProvider {
    */
   protected readonly reportSessionRenewal: SessionRenewalListener = (outcome, seconds, error) =>
     this.telemetry.sessionRenewal(outcome, seconds, error, this.#held);
+
+  /** reportSessionRenewal for one of several sessions (etcd's per TTL): announced for its locks only. */
+  protected sessionRenewalOf(carries: (lock: OwnedLock) => boolean): SessionRenewalListener {
+    return (outcome, seconds, error) =>
+      this.telemetry.sessionRenewal(outcome, seconds, error, [...this.#held].filter(carries));
+  }
 
   /**
    * How runSingleton finds a provider's telemetry: an arrow function, so that it works through a
@@ -270,6 +323,8 @@ export abstract class BaseLockProvider implements LockProvider {
     return {
       backend: this.backend,
       ttlMs: this.ttlMs,
+      ttlGiven: this.#ttlGiven,
+      noteTtl: (ttlMs) => this.#noteTtl(ttlMs),
       waitMs: this.waitMs,
       callTimeoutMs: this.callTimeoutMs,
       closeSignal: this.closeSignal,
@@ -374,7 +429,11 @@ export abstract class BaseLockProvider implements LockProvider {
     payload?: string,
   ): Promise<OwnedLock | null> {
     validateKey(key);
-    const options = validateAcquireOptions(opts, { ttlMs: this.ttlMs, waitMs: this.waitMs });
+    const options = validateAcquireOptions(opts, {
+      ttlMs: this.ttlMs,
+      waitMs: this.waitMs,
+      ttlGiven: this.#ttlGiven,
+    });
     this.assertOpen();
     const shouldWait = wait && options.waitMs > 0;
     const userSignal = options.signal;
@@ -401,6 +460,7 @@ export abstract class BaseLockProvider implements LockProvider {
             {
               key,
               ttlMs: options.ttlMs,
+              ttlGiven: options.ttlGiven,
               owner: options.owner,
               ownerToken,
               wait: shouldWait,
@@ -435,6 +495,7 @@ export abstract class BaseLockProvider implements LockProvider {
         }
         this.#track(lock);
         this.telemetry.granted(lock, 'lock', key, options.owner);
+        if (options.ttlGiven) this.#noteTtl(options.ttlMs);
         return lock;
       }
     } finally {

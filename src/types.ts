@@ -8,7 +8,11 @@ export type BackendName = 'memory' | 'etcd' | 'zookeeper' | 'redis' | 'redlock' 
 
 /** Options of `acquire`, `tryAcquire` and `withLock`. */
 export interface AcquireOptions {
-  /** Lease length where the backend has per-lock leases (memory, Redis). Others use their session. */
+  /**
+   * How long a dead holder's lock stays held: a per-lock lease on memory and Redis, the TTL of the
+   * etcd session the lock uses (rounded up to whole seconds). ZooKeeper and PostgreSQL cannot honour
+   * it (their session or connection governs) and say so once per provider ('ttl-ignored').
+   */
   ttlMs?: number;
   /** Give up after this long with LockTimeoutError; 0 = try once. Default: wait without limit. */
   waitMs?: number;

@@ -113,6 +113,8 @@ export function validateSignal(signal: unknown): AbortSignal | undefined {
 
 export interface ValidAcquireOptions {
   ttlMs: number;
+  /** Whether ttlMs was given (by the acquire or the provider's options), not the built-in default. */
+  ttlGiven: boolean;
   waitMs: number;
   signal: AbortSignal | undefined;
   owner: string | undefined;
@@ -123,9 +125,17 @@ const KNOWN_OPTIONS = new Set(['ttlMs', 'waitMs', 'signal', 'owner']);
 /** Checks options once for every backend; unknown names are refused so a typo is not silently ignored. */
 export function validateAcquireOptions(
   opts: AcquireOptions | undefined,
-  defaults: { ttlMs: number; waitMs: number },
+  defaults: { ttlMs: number; waitMs: number; ttlGiven?: boolean },
 ): ValidAcquireOptions {
-  if (opts === undefined) return { ...defaults, signal: undefined, owner: undefined };
+  const defaultTtlGiven = defaults.ttlGiven ?? false;
+  if (opts === undefined)
+    return {
+      ttlMs: defaults.ttlMs,
+      waitMs: defaults.waitMs,
+      ttlGiven: defaultTtlGiven,
+      signal: undefined,
+      owner: undefined,
+    };
   if (typeof opts !== 'object' || opts === null)
     throw new InvalidArgumentError('options', 'expected an object');
   for (const name of Object.keys(opts)) {
@@ -133,6 +143,7 @@ export function validateAcquireOptions(
   }
   return {
     ttlMs: opts.ttlMs === undefined ? defaults.ttlMs : validateTtlMs(opts.ttlMs),
+    ttlGiven: opts.ttlMs !== undefined || defaultTtlGiven,
     waitMs: opts.waitMs === undefined ? defaults.waitMs : validateWaitMs(opts.waitMs),
     signal: validateSignal(opts.signal),
     owner: validateOwner(opts.owner),

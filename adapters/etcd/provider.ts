@@ -32,6 +32,7 @@ import { heldNamesRange } from './list.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
+import { EtcdSessions, leaseSeconds } from './sessions.js';
 
 /** Options of `new EtcdLockProvider(options)`, and the etcd options `connect()` passes on. */
 export interface EtcdProviderOptions extends ProviderDefaults {
@@ -40,8 +41,9 @@ export interface EtcdProviderOptions extends ProviderDefaults {
   /** Prepended to every key, e.g. 'myapp/locks/'. Default '' (the layout `etcdctl lock` uses). */
   namespace?: string;
   /**
-   * Session lease TTL, shared by all locks of this provider: how long after this process dies its
-   * locks stay held. Rounded up to whole seconds (etcd leases count seconds). Default 10 000 ms.
+   * Session lease TTL of the locks acquired without ttlMs (neither the acquire's nor the provider's):
+   * how long after this process dies they stay held. Rounded up to whole seconds (etcd leases count
+   * seconds). Default 10 000 ms. A ttlMs, when given, picks a session of that TTL instead.
    */
   sessionTtlMs?: number;
   auth?: { username: string; password: string };
@@ -52,7 +54,7 @@ export interface EtcdProviderOptions extends ProviderDefaults {
 }
 
 /**
- * Locks over etcd: one session lease per provider, the lock key's create revision as the fencing
+ * Locks over etcd: one session lease per TTL (see sessions.ts), the lock key's create revision as the fencing
  * token, FIFO by create revision with each waiter watching only its predecessor. Interoperates with
  * `etcdctl lock` (empty namespace, names without '/' or '%').
  */
@@ -62,8 +64,8 @@ export class EtcdLockProvider extends BaseLockProvider {
   readonly namespace: string;
   readonly #sessionTtlMs: number;
   readonly #local = new KeyedFifo();
-  readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint }>();
-  #session: Promise<EtcdSession> | undefined;
+  readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint; session: EtcdSession }>();
+  readonly #sessions: EtcdSessions;
   /** The last session granted, once its grant resolved (for a synchronous reachability answer). */
   #granted: EtcdSession | undefined;
   #deletions: DeletionWatch | undefined;
@@ -79,6 +81,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     this.#sessionTtlMs = validateTtlMs(options.sessionTtlMs ?? 10_000, 'sessionTtlMs');
     if (this.#sessionTtlMs < 1000)
       throw new InvalidArgumentError('sessionTtlMs', 'etcd leases last at least 1 s');
+    this.#sessions = new EtcdSessions(this.#sessionTtlMs, (ttlMs) => this.#openSession(ttlMs));
     this.client = new Etcd3({
       ...options.clientOptions,
       hosts: options.endpoints,
@@ -90,7 +93,7 @@ export class EtcdLockProvider extends BaseLockProvider {
 
   /** Session TTL in ms as etcd grants it (whole seconds). */
   get sessionTtlMs(): number {
-    return Math.ceil(this.#sessionTtlMs / 1000) * 1000;
+    return leaseSeconds(this.#sessionTtlMs) * 1000;
   }
 
   async inspect(key: string): Promise<LockInfo | null> {
@@ -171,7 +174,12 @@ export class EtcdLockProvider extends BaseLockProvider {
     if (!leave) return null;
     let session: EtcdSession;
     try {
-      session = await bounded(this.#currentSession(), cancel, this.callTimeoutMs, 'session lease grant');
+      session = await bounded(
+        this.#sessions.current(req.ttlGiven ? req.ttlMs : undefined),
+        cancel,
+        this.callTimeoutMs,
+        'session lease grant',
+      );
       this.noteReached();
     } catch (error) {
       leave();
@@ -280,7 +288,7 @@ export class EtcdLockProvider extends BaseLockProvider {
         }
       },
     });
-    this.#keys.set(lock, { key, revision });
+    this.#keys.set(lock, { key, revision, session });
     const unsubscribe = session.whenLost((reason) => {
       lock.lose(reason);
       leave(); // the next acquire uses a new session, hence another key
@@ -312,7 +320,10 @@ export class EtcdLockProvider extends BaseLockProvider {
     }
   }
 
-  /** Leader election with `etcdctl elect`'s layout; campaigns share this provider's session. */
+  /**
+   * Leader election with `etcdctl elect`'s layout. A campaign is an acquire without ttlMs of its own:
+   * it uses the session of the provider's ttlMs when that was given, else the sessionTtlMs one.
+   */
   election(name: string): EtcdElection {
     const host: ElectionHost = {
       client: this.client,
@@ -333,7 +344,7 @@ export class EtcdLockProvider extends BaseLockProvider {
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     return etcdSemaphore(name, options, this.semaphoreContext(), {
       ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
-      session: () => this.#currentSession(),
+      session: (ttlMs) => this.#sessions.current(ttlMs),
       woken: (kind) => {
         if (kind === 'release') this.semaphoreWakeups += 1;
         else this.semaphoreHandoffs += 1;
@@ -345,47 +356,40 @@ export class EtcdLockProvider extends BaseLockProvider {
   semaphoreWakeups = 0;
   semaphoreHandoffs = 0;
 
-  /**
-   * The live session, or a new one when the last was lost. Concurrent callers share one grant: only
-   * the first caller to find the session dead opens the next one; the others then wait for it.
-   */
-  #currentSession(): Promise<EtcdSession> {
-    const current = this.#session;
-    if (!current) return this.#openSession();
-    return current.then((session) => {
-      if (session.alive) return session;
-      return this.#session === current ? this.#openSession() : this.#currentSession();
-    });
-  }
-
-  #openSession(): Promise<EtcdSession> {
+  /** Grants a session whose lease lasts ttlMs (whole seconds); EtcdSessions decides when. */
+  #openSession(ttlMs: number): Promise<EtcdSession> {
     // The deletion watch is confirmed before any key of the session exists, in parallel with the
     // grant (no round trip added); if it is not within callTimeoutMs, the session goes on without
     // waiting (the keepalive still reports a revoked lease).
     const watching = this.#deletionWatch().ready;
     const watched = bounded(watching, undefined, this.callTimeoutMs, 'deletion watch').catch(() => undefined);
+    let granted: EtcdSession | undefined;
     const granting = EtcdSession.open(this.client, {
-      ttlMs: this.#sessionTtlMs,
+      ttlMs,
       driftRate: this.driftRate,
       callTimeoutMs: this.callTimeoutMs,
-      onRenewal: this.reportSessionRenewal,
+      // A failed keepalive is announced for the locks of this session, not those of other TTLs.
+      onRenewal: this.sessionRenewalOf((lock) => this.#keys.get(lock)?.session === granted),
     });
+    void granting.then(
+      (session) => {
+        granted = session;
+      },
+      () => undefined, // reported to the caller below
+    );
     const opening = Promise.all([granting, watched]).then(([session]) => session);
-    this.#session = opening;
     opening.then(
       (session) => {
-        if (this.#session === opening) this.#granted = session;
+        this.#granted = session;
       },
-      () => {
-        if (this.#session === opening) this.#session = undefined;
-      },
+      () => undefined, // the caller hears of it; the next acquire grants another
     );
     return opening;
   }
 
   /**
-   * A wait that runs out is an outage (BackendUnavailableError) unless etcd is answering: a session
-   * was granted, is alive, and its last keepalive was answered.
+   * A wait that runs out is an outage (BackendUnavailableError) unless etcd is answering: the last
+   * session granted (of any TTL) is alive, and its last keepalive was answered.
    */
   protected override backendReachable(): boolean {
     return this.#granted?.answering === true;
@@ -397,16 +401,16 @@ export class EtcdLockProvider extends BaseLockProvider {
     return this.#deletions;
   }
 
-  /** @internal For tests that inspect the session (its listeners): the current one, if any. */
-  async currentSessionForTests(): Promise<EtcdSession | undefined> {
-    return this.#session?.catch(() => undefined);
+  /** @internal For tests that inspect the session (its listeners): the sessionTtlMs one, if any. */
+  currentSessionForTests(): Promise<EtcdSession | undefined> {
+    return this.#sessions.defaultSession();
   }
 
-  /** Revokes the session (bounded by callTimeoutMs in all: etcd may be unreachable), then disconnects. */
+  /** Revokes the sessions (bounded by callTimeoutMs in all: etcd may be unreachable), then disconnects. */
   protected async shutdown(): Promise<void> {
     const closing = (async () => {
-      const session = await this.#session?.catch(() => undefined);
-      await session?.close(true);
+      const sessions = await this.#sessions.all();
+      await Promise.all(sessions.map((session) => session.close(true)));
     })();
     await bounded(closing, undefined, this.callTimeoutMs, 'close').catch(() => undefined);
     this.#deletions?.close();
@@ -415,11 +419,10 @@ export class EtcdLockProvider extends BaseLockProvider {
 
   /**
    * For tests of holder death: stops keepalives and drops the connection without revoking the
-   * lease, as a killed process would. Its keys stay until the session TTL runs out.
+   * leases, as a killed process would. Its keys stay until their session's TTL runs out.
    */
   async abandon(): Promise<void> {
-    const session = await this.#session?.catch(() => undefined);
-    await session?.close(false);
+    for (const session of await this.#sessions.all()) await session.close(false);
     this.#deletions?.close();
     this.client.close();
   }

@@ -26,8 +26,11 @@ export interface EtcdSemaphoreClient {
   client: Etcd3;
   namespace: string;
   callTimeoutMs: number;
-  /** The provider's live session (a new one after a loss). */
-  session(): Promise<EtcdSession>;
+  /**
+   * The provider's live session for a lease of ttlMs (undefined: its sessionTtlMs), a new one after
+   * a loss.
+   */
+  session(ttlMs?: number): Promise<EtcdSession>;
   /** Counts a waiter woken: by a released permit, or by the queue handed on after a grant. */
   woken(kind: 'release' | 'handoff'): void;
 }
@@ -36,8 +39,8 @@ export interface EtcdSemaphoreClient {
  * A semaphore on etcd, Curator's InterProcessSemaphoreV2 design with etcd's tools. Under
  * `<namespace>/semaphore/<name>/` (a leading '/' no lock name has, so no lock's prefix covers it):
  * `locks/<lease hex>-<attempt id>` is a FIFO mutex (the lock's queue: each waiter watches only its
- * predecessor), `leases/<lease hex>-<attempt id>` one key per grant, on the provider's session
- * lease, value = holder record with permits and limit. Each attempt at a request (the core retries
+ * predecessor), `leases/<lease hex>-<attempt id>` one key per grant, on the session lease
+ * of the request's TTL (see sessions.ts), value = holder record with permits and limit. Each attempt at a request (the core retries
  * one after an outage) names its keys afresh, so every key has one owner: the attempt that made
  * it, or the session once that attempt gave it up. Only the head of the mutex looks at the
  * leases: it counts their permits and, if ours fit, creates our lease key and deletes its mutex key
@@ -119,7 +122,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
 
   async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const session = await withDeadline(
-      () => this.#c.session(),
+      () => this.#c.session(req.ttlGiven ? req.ttlMs : undefined),
       this.#c.callTimeoutMs,
       cancel,
       'etcd: session',

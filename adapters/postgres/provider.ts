@@ -95,6 +95,8 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly #clients = new Set<pg.PoolClient>();
   /** The last call to the server got an answer (false until the first one does). */
   #reachable = false;
+  /** How long the server takes to drop a silent client's connection, and so its locks (ms). */
+  readonly #serverKeepaliveMs: number;
 
   constructor(options: PostgresProviderOptions) {
     super(options);
@@ -111,6 +113,7 @@ export class PostgresLockProvider extends BaseLockProvider {
     this.#healthIntervalMs = options.healthCheckIntervalMs ?? 5_000;
     this.#healthTimeoutMs = options.healthCheckTimeoutMs ?? 2_000;
     const keepalive = options.serverKeepalive ?? { idle: 10, interval: 5, count: 3 };
+    this.#serverKeepaliveMs = (keepalive.idle + keepalive.interval * keepalive.count) * 1000;
     const checkMs = options.serverConnectionCheckMs ?? 1_000;
     const base: pg.PoolConfig = {
       ...options.pool,
@@ -139,6 +142,14 @@ export class PostgresLockProvider extends BaseLockProvider {
       pool.on('remove', (client) => this.#clients.delete(client));
     }
     this.#fence = new FenceTable(options.table ?? 'fencekit_fencing_tokens');
+  }
+
+  /**
+   * A lock lives as long as its connection: a crashed holder's closes at once, a silent one is
+   * dropped by the server's TCP keepalive (serverKeepalive), whatever ttlMs says.
+   */
+  protected override ttlGovernedElsewhere(_ttlMs: number) {
+    return { governedBy: 'serverKeepalive', boundMs: this.#serverKeepaliveMs };
   }
 
   async inspect(key: string): Promise<LockInfo | null> {

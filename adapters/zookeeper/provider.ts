@@ -80,6 +80,8 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   /** Credentials added by addDigest: every session opened later sends them too. */
   readonly #addedDigests: string[] = [];
   #session: Promise<ZkSession> | undefined;
+  /** The session timeout the server granted the last session (it may clamp the one asked for). */
+  #grantedTimeoutMs: number | undefined;
   /** Whether the current session's client is connected (kept by #open, read by backendReachable). */
   #connected = false;
   /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
@@ -119,6 +121,15 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
     this.#folderLingerMs = options.folderLingerMs ?? 1_000;
     this.#acl = options.creatorOnlyAcl ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
+  }
+
+  /**
+   * A lock lives as long as its session: a dead holder's lock stays held up to the session timeout
+   * (as granted), whatever ttlMs says.
+   */
+  protected override ttlGovernedElsewhere(ttlMs: number) {
+    const boundMs = this.#grantedTimeoutMs ?? this.#sessionTimeoutMs;
+    return ttlMs === boundMs ? undefined : { governedBy: 'sessionTimeoutMs', boundMs };
   }
 
   /** The session timeout the server granted (after clamping), once a session exists. */
@@ -353,6 +364,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       (session) => {
         this.noteReached();
         this.#connected = true;
+        this.#grantedTimeoutMs = session.sessionTimeoutMs;
         session.client.onState((state) => {
           if (this.#session === opening) this.#connected = state === 'connected';
         });

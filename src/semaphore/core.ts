@@ -15,6 +15,8 @@ export interface PermitRequest {
   limit: number;
   permits: number;
   ttlMs: number;
+  /** Whether ttlMs was given (by the acquire or the provider's options) rather than defaulted. */
+  ttlGiven: boolean;
   owner: string | undefined;
   /** Unique per request (and so per grant): the backend's id of the grant. */
   ownerToken: string;
@@ -44,6 +46,10 @@ export interface SemaphoreAdapter {
 export interface SemaphoreContext {
   backend: string;
   ttlMs: number;
+  /** The provider's options gave ttlMs (rather than the built-in default). */
+  ttlGiven?: boolean;
+  /** Told of a granted request's given ttlMs: the provider says once if it cannot honour it. */
+  noteTtl?: (ttlMs: number) => void;
   waitMs: number;
   callTimeoutMs: number;
   /** The provider's close signal: fails waiters, releases permits. */
@@ -163,6 +169,7 @@ export class GenericSemaphore implements Semaphore {
       limit: this.limit,
       permits: options.permits,
       ttlMs: options.ttlMs,
+      ttlGiven: options.ttlGiven,
       owner: options.owner,
       ownerToken: crypto.randomUUID(),
       wait: shouldWait,
@@ -215,6 +222,7 @@ export class GenericSemaphore implements Semaphore {
         }
         this.#track(lock);
         this.#ctx.telemetry?.granted(lock, 'semaphore', this.name, options.owner);
+        if (options.ttlGiven) this.#ctx.noteTtl?.(options.ttlMs);
         return new PermitHandle(lock, options.permits);
       }
     } finally {

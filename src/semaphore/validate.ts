@@ -31,7 +31,7 @@ export interface ValidPermitOptions extends ValidAcquireOptions {
 export function validatePermitOptions(
   opts: PermitOptions | undefined,
   limit: number,
-  defaults: { ttlMs: number; waitMs: number },
+  defaults: { ttlMs: number; waitMs: number; ttlGiven?: boolean },
 ): ValidPermitOptions {
   if (opts !== undefined && (typeof opts !== 'object' || opts === null)) {
     throw new InvalidArgumentError('options', 'expected an object');

@@ -23,9 +23,10 @@ async function until(cond: () => boolean, limitMs = 5_000): Promise<void> {
 }
 
 function recordEvents(provider: MemoryLockProvider) {
-  const seen: Array<{ event: keyof ProviderEventMap; payload: ProviderEventMap[keyof ProviderEventMap] }> =
-    [];
-  for (const event of ['grant', 'loss', 'renew-failed', 'release'] as const) {
+  const recorded = ['grant', 'loss', 'renew-failed', 'release'] as const;
+  type Recorded = (typeof recorded)[number];
+  const seen: Array<{ event: Recorded; payload: ProviderEventMap[Recorded] }> = [];
+  for (const event of recorded) {
     provider.on(event, (payload) => seen.push({ event, payload }));
   }
   return seen;

@@ -3,6 +3,7 @@ import { BackendUnavailableError } from './errors.js';
 import { MemoryLockProvider, memoryServer } from './memory/provider.js';
 import type { ProviderDefaults } from './provider-base.js';
 import { processSecrets } from './secret-mask.js';
+import { resolveTls, type TlsOptions } from './tls.js';
 import type { BackendName, LockProvider } from './types.js';
 import { urlCredentials } from './url-display.js';
 
@@ -13,6 +14,11 @@ export { type ConnectionSpec, type HostPort, parseConnectionUrl } from './connec
  * and the backend's own options (those of its provider class, e.g. `EtcdProviderOptions`).
  */
 export interface ConnectOptions extends ProviderDefaults {
+  /**
+   * TLS towards the backend (file contents or buffers), field by field over the URL's `tls=1`,
+   * `ca=`, `cert=`, `key=`, `servername=` (file names) and `rediss://`; `false` turns TLS off.
+   */
+  tls?: TlsOptions | boolean;
   /** Backend-specific options passed through to the adapter (TLS, auth, timeouts …). */
   [option: string]: unknown;
 }
@@ -43,7 +49,7 @@ export type ConnectedSemaphoreProvider = ConnectedProvider & Required<Pick<LockP
 
 /** A connection URL (lower-case scheme) of a backend whose provider has semaphores. */
 export type SemaphoreBackendUrl =
-  `${'memory' | 'etcd' | 'zk' | 'zookeeper' | 'redis' | 'redis+cluster' | 'postgres' | 'postgresql'}://${string}`;
+  `${'memory' | 'etcd' | 'zk' | 'zookeeper' | 'redis' | 'redis+cluster' | 'rediss' | 'rediss+cluster' | 'postgres' | 'postgresql'}://${string}`;
 
 /** Each adapter entry point exports `createProvider(spec, options)`. */
 export interface AdapterModule {
@@ -58,7 +64,7 @@ export interface AdapterModule {
  * With a URL whose scheme is known as you write it (`'etcd://…'`), the provider is typed with
  * `semaphore`; with a URL from configuration (`string`) it may be Redlock's, which has none, so
  * check `provider.semaphore` before you use it.
- * @param url - `memory://[name]`, `etcd://`, `zk://`, `redis://`, `redis+cluster://`, `redlock://`
+ * @param url - `memory://[name]`, `etcd://`, `zk://`, `redis://`, `redis+cluster://` (`rediss://` for TLS), `redlock://`
  * or `postgres://`.
  * @param options - defaults for every acquire, telemetry, and the backend's own options.
  */
@@ -75,8 +81,9 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   }
   const peer = BACKEND_PACKAGES[spec.backend];
   if (peer) await requirePeer(peer, spec.backend);
+  const tls = await resolveTls(spec, options.tls);
   const adapter = await loadAdapter(spec.backend);
-  return adapter.createProvider(spec, options);
+  return adapter.createProvider(spec, { ...options, tls });
 }
 
 /** Imports an optional peer dependency, or explains how to install it. */

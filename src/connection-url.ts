@@ -40,6 +40,8 @@ const SCHEMES: Record<string, BackendName> = {
   zookeeper: 'zookeeper',
   redis: 'redis',
   'redis+cluster': 'redis',
+  rediss: 'redis',
+  'rediss+cluster': 'redis',
   redlock: 'redlock',
   postgres: 'postgres',
   postgresql: 'postgres',
@@ -111,10 +113,10 @@ export function parseConnectionUrl(url: string): ConnectionSpec {
       `redlock:// needs at least 3 independent hosts, got ${spec.hosts.length}`,
     );
   }
-  if (scheme === 'redis+cluster' && path !== '') {
+  if ((scheme === 'redis+cluster' || scheme === 'rediss+cluster') && path !== '') {
     throw new InvalidArgumentError('url', 'redis+cluster:// takes no database number (a Cluster has only 0)');
   }
-  if (scheme === 'redis' && spec.hosts.length !== 1) {
+  if ((scheme === 'redis' || scheme === 'rediss') && spec.hosts.length !== 1) {
     throw new InvalidArgumentError(
       'url',
       'redis:// takes one host; use redlock:// for several independent instances, redis+cluster:// for a Redis Cluster',

@@ -12,6 +12,7 @@ export type FencekitErrorCode =
   | 'STALE_FENCING_TOKEN'
   | 'PROVIDER_CLOSED'
   | 'BACKEND_UNAVAILABLE'
+  | 'AUTH_FAILED'
   | 'INVALID_ARGUMENT'
   | 'ABORTED'
   | 'NOT_IMPLEMENTED'
@@ -141,6 +142,29 @@ export class ProviderClosedError extends FencekitError<'PROVIDER_CLOSED'> {
 export class BackendUnavailableError extends FencekitError<'BACKEND_UNAVAILABLE'> {
   constructor(message: string, options?: { cause?: unknown }) {
     super('BACKEND_UNAVAILABLE', message, options);
+  }
+}
+
+/**
+ * `AUTH_FAILED`: the backend refused who we are: a wrong user name or password, a client
+ * certificate it does not accept, a server certificate we do not trust or made out for another
+ * host, or an identity without the permissions fencekit needs. Retrying does not help, so a waiting
+ * acquire fails at once. The message names the backend and host, never the secret.
+ */
+export class AuthenticationError extends FencekitError<'AUTH_FAILED'> {
+  /** The backend that refused: `etcd`, `zookeeper`, `redis`, `redlock`, `postgres`. */
+  readonly backend: string;
+  /** The host (or hosts) it was asked of, as `host:port`. */
+  readonly host: string;
+  /**
+   * @param backend - the backend's name.
+   * @param host - where it was asked, as `host:port` (no user info).
+   * @param why - what was refused, in words that quote no credential.
+   */
+  constructor(backend: string, host: string, why: string, options?: { cause?: unknown }) {
+    super('AUTH_FAILED', `${backend} at ${host}: ${why}`, options);
+    this.backend = backend;
+    this.host = host;
   }
 }
 

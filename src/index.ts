@@ -23,6 +23,7 @@ export {
 export type { CampaignOptions, Election, LeaderInfo, Leadership } from './election/types.js';
 export {
   AbortError,
+  AuthenticationError,
   BackendUnavailableError,
   type ErrorCode,
   FencekitError,
@@ -61,6 +62,7 @@ export {
 export { METRIC_NAMES } from './telemetry/instruments.js';
 export type { FencekitLogger } from './telemetry/logger.js';
 export type { GrantKind, TelemetryOptions, WaitOutcome } from './telemetry/telemetry.js';
+export type { Pem, TlsOptions } from './tls.js';
 export type {
   AcquireOptions,
   BackendName,

@@ -8,6 +8,8 @@ export const EXIT = {
   failure: 1,
   usage: 64,
   unavailable: 69,
+  /** The backend refused the credentials or a certificate (sysexits' EX_NOPERM). */
+  authFailed: 77,
   timeout: 75,
   /** The command's session outlived SIGKILL: the CLI waited for it and left without releasing. */
   groupNotEmptied: 71,
@@ -19,6 +21,7 @@ const BY_ERROR_CODE: Partial<Record<string, number>> = {
   INVALID_ARGUMENT: EXIT.usage,
   SEMAPHORE_LIMIT_MISMATCH: EXIT.usage,
   BACKEND_UNAVAILABLE: EXIT.unavailable,
+  AUTH_FAILED: EXIT.authFailed,
   NOT_IMPLEMENTED: EXIT.unavailable,
   PROVIDER_CLOSED: EXIT.unavailable,
   LOCK_TIMEOUT: EXIT.timeout,

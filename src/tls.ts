@@ -129,3 +129,53 @@ export function validateTlsOptions(tls: unknown): asserts tls is TlsOptions {
   if ((cert === undefined) !== (key === undefined))
     throw new InvalidArgumentError('tls', 'cert and key go together (a client certificate and its key)');
 }
+
+/** Node's TLS options for a client, from TlsOptions (fields left out when not given). */
+export function nodeTlsOptions(tls: TlsOptions): {
+  ca?: Pem | Pem[];
+  cert?: Pem;
+  key?: Pem;
+  servername?: string;
+  rejectUnauthorized?: boolean;
+} {
+  return Object.fromEntries(Object.entries(tls).filter(([, value]) => value !== undefined));
+}
+
+/** TLS errors that say the other side's certificate (or ours) was not accepted. */
+const CERTIFICATE_CODES = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_UNTRUSTED',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_REVOKED',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  // The server refused our client certificate, or that we gave none.
+  'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA',
+  'ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE',
+  'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED',
+  'ERR_SSL_SSLV3_ALERT_CERTIFICATE_UNKNOWN',
+  'ERR_SSL_TLSV1_ALERT_ACCESS_DENIED',
+]);
+
+/**
+ * Why a connection's TLS handshake was refused over a certificate (untrusted, expired, made out
+ * for another host, or ours refused), looking down the cause chain; undefined for anything else
+ * (a TLS port that is not one, a reset: outages or configuration, not identity).
+ */
+export function certificateRefusal(error: unknown): string | undefined {
+  for (let e: unknown = error, depth = 0; e && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && CERTIFICATE_CODES.has(code)) {
+      return code.startsWith('ERR_SSL_')
+        ? `the server refused the client certificate, or that none was given (${code})`
+        : `the server's certificate was not accepted (${code})`;
+    }
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}

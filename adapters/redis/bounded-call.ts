@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
-import { BackendUnavailableError } from '../../src/errors.js';
+import { AuthenticationError, BackendUnavailableError } from '../../src/errors.js';
+import { certificateRefusal } from '../../src/tls.js';
 
 /**
  * Whether one ioredis client is known to be unreachable: its latest connection attempt failed
@@ -8,17 +9,35 @@ import { BackendUnavailableError } from '../../src/errors.js';
  */
 export class Reachability {
   #failure: Error | undefined;
+  /** The last refusal of our identity (a password, a certificate) since a connection was ready. */
+  #refused: Error | undefined;
+  /** The code of the last connection error (ECONNRESET …). */
+  #lastCode: string | undefined;
+  #everReady = false;
+
+  /** Who is asked: the backend's name ('redis', 'redlock') and the client's host:port. */
+  readonly peer: Peer;
 
   constructor(
     readonly redis: Redis | Cluster,
     readonly label: string,
+    backend: 'redis' | 'redlock' = 'redis',
   ) {
+    this.peer = { backend, host: hostOf(redis) };
     redis.on('error', (error: Error) => {
       // An error on a live connection (a reset) is not yet unreachable: the reconnect may succeed.
       if (redis.status !== 'ready') this.#failure = error;
+      // A refused identity stays the reason through the resets and retry-limit errors that follow
+      // it, until a connection is ready or nothing listens any more.
+      // A call's own failure (ioredis's retry limit) has no code: the connection's last one stays.
+      this.#lastCode = (error as NodeJS.ErrnoException).code ?? this.#lastCode;
+      if (redisRefusal(error) !== undefined) this.#refused = error;
+      else if ((error as NodeJS.ErrnoException).code === 'ECONNREFUSED') this.#refused = undefined;
     });
     redis.on('ready', () => {
       this.#failure = undefined;
+      this.#refused = undefined;
+      this.#everReady = true;
     });
   }
 
@@ -35,6 +54,51 @@ export class Reachability {
     else this.redis.once('ready', then);
   }
 
+  /**
+   * The AuthenticationError a failed call stands for: the call's own error is a refusal (a wrong
+   * password, an ACL), or no connection is ready because the last attempt was refused (a
+   * certificate: ioredis then fails the call with a retry-limit error of its own).
+   */
+  refusal(error: unknown): AuthenticationError | undefined {
+    return (
+      refusalError(this.peer, error) ?? (this.connected ? undefined : refusalError(this.peer, this.#refused))
+    );
+  }
+
+  /**
+   * Whether a failed call may yet prove a refusal: a TLS client that never had a connection ready,
+   * whose handshakes were reset. A server refusing our certificate under TLS 1.3 often resets the
+   * connection before its alert arrives; a later attempt usually brings the alert.
+   */
+  #doubtful(error: unknown): boolean {
+    const options = this.redis.options as { tls?: unknown; redisOptions?: { tls?: unknown } } | undefined;
+    const tls = Boolean(options?.tls ?? options?.redisOptions?.tls);
+    return tls && !this.#everReady && this.refusal(error) === undefined && this.#lastCode === 'ECONNRESET';
+  }
+
+  /**
+   * refusal(error), after waiting up to waitMs for the verdict where the failure is doubtful (see
+   * #doubtful): the next refusal or a ready connection ends the wait.
+   */
+  async settledRefusal(error: unknown, waitMs: number): Promise<AuthenticationError | undefined> {
+    if (!this.#doubtful(error)) return this.refusal(error);
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.redis.off('error', onError);
+        this.redis.off('ready', done);
+        resolve();
+      };
+      const onError = (e: Error) => {
+        if (redisRefusal(e) !== undefined) done();
+      };
+      const timer = setTimeout(done, waitMs);
+      this.redis.on('error', onError);
+      this.redis.on('ready', done);
+    });
+    return this.refusal(error);
+  }
+
   /** Whether a connection is ready (not while connecting, reconnecting or never connected). */
   get connected(): boolean {
     return this.redis.status === 'ready';
@@ -49,6 +113,11 @@ export class Reachability {
   check(what: string): void {
     const failure = this.#failure;
     if (failure && !this.reachable) {
+      const refused = this.refusal(failure);
+      if (refused) {
+        notSent.add(refused);
+        throw refused;
+      }
       const error = new BackendUnavailableError(
         `${this.label}: ${what}: cannot connect: ${failure.message}`,
         {
@@ -71,6 +140,50 @@ function readyCheckOn(redis: Redis | Cluster): boolean {
   return options.enableReadyCheck !== false && options.redisOptions?.enableReadyCheck !== false;
 }
 
+/** The backend and host an AuthenticationError names. */
+export interface Peer {
+  backend: 'redis' | 'redlock';
+  host: string;
+}
+
+/** host:port of a client (a Cluster: its seed nodes), for errors; never its credentials. */
+function hostOf(redis: Redis | Cluster): string {
+  const options = redis.options as { host?: string; port?: number } | undefined;
+  const seeds = (redis as { startupNodes?: Array<string | number | { host?: string; port?: number }> })
+    .startupNodes;
+  if (Array.isArray(seeds) && seeds.length > 0) {
+    return seeds
+      .map((node) =>
+        typeof node === 'object' ? `${node.host ?? '127.0.0.1'}:${node.port ?? 6379}` : String(node),
+      )
+      .join(',');
+  }
+  return options?.host === undefined ? 'the server' : `${options.host}:${options.port ?? 6379}`;
+}
+
+/**
+ * Why Redis refused who we are (a wrong password, an ACL that forbids a command or key fencekit
+ * uses, a certificate), or undefined when the error is not a refusal. Retrying does not help.
+ */
+export function redisRefusal(error: unknown): string | undefined {
+  const message = String((error as { message?: unknown } | null)?.message ?? '');
+  if (message.startsWith('WRONGPASS')) return 'the user name or password was refused';
+  if (message.startsWith('NOAUTH')) return 'the server requires a user name and password';
+  if (message.startsWith('NOPERM') || /user executing the script can't run this command/i.test(message))
+    return "the user's ACL does not allow a command, key or channel fencekit uses (docs/security.md)";
+  if (/AUTH.*(no password is set|without any password configured)/i.test(message))
+    return 'a password was given, but the server has none set';
+  return certificateRefusal(error);
+}
+
+/** An AuthenticationError for a refusal (see redisRefusal), else undefined. */
+export function refusalError(peer: Peer | undefined, error: unknown): AuthenticationError | undefined {
+  if (error instanceof AuthenticationError) return error;
+  const why = redisRefusal(error);
+  if (why === undefined) return undefined;
+  return new AuthenticationError(peer?.backend ?? 'redis', peer?.host ?? 'the server', why, { cause: error });
+}
+
 const notSent = new WeakSet<object>();
 
 /** Whether a call failed before anything was sent (so there is nothing to clean up after it). */
@@ -80,7 +193,8 @@ export function wasNotSent(error: unknown): boolean {
 
 /**
  * Runs one backend call with a deadline and a cancellation path: rejects with
- * BackendUnavailableError when `run` fails or has not answered after timeoutMs, and with
+ * BackendUnavailableError when `run` fails or has not answered after timeoutMs (AuthenticationError
+ * when the server refused who we are), and with
  * cancel.reason as soon as `cancel` aborts. The call itself may still complete later (its outcome
  * is then unknown): callers that changed state clean up after any rejection.
  */
@@ -90,6 +204,8 @@ export function boundedCall<T>(
   run: () => Promise<T>,
   timeoutMs: number,
   cancel?: AbortSignal,
+  /** Who is asked: a refusal of our identity by it is an AuthenticationError. */
+  peer?: Peer | Reachability,
 ): Promise<T> {
   if (cancel?.aborted) return Promise.reject(cancel.reason);
   return new Promise<T>((resolve, reject) => {
@@ -115,16 +231,20 @@ export function boundedCall<T>(
     }
     running.then(
       (value) => finish(() => resolve(value)),
-      (error: unknown) =>
+      async (error: unknown) => {
+        // Within the call's deadline (the timer still runs), a doubtful failure waits for its verdict.
+        if (peer instanceof Reachability) await peer.settledRefusal(error, Math.min(timeoutMs, 3_000));
         finish(() =>
           reject(
             error instanceof BackendUnavailableError
               ? error
-              : new BackendUnavailableError(`${label}: ${what} failed: ${(error as Error).message}`, {
-                  cause: error,
-                }),
+              : ((peer instanceof Reachability ? peer.refusal(error) : refusalError(peer, error)) ??
+                  new BackendUnavailableError(`${label}: ${what} failed: ${(error as Error).message}`, {
+                    cause: error,
+                  })),
           ),
-        ),
+        );
+      },
     );
   });
 }

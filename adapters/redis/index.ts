@@ -15,7 +15,10 @@ export async function createProvider(
   options: ConnectOptions,
 ): Promise<RedisLockProvider | RedlockProvider> {
   if (spec.backend !== 'redlock') return createRedisProvider(spec, options);
-  const auth = spec.password === undefined ? '' : `:${encodeURIComponent(spec.password)}@`;
+  // An ACL user (user:password@) as well as a password alone (:password@).
+  const user = spec.username === undefined ? '' : encodeURIComponent(spec.username);
+  const auth =
+    spec.password === undefined ? (user ? `${user}@` : '') : `${user}:${encodeURIComponent(spec.password)}@`;
   return new RedlockProvider({
     ...(options as Partial<RedlockProviderOptions>),
     instances: spec.hosts.map(

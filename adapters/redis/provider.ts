@@ -7,6 +7,7 @@ import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
+import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
@@ -17,6 +18,7 @@ import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis
 import { WaiterNotices } from './notices.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
 import { redisSemaphore } from './semaphore.js';
+import { redisTls } from './tls.js';
 
 /** Options of `new RedisLockProvider(options)`, and the Redis options `connect()` passes on. */
 export interface RedisProviderOptions extends ProviderDefaults {
@@ -35,6 +37,11 @@ export interface RedisProviderOptions extends ProviderDefaults {
    * duplicate of it).
    */
   client?: Redis | Cluster | NodeRedisClient;
+  /**
+   * TLS towards Redis (a `rediss://` url asks for it too): the authorities to trust, a client
+   * certificate and key, the server name to check. Over it, `redis.tls` is ioredis's own.
+   */
+  tls?: TlsOptions | boolean;
   /** ioredis options for the connection that receives hand-over notices, over those of `redis`. */
   subscriber?: RedisOptions;
   /** Prefix of every key. Default 'fencekit:'. */
@@ -85,10 +92,12 @@ export class RedisLockProvider extends BaseLockProvider {
     if (!(this.#maxPollMs >= 10)) throw new InvalidArgumentError('maxPollMs', 'must be at least 10 ms');
     // A live waiter refreshes its place at least every maxPollMs; five missed refreshes mean it is gone.
     this.#waiterTtlMs = Math.max(5 * this.#maxPollMs, 2_000);
+    const tls = redisTls(options.tls, options.url);
     const redisOptions: RedisOptions = {
       commandTimeout: this.callTimeoutMs,
       maxRetriesPerRequest: 1, // scripts are safe to replay (keyed by ownerToken), but not forever
       retryStrategy: (times) => Math.min(times * 50, 1_000),
+      ...(tls ? { tls } : {}),
       ...options.redis,
     };
     this.#ownsClient = options.client === undefined;
@@ -97,8 +106,8 @@ export class RedisLockProvider extends BaseLockProvider {
       (isNodeRedisClient(own) ? asIoredis(own, this.callTimeoutMs) : own) ??
       (options.cluster
         ? new Cluster(options.cluster.nodes, {
-            redisOptions,
             ...options.cluster.options,
+            redisOptions: { ...redisOptions, ...options.cluster.options?.redisOptions },
           })
         : options.url
           ? clientForUrl(options.url, redisOptions)
@@ -326,7 +335,7 @@ export class RedisLockProvider extends BaseLockProvider {
     } catch (error) {
       return Promise.reject(error);
     }
-    return boundedCall('redis', what, run, this.callTimeoutMs, cancel).then((answer) => {
+    return boundedCall('redis', what, run, this.callTimeoutMs, cancel, this.#reachability).then((answer) => {
       this.noteReached();
       return answer;
     });
@@ -380,14 +389,14 @@ function clientForUrl(url: string, redisOptions: RedisOptions): Redis {
   }
 }
 
-/** The provider `connect()` opens for a `redis://` or `redis+cluster://` URL. */
+/** The provider `connect()` opens for a `redis://` or `redis+cluster://` URL (`rediss` for TLS). */
 export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,
 ): Promise<RedisLockProvider> {
   const params = spec.params;
   // redis+cluster://h1:p1,h2:p2,h3:p3: the seed nodes of a Redis Cluster.
-  const cluster = /^redis\+cluster:/i.test(spec.url)
+  const cluster = /^rediss?\+cluster:/i.test(spec.url)
     ? {
         cluster: {
           nodes: spec.hosts,

@@ -1,10 +1,11 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
-import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability } from './bounded-call.js';
@@ -19,6 +20,7 @@ import {
   lockKeys,
   validatePrefix,
 } from './scripts.js';
+import { redisTls } from './tls.js';
 
 /** Options of `new RedlockProvider(options)`, and the Redlock options `connect()` passes on. */
 export interface RedlockProviderOptions extends ProviderDefaults {
@@ -28,11 +30,16 @@ export interface RedlockProviderOptions extends ProviderDefaults {
    */
   instances: Array<string | RedisOptions | Redis | NodeRedisClient>;
   prefix?: string;
+  /**
+   * TLS towards the instances the provider opens (those given as URLs or options; `rediss://`
+   * URLs ask for it too). Clients of your own keep their settings.
+   */
+  tls?: TlsOptions | boolean;
   /** Longest sleep between two attempts of a waiter. Default 200 ms. */
   maxPollMs?: number;
 }
 
-type Outcome<T> = { ok: true; value: T } | { ok: false };
+type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 /** What shutdown() may spend on leftovers and QUIT before it cuts the connections. */
 const SHUTDOWN_MS = 800;
@@ -79,16 +86,19 @@ export class RedlockProvider extends BaseLockProvider {
         return target as Redis; // an ioredis client of the app's (maybe another copy of ioredis)
       }
       if (isNodeRedisClient(target)) return asIoredis(target, this.callTimeoutMs);
+      const url = typeof target === 'string' ? target : undefined;
+      const tls = redisTls(options.tls, url);
+      const own = { ...common, ...(tls ? { tls } : {}) };
       const redis =
-        typeof target === 'string'
-          ? new Redis(target, common)
-          : new Redis({ ...common, ...(target as RedisOptions) });
+        url !== undefined ? new Redis(url, own) : new Redis({ ...own, ...(target as RedisOptions) });
       this.#owned.add(redis);
       return redis;
     });
     for (const redis of this.instances) redis.on('error', () => undefined);
     this.#scripts = this.instances.map((redis) => new LockScripts(redis));
-    this.#reachability = this.instances.map((redis, i) => new Reachability(redis, `redlock instance ${i}`));
+    this.#reachability = this.instances.map(
+      (redis, i) => new Reachability(redis, `redlock instance ${i}`, 'redlock'),
+    );
     let connected = 0;
     for (const reachability of this.#reachability)
       reachability.onceConnected(() => {
@@ -116,7 +126,8 @@ export class RedlockProvider extends BaseLockProvider {
     const answers = await this.#onAll((r) => r.inspect(lockKeys(this.prefix, key)));
     const live = answers.filter((a): a is { ok: true; value: InspectAnswer } => a.ok);
     if (live.length < this.quorum)
-      throw new BackendUnavailableError(
+      throw this.#noMajority(
+        answers,
         `redlock: only ${live.length} of ${this.instances.length} instances answered`,
       );
     const waiters = Math.max(0, ...live.map((a) => a.value[4]));
@@ -151,7 +162,7 @@ export class RedlockProvider extends BaseLockProvider {
     const guard = { holder: holder.ownerToken, token: '' };
     const removed = await this.#onAll((r) => r.forceRelease(keys, guard, false));
     if (removed.filter((a) => a.ok).length < this.quorum) {
-      throw new BackendUnavailableError('redlock: force-release reached fewer than a majority');
+      throw this.#noMajority(removed, 'redlock: force-release reached fewer than a majority');
     }
     return removed.some((a) => a.ok && a.value !== null) ? holder.info : null;
   }
@@ -165,7 +176,8 @@ export class RedlockProvider extends BaseLockProvider {
     );
     const answered = perInstance.filter((a): a is { ok: true; value: string[] } => a.ok);
     if (answered.length < this.quorum) {
-      throw new BackendUnavailableError(
+      throw this.#noMajority(
+        perInstance,
         `redlock: only ${answered.length} of ${this.instances.length} instances answered list`,
       );
     }
@@ -243,7 +255,8 @@ export class RedlockProvider extends BaseLockProvider {
       );
     if (answered < this.quorum) {
       giveBack();
-      throw new BackendUnavailableError(
+      throw this.#noMajority(
+        answers,
         `redlock: only ${answered} of ${this.instances.length} instances answered; a grant needs ${this.quorum}`,
       );
     }
@@ -279,7 +292,8 @@ export class RedlockProvider extends BaseLockProvider {
           released.map((a) => !a.ok),
         );
         if (released.filter((a) => a.ok).length < this.quorum) {
-          throw new BackendUnavailableError(
+          throw this.#noMajority(
+            released,
             'redlock: release reached fewer than a majority; the rest expire with their TTL',
           );
         }
@@ -296,7 +310,7 @@ export class RedlockProvider extends BaseLockProvider {
           // A majority is no longer ours; an operator's marker on any of them says why.
           return refused.some((a) => a.ok && a.value === 'revoked') ? 'revoked' : false;
         }
-        throw new BackendUnavailableError('redlock: renewal reached fewer than a majority');
+        throw this.#noMajority(answers, 'redlock: renewal reached fewer than a majority');
       },
     });
     this.#renewing.add(lock);
@@ -316,13 +330,26 @@ export class RedlockProvider extends BaseLockProvider {
     } catch (error) {
       return Promise.reject(error);
     }
-    return boundedCall(`redlock instance ${i}`, what, run, this.callTimeoutMs, cancel);
+    const reachability = this.#reachability[i];
+    return boundedCall(`redlock instance ${i}`, what, run, this.callTimeoutMs, cancel, reachability);
   }
 
   /**
    * Runs call on every instance at once, each bounded; each answer or failure, in instance order.
    * Rejects with cancel.reason as soon as cancel aborts.
    */
+  /**
+   * The error for outcomes without a majority: AuthenticationError when so many instances refused
+   * who we are that no majority can answer (retrying cannot help), else BackendUnavailableError.
+   */
+  #noMajority(outcomes: Array<Outcome<unknown>>, message: string): Error {
+    const refusals = outcomes.flatMap((o) =>
+      !o.ok && o.error instanceof AuthenticationError ? [o.error] : [],
+    );
+    if (refusals.length > this.instances.length - this.quorum) return refusals[0] as AuthenticationError;
+    return new BackendUnavailableError(message);
+  }
+
   async #onAll<T>(
     call: (scripts: LockScripts, index: number) => Promise<T>,
     cancel?: AbortSignal,
@@ -331,7 +358,7 @@ export class RedlockProvider extends BaseLockProvider {
       this.#scripts.map((scripts, i) =>
         this.#bounded(i, 'call', () => call(scripts, i), cancel).then(
           (value): Outcome<T> => ({ ok: true, value }),
-          (): Outcome<T> => ({ ok: false }),
+          (error: unknown): Outcome<T> => ({ ok: false, error }),
         ),
       ),
     );

@@ -1,6 +1,7 @@
 import { parseConnectionUrl, requirePeer } from '../connect.js';
 import { InvalidArgumentError } from '../errors.js';
 import { processSecrets } from '../secret-mask.js';
+import { nodeTlsOptions, resolveTls, type TlsOptions } from '../tls.js';
 import { urlCredentials } from '../url-display.js';
 import { MemoryRecords } from './memory-records.js';
 import type { RecordBackend } from './records.js';
@@ -14,6 +15,8 @@ export interface CreateIdempotencyStoreOptions extends IdempotencyStoreOptions {
   prefix?: string;
   /** PostgreSQL pool size (default 10). */
   maxConnections?: number;
+  /** TLS towards the backend, over the URL's (`rediss://`, `tls=1`, `ca=`, `cert=`, `key=`, `servername=`). */
+  tls?: TlsOptions | boolean;
 }
 
 /**
@@ -28,6 +31,7 @@ export async function createIdempotencyStore(
   const spec = parseConnectionUrl(url);
   processSecrets.add(urlCredentials(url));
   const timeout = options.callTimeoutMs ?? 5_000;
+  const tls = await resolveTls(spec, options.tls);
   let records: RecordBackend;
   switch (spec.backend) {
     case 'memory': {
@@ -36,7 +40,7 @@ export async function createIdempotencyStore(
     }
     case 'redis': {
       // One token counter key for every record: a Cluster would answer CROSSSLOT (see docs/idempotency.md).
-      if (/^redis\+cluster:/i.test(url.trim()))
+      if (/^rediss?\+cluster:/i.test(url.trim()))
         throw new InvalidArgumentError(
           'url',
           'idempotency stores do not run on a Redis Cluster (redis+cluster://); use redis:// or postgres://',
@@ -60,6 +64,7 @@ export async function createIdempotencyStore(
         autoResendUnfulfilledCommands: false,
         maxRetriesPerRequest: 0,
         connectTimeout: timeout,
+        ...(tls ? { tls: nodeTlsOptions(tls) } : {}),
       });
       records = new RedisRecords(client, { prefix: options.prefix });
       break;
@@ -74,6 +79,8 @@ export async function createIdempotencyStore(
         connectionTimeoutMillis: timeout,
         query_timeout: timeout,
         keepAlive: true,
+        // sslmode= and the other ssl parameters of the URL, read by pg, take precedence.
+        ...(tls ? { ssl: nodeTlsOptions(tls) } : {}),
       });
       records = new PostgresRecords(pool, options.table);
       break;

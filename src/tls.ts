@@ -162,6 +162,14 @@ const CERTIFICATE_CODES = new Set([
   'ERR_SSL_TLSV1_ALERT_ACCESS_DENIED',
 ]);
 
+/** certificateRefusal for a client that reports TLS failures as text only (gRPC: "Last error: …"). */
+export function certificateRefusalIn(text: string): string | undefined {
+  for (const code of CERTIFICATE_CODES) {
+    if (text.includes(code)) return certificateRefusal({ code });
+  }
+  return undefined;
+}
+
 /**
  * Why a connection's TLS handshake was refused over a certificate (untrusted, expired, made out
  * for another host, or ours refused), looking down the cause chain; undefined for anything else

@@ -21,6 +21,7 @@ import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
+import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
@@ -30,9 +31,11 @@ import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { heldNamesRange } from './list.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
+import { refusedOr } from './refusal.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
 import { EtcdSessions, leaseSeconds } from './sessions.js';
+import { etcdTls } from './tls.js';
 
 /** Options of `new EtcdLockProvider(options)`, and the etcd options `connect()` passes on. */
 export interface EtcdProviderOptions extends ProviderDefaults {
@@ -47,6 +50,12 @@ export interface EtcdProviderOptions extends ProviderDefaults {
    */
   sessionTtlMs?: number;
   auth?: { username: string; password: string };
+  /**
+   * TLS towards etcd (https:// endpoints): the authorities to trust, a client certificate and key
+   * (etcd's --client-cert-auth), the server name to check. `credentials`, the etcd3 client's own
+   * form, is taken as it is when given.
+   */
+  tls?: TlsOptions | boolean;
   /** TLS for https:// endpoints, passed to the etcd3 client as `credentials`. */
   credentials?: IOptions['credentials'];
   /** Anything else for the etcd3 client (grpcOptions …). fencekit sets its own faultHandling. */
@@ -62,6 +71,8 @@ export class EtcdLockProvider extends BaseLockProvider {
   readonly backend = 'etcd' as const;
   readonly client: Etcd3;
   readonly namespace: string;
+  /** host:port of each endpoint, for errors. */
+  readonly #hosts: string;
   readonly #sessionTtlMs: number;
   readonly #local = new KeyedFifo();
   readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint; session: EtcdSession }>();
@@ -78,15 +89,27 @@ export class EtcdLockProvider extends BaseLockProvider {
       throw new InvalidArgumentError('endpoints', 'give at least one etcd endpoint');
     }
     this.namespace = options.namespace ?? '';
+    this.#hosts = options.endpoints.map((endpoint) => endpoint.replace(/^[a-z]+:\/\//i, '')).join(',');
     this.#sessionTtlMs = validateTtlMs(options.sessionTtlMs ?? 10_000, 'sessionTtlMs');
     if (this.#sessionTtlMs < 1000)
       throw new InvalidArgumentError('sessionTtlMs', 'etcd leases last at least 1 s');
     this.#sessions = new EtcdSessions(this.#sessionTtlMs, (ttlMs) => this.#openSession(ttlMs));
+    const tls = etcdTls(options.tls);
     this.client = new Etcd3({
       ...options.clientOptions,
       hosts: options.endpoints,
       ...(options.auth ? { auth: options.auth } : {}),
+      ...(tls ? { credentials: tls.credentials } : {}),
       ...(options.credentials ? { credentials: options.credentials } : {}),
+      ...(tls?.servername
+        ? {
+            grpcOptions: {
+              ...options.clientOptions?.grpcOptions,
+              'grpc.ssl_target_name_override': tls.servername,
+              'grpc.default_authority': tls.servername,
+            },
+          }
+        : {}),
       faultHandling: faultHandling(options.endpoints.length),
     });
   }
@@ -112,7 +135,7 @@ export class EtcdLockProvider extends BaseLockProvider {
         { deadline: new Date(Date.now() + this.callTimeoutMs) },
       ));
     } catch (error) {
-      throw unavailable('inspect failed', error);
+      throw refusedOr(unavailable('inspect failed', error), this.#hosts);
     }
     const [head, ...waiters] = kvs;
     if (!head) return null;
@@ -155,18 +178,27 @@ export class EtcdLockProvider extends BaseLockProvider {
       const stored = decodeHolder(head.value);
       return { owner: stored.owner, since: stored.since, fencingToken: revision };
     } catch (error) {
-      throw unavailable('force-release failed', error);
+      throw refusedOr(unavailable('force-release failed', error), this.#hosts);
     }
   }
 
   /** The names with a key under the namespace (the first key of a name holds it). */
   protected heldNames(prefix: string): Promise<string[]> {
     return heldNamesRange(this.client, this.namespace, prefix, this.callTimeoutMs).catch((error: unknown) => {
-      throw unavailable('list failed', error);
+      throw refusedOr(unavailable('list failed', error), this.#hosts);
     });
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    try {
+      return await this.#request(req, cancel);
+    } catch (error) {
+      // A refusal of who we are is not an outage: the base does not retry it for waitMs.
+      throw refusedOr(error, this.#hosts);
+    }
+  }
+
+  async #request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     // One etcd key per session and name: acquires of one name in this provider take turns here. A
     // turn ends only once etcd confirmed our key's deletion, or the session (its lease) ended.
     // A request that must not wait (tryAcquire, waitMs 0) does not queue behind a local holder.
@@ -450,7 +482,8 @@ export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,
 ): Promise<EtcdLockProvider> {
-  const tls = spec.params.get('tls') === 'true' || spec.params.get('tls') === '1';
+  // connect() resolved the URL's TLS parameters and the tls option into options.tls.
+  const tls = options.tls !== undefined && options.tls !== false;
   const sessionTtl = spec.params.get('sessionTtlMs');
   return new EtcdLockProvider({
     ...(options as Partial<EtcdProviderOptions>),

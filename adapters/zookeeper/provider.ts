@@ -1,6 +1,11 @@
 import { withinGrace } from '../../src/cancel-grace.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { BackendUnavailableError, InvalidArgumentError, NotHolderError } from '../../src/errors.js';
+import {
+  BackendUnavailableError,
+  InvalidArgumentError,
+  NotHolderError,
+  NotImplementedError,
+} from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
@@ -446,6 +451,10 @@ export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,
 ): Promise<ZooKeeperLockProvider> {
+  // Asked for and not given would be a plain connection the user believes encrypted.
+  if (options.tls !== undefined && options.tls !== false) {
+    throw new NotImplementedError(`TLS on the zookeeper backend`);
+  }
   const hosts = spec.hosts.map((h) => `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`).join(',');
   return new ZooKeeperLockProvider({
     ...(options as Partial<ZooKeeperProviderOptions>),

@@ -2,6 +2,8 @@
 # usage: etcd.sh [MEMBERS]   (1 or 3; default 1)
 # Starts a throwaway etcd (single node or cluster) from the Debian package on free 127.0.0.1 ports
 # and prints its endpoints as KEY=value lines. Stop it with: stop.sh "$STATE_DIR".
+# Optional: ETCD_TLS_DIR=<dir of certs.sh> serves clients over TLS only and requires a client
+# certificate signed by its ca.pem (--client-cert-auth); ETCD_ENDPOINTS are then https://.
 source "$(dirname "$0")/lib.sh"
 members=${1:-1}
 command -v etcd >/dev/null || { echo "etcd.sh: etcd not installed (apt-get install etcd-server etcd-client)" >&2; exit 1; }
@@ -14,8 +16,15 @@ for ((i = 0; i < members; i++)); do
 done
 initial_cluster=$(IFS=,; echo "${cluster[*]}")
 endpoints=()
+scheme=http
+tls=()
+if [[ -n ${ETCD_TLS_DIR:-} ]]; then
+  scheme=https
+  tls=(--cert-file "$ETCD_TLS_DIR/server.pem" --key-file "$ETCD_TLS_DIR/server-key.pem"
+    --trusted-ca-file "$ETCD_TLS_DIR/ca.pem" --client-cert-auth)
+fi
 for ((i = 0; i < members; i++)); do
-  client=http://127.0.0.1:${ports[$((i * 2))]}
+  client=$scheme://127.0.0.1:${ports[$((i * 2))]}
   peer=http://127.0.0.1:${ports[$((i * 2 + 1))]}
   endpoints+=("$client")
   # Short heartbeat/election timeouts: a cluster is healthy in ~0.2 s instead of ~1 s, and a new leader
@@ -24,13 +33,18 @@ for ((i = 0; i < members; i++)); do
     --listen-client-urls "$client" --advertise-client-urls "$client" \
     --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
     --initial-cluster "$initial_cluster" --initial-cluster-state new --initial-cluster-token "$(basename "$dir")" \
-    --heartbeat-interval 10 --election-timeout 100 --log-level error
+    --heartbeat-interval 10 --election-timeout 100 --log-level error "${tls[@]}"
 done
 all=$(IFS=,; echo "${endpoints[*]}")
 # /health answers {"health":"true"} once the member serves requests with a leader. Plain HTTP over
 # bash's /dev/tcp: a fresh etcdctl per attempt can stall ~1 s in gRPC's reconnect backoff.
 healthy() {
   local port=${1##*:}
+  if [[ -n ${ETCD_TLS_DIR:-} ]]; then
+    curl -sf --max-time 1 --cacert "$ETCD_TLS_DIR/ca.pem" --cert "$ETCD_TLS_DIR/client.pem" \
+      --key "$ETCD_TLS_DIR/client-key.pem" "$1/health" | grep -q '"health":"true"'
+    return
+  fi
   exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
   printf 'GET /health HTTP/1.0\r\n\r\n' >&3
   timeout 1 cat <&3 | grep -q '"health":"true"'

@@ -28,8 +28,9 @@ program.addHelpText(
   'after',
   `
 Every command takes --url or FENCEKIT_URL. Exit codes: the command's own; 128+n when signal n
-killed it; 1 other failure; 64 invalid argument; 69 backend unavailable; 71 the command's
-processes outlived SIGKILL (the CLI waited for them, then left without releasing); 75 timed out.`,
+killed it; 1 other failure; 64 invalid argument; 69 backend unavailable; 77 credentials or a
+certificate refused; 71 the command's processes outlived SIGKILL (the CLI waited for them, then
+left without releasing); 75 timed out.`,
 );
 
 program

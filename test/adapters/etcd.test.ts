@@ -104,8 +104,9 @@ describe('etcd adapter on a real etcd', () => {
       const b = open({ endpoints: [`http://${proxy.address}`], sessionTtlMs: 5_000 });
       const key = uniqueKey('reconnect');
       const lock = await a.acquire(key);
-      const waiting = b.acquire(key, { waitMs: 15_000 });
-      await eventually('B queued', async () => (await a.inspect(key))?.waiters === 1);
+      const waiting = b.acquire(key, { waitMs: 30_000 });
+      waiting.catch(() => undefined); // awaited below; a failure meanwhile is not unhandled
+      await eventually('B queued', async () => (await a.inspect(key))?.waiters === 1, 20_000);
       await new Promise((r) => setTimeout(r, 200)); // B is watching A's key now
       proxy.cutAll(); // every connection of B reset (its watch stream too)
       await lock.release();

@@ -1,0 +1,128 @@
+import { inspect } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, createElection, type FencekitError } from '../../src/index.js';
+import { uniqueKey } from '../../src/testing/index.js';
+import { makeTestCertificates, type TestCertificates } from '../servers/certs.js';
+import { FENCEKIT_PREFIX, startSecureEtcd } from '../servers/etcd-secure.js';
+import type { ServerGroup } from '../servers/types.js';
+
+// etcd with TLS only, client certificates required and auth enabled; fencekit's user has a role
+// limited to its prefix (docs/security.md). Secrets are recognisable, so a test can say none leaked.
+const PASSWORD = 'pw-SECRET-4711';
+
+let certs: TestCertificates;
+let etcd: ServerGroup;
+const host = () => (etcd.vars.get('ETCD_ENDPOINTS') as string).replace(/^https:\/\//, '');
+const files = () => `ca=${certs.caFile}&cert=${certs.client.certFile}&key=${certs.client.keyFile}`;
+const namespace = `namespace=${encodeURIComponent(FENCEKIT_PREFIX)}`;
+
+beforeAll(async () => {
+  certs = await makeTestCertificates();
+  etcd = await startSecureEtcd(certs, { password: PASSWORD, rootPassword: 'root-SECRET-0815' });
+}, 120_000);
+afterAll(async () => {
+  await etcd?.stop();
+  await certs?.remove();
+});
+
+async function failure(run: () => Promise<unknown>): Promise<{ error: FencekitError; ms: number }> {
+  const started = performance.now();
+  const error = await run().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error, 'the operation should have failed').toBeDefined();
+  return { error: error as FencekitError, ms: performance.now() - started };
+}
+
+function expectNoSecret(error: unknown) {
+  const shown = `${String(error)}\n${inspect(error, { depth: 8, showHidden: true })}`;
+  expect(shown).not.toContain(PASSWORD);
+  for (const line of certs.client.key.toString().split('\n')) {
+    if (line.length > 20 && !line.startsWith('-----')) expect(shown).not.toContain(line);
+  }
+}
+
+describe('etcd over mutual TLS with a least-privilege user', () => {
+  it('a lock, a semaphore, an election and list() work under the role limited to the prefix', async () => {
+    const provider = await connect(`etcd://fencekit:${PASSWORD}@${host()}?${files()}&${namespace}`);
+    try {
+      const key = uniqueKey('tls-lock');
+      const lock = await provider.acquire(key);
+      expect(await provider.list('')).toContain(key);
+      await lock.release();
+      const permit = await provider.semaphore(uniqueKey('tls-sem'), { limit: 2 }).acquire();
+      await permit.release();
+      const leadership = await createElection(provider, uniqueKey('tls-election')).campaign('me');
+      expect(leadership.signal.aborted).toBe(false);
+      await leadership.resign();
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('the tls option with contents; the client certificate alone names the user (CN=fencekit)', async () => {
+    const provider = await connect(`etcd://${host()}?${namespace}`, {
+      tls: { ca: certs.ca, cert: certs.client.cert, key: certs.client.key },
+    });
+    try {
+      await (await provider.acquire(uniqueKey('tls-option'))).release();
+    } finally {
+      await provider.close();
+    }
+  });
+});
+
+describe('what etcd refuses', () => {
+  const refused: Array<[string, () => string, RegExp]> = [
+    [
+      'a wrong password',
+      () => `etcd://fencekit:not-${PASSWORD}@${host()}?${files()}&${namespace}`,
+      /password was refused/,
+    ],
+    [
+      'keys outside the role',
+      () => `etcd://fencekit:${PASSWORD}@${host()}?${files()}&namespace=other%2F`,
+      /role does not allow/,
+    ],
+    [
+      'a server certificate made out for another host',
+      () => `etcd://fencekit:${PASSWORD}@${host()}?${files()}&${namespace}&servername=other.invalid`,
+      /ERR_TLS_CERT_ALTNAME_INVALID/,
+    ],
+  ];
+
+  it.each(refused)('%s is AUTH_FAILED, at once, and shows no secret', async (_what, url, why) => {
+    const provider = await connect(url(), { callTimeoutMs: 2_000 });
+    try {
+      const { error, ms } = await failure(() => provider.acquire(uniqueKey('refused'), { waitMs: 60_000 }));
+      expect(error.code, error.message).toBe('AUTH_FAILED');
+      expect(error.message).toMatch(new RegExp(`^etcd at 127\\.0\\.0\\.1:\\d+: .*${why.source}`));
+      expect(ms).toBeLessThan(30_000);
+      expectNoSecret(error);
+    } finally {
+      await provider.close();
+    }
+  });
+
+  // gRPC reports these with no reason ("Last error: null"): they cannot be told from an outage.
+  const unexplained: Array<[string, () => string]> = [
+    [
+      'a server certificate from an authority not trusted',
+      () => `etcd://${host()}?cert=${certs.client.certFile}&key=${certs.client.keyFile}`,
+    ],
+    ['no client certificate', () => `etcd://fencekit:${PASSWORD}@${host()}?ca=${certs.caFile}`],
+    ['a plain connection to the TLS port', () => `etcd://fencekit:${PASSWORD}@${host()}`],
+  ];
+
+  it.each(unexplained)('%s is a typed outage within callTimeoutMs, not a hang', async (_what, url) => {
+    const provider = await connect(url(), { callTimeoutMs: 2_000 });
+    try {
+      const { error } = await failure(() => provider.acquire(uniqueKey('refused'), { waitMs: 60_000 }));
+      expect(error.code).toBe('BACKEND_UNAVAILABLE');
+      expectNoSecret(error);
+    } finally {
+      await provider.close();
+    }
+  });
+});

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 // CommonJS user without esModuleInterop (pg's types have no default export there).
 import pg, { type Pool, type PoolConfig } from 'pg';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
@@ -307,7 +307,12 @@ export class PostgresLockProvider extends BaseLockProvider {
       .then(
         (result) => result.rows,
         (error: unknown) => {
-          if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
+          if (
+            cancel.aborted ||
+            error instanceof BackendUnavailableError ||
+            error instanceof AuthenticationError
+          )
+            throw error;
           throw new BackendUnavailableError(`postgres: try-lock failed: ${(error as Error).message}`, {
             cause: error,
           });
@@ -377,7 +382,7 @@ export class PostgresLockProvider extends BaseLockProvider {
         throw cancel.reason;
       }
       conn.discard();
-      if (error instanceof BackendUnavailableError) throw error;
+      if (error instanceof BackendUnavailableError || error instanceof AuthenticationError) throw error;
       throw new BackendUnavailableError(`postgres: acquire failed: ${(error as Error).message}`, {
         cause: error,
       });

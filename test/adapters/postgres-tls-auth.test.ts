@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { authenticationError } from '../../adapters/postgres/auth-error.js';
+
+// Classification only; the real-server TLS and role tests are still to come (see docs/security.md).
+describe('postgres: refused credentials and certificates', () => {
+  it.each(['28P01', '28000', '42501', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'ERR_TLS_CERT_ALTNAME_INVALID'])(
+    '%s is AUTH_FAILED and names no secret',
+    (code) => {
+      const error = Object.assign(new Error('password "s3cret" rejected'), { code });
+      const refused = authenticationError(error, '127.0.0.1:5432');
+      expect(refused?.code).toBe('AUTH_FAILED');
+      expect(refused?.message).not.toContain('s3cret');
+    },
+  );
+  it('a server without TLS is AUTH_FAILED (configuration, not outage)', () => {
+    expect(authenticationError(new Error('The server does not support SSL connections'), 'h:1')?.code).toBe(
+      'AUTH_FAILED',
+    );
+  });
+  it('an outage is not classified', () => {
+    expect(
+      authenticationError(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }), 'h:1'),
+    ).toBeUndefined();
+    expect(
+      authenticationError(Object.assign(new Error('terminating'), { code: '57P01' }), 'h:1'),
+    ).toBeUndefined();
+  });
+});

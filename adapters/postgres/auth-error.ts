@@ -33,3 +33,18 @@ export function authenticationError(error: unknown, host: string): Authenticatio
   else if (message.includes('does not support SSL')) why = 'TLS required but the server does not offer it';
   return why === undefined ? undefined : new AuthenticationError('postgres', host, why, { cause: error });
 }
+
+/** `host:port` of pool options for error messages, without user info. */
+export function whereOf(
+  options: { host?: string; port?: number; connectionString?: string } | undefined,
+): string {
+  if (options?.connectionString) {
+    try {
+      const url = new URL(options.connectionString);
+      if (url.hostname) return `${url.hostname}:${url.port || 5432}`;
+    } catch {
+      // not a URL (a libpq key=value string): fall through to the fields
+    }
+  }
+  return `${options?.host ?? 'localhost'}:${options?.port ?? 5432}`;
+}

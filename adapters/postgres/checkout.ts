@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { BackendUnavailableError } from '../../src/errors.js';
-import { authenticationError } from './auth-error.js';
+import { authenticationError, whereOf } from './auth-error.js';
 import { within } from './deadline.js';
 
 /** What a raw pg client exposes that the pool's types hide: its server pid and its socket. */
@@ -121,8 +121,7 @@ export function checkOut(
     });
   }).catch((error: unknown) => {
     onDone?.();
-    const options = (pool as unknown as { options?: { host?: string; port?: number } }).options;
-    const refused = authenticationError(error, `${options?.host ?? 'localhost'}:${options?.port ?? 5432}`);
+    const refused = authenticationError(error, whereOf(pool.options));
     if (refused) throw refused;
     throw new BackendUnavailableError(`postgres: cannot connect: ${(error as Error).message}`, {
       cause: error,

@@ -11,6 +11,7 @@ import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesJoin, terminateHolder } from './admin.js';
+import { authenticationError, whereOf } from './auth-error.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
@@ -81,6 +82,11 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly pool: Pool;
   /** Spare connections for inspect(), for creating the token table and for ending waits. */
   readonly #control: pg.Pool;
+
+  /** `host:port` for error messages (no user info). */
+  #where(): string {
+    return whereOf(this.pool.options);
+  }
   readonly #slots: Slots;
   readonly #waiting: WaitingConnections;
   readonly #fence: FenceTable;
@@ -313,6 +319,8 @@ export class PostgresLockProvider extends BaseLockProvider {
             error instanceof AuthenticationError
           )
             throw error;
+          const refused = authenticationError(error, this.#where());
+          if (refused) throw refused;
           throw new BackendUnavailableError(`postgres: try-lock failed: ${(error as Error).message}`, {
             cause: error,
           });
@@ -383,6 +391,8 @@ export class PostgresLockProvider extends BaseLockProvider {
       }
       conn.discard();
       if (error instanceof BackendUnavailableError || error instanceof AuthenticationError) throw error;
+      const refused = authenticationError(error, this.#where());
+      if (refused) throw refused;
       throw new BackendUnavailableError(`postgres: acquire failed: ${(error as Error).message}`, {
         cause: error,
       });

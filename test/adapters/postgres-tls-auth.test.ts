@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { authenticationError } from '../../adapters/postgres/auth-error.js';
+import { postgresFixture } from '../servers/postgres-fixture.js';
 
 // Classification only; the real-server TLS and role tests are still to come (see docs/security.md).
 describe('postgres: refused credentials and certificates', () => {
@@ -24,5 +25,20 @@ describe('postgres: refused credentials and certificates', () => {
     expect(
       authenticationError(Object.assign(new Error('terminating'), { code: '57P01' }), 'h:1'),
     ).toBeUndefined();
+  });
+});
+
+describe('postgres: a role without grants (real server)', () => {
+  const fx = postgresFixture();
+  it('is refused with AUTH_FAILED at once, not retried for waitMs', async () => {
+    await fx.admin.query('CREATE ROLE fk_nogrants LOGIN');
+    await fx.admin.query('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
+    const url = new URL(fx.url);
+    url.username = 'fk_nogrants';
+    const provider = fx.open({ connectionString: url.toString() });
+    const started = Date.now();
+    const error = await provider.acquire('k', { waitMs: 60_000 }).catch((e: unknown) => e);
+    expect((error as { code?: string }).code).toBe('AUTH_FAILED');
+    expect(Date.now() - started).toBeLessThan(30_000);
   });
 });

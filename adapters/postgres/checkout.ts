@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { BackendUnavailableError } from '../../src/errors.js';
+import { authenticationError, whereOf } from './auth-error.js';
 import { within } from './deadline.js';
 
 /** What a raw pg client exposes that the pool's types hide: its server pid and its socket. */
@@ -120,6 +121,8 @@ export function checkOut(
     });
   }).catch((error: unknown) => {
     onDone?.();
+    const refused = authenticationError(error, whereOf(pool.options));
+    if (refused) throw refused;
     throw new BackendUnavailableError(`postgres: cannot connect: ${(error as Error).message}`, {
       cause: error,
     });

@@ -3,7 +3,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 // CommonJS user without esModuleInterop (pg's types have no default export there).
 import pg, { type Pool, type PoolConfig } from 'pg';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import { BackendUnavailableError, InvalidArgumentError, NotImplementedError } from '../../src/errors.js';
+import {
+  AuthenticationError,
+  BackendUnavailableError,
+  InvalidArgumentError,
+  NotImplementedError,
+} from '../../src/errors.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
@@ -11,6 +16,7 @@ import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesJoin, terminateHolder } from './admin.js';
+import { authenticationError, whereOf } from './auth-error.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
@@ -81,6 +87,11 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly pool: Pool;
   /** Spare connections for inspect(), for creating the token table and for ending waits. */
   readonly #control: pg.Pool;
+
+  /** `host:port` for error messages (no user info). */
+  #where(): string {
+    return whereOf(this.pool.options);
+  }
   readonly #slots: Slots;
   readonly #waiting: WaitingConnections;
   readonly #fence: FenceTable;
@@ -307,7 +318,14 @@ export class PostgresLockProvider extends BaseLockProvider {
       .then(
         (result) => result.rows,
         (error: unknown) => {
-          if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
+          if (
+            cancel.aborted ||
+            error instanceof BackendUnavailableError ||
+            error instanceof AuthenticationError
+          )
+            throw error;
+          const refused = authenticationError(error, this.#where());
+          if (refused) throw refused;
           throw new BackendUnavailableError(`postgres: try-lock failed: ${(error as Error).message}`, {
             cause: error,
           });
@@ -377,7 +395,9 @@ export class PostgresLockProvider extends BaseLockProvider {
         throw cancel.reason;
       }
       conn.discard();
-      if (error instanceof BackendUnavailableError) throw error;
+      if (error instanceof BackendUnavailableError || error instanceof AuthenticationError) throw error;
+      const refused = authenticationError(error, this.#where());
+      if (refused) throw refused;
       throw new BackendUnavailableError(`postgres: acquire failed: ${(error as Error).message}`, {
         cause: error,
       });

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { BackendUnavailableError } from '../../src/errors.js';
+import { AuthenticationError, BackendUnavailableError } from '../../src/errors.js';
 import type { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import {
@@ -221,7 +221,11 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
       return this.#hold(conn, req, keys, grant.token, grant.slots);
     } catch (error) {
       if (cancel.aborted) throw cancel.reason;
-      if (error instanceof SemaphoreLimitMismatchError || error instanceof BackendUnavailableError)
+      if (
+        error instanceof SemaphoreLimitMismatchError ||
+        error instanceof BackendUnavailableError ||
+        error instanceof AuthenticationError
+      )
         throw error;
       throw new BackendUnavailableError(`postgres: semaphore acquire failed: ${(error as Error).message}`, {
         cause: error,

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { authenticationError, whereOf } from './auth-error.js';
 import { checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { advisoryKey } from './keyspace.js';
@@ -26,10 +27,16 @@ export class TableOnce {
       const conn = await checkOut(pool, callTimeoutMs);
       const run = (sql: string, values: unknown[] = []) =>
         conn.query(sql, values, callTimeoutMs, `creating ${this.what}`);
-      await run('BEGIN');
-      await run('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
-      await run(this.ddl);
-      await run('COMMIT');
+      try {
+        await run('BEGIN');
+        await run('SELECT pg_advisory_xact_lock($1)', [advisoryKey('fencekit/migration').toString()]);
+        await run(this.ddl);
+        await run('COMMIT');
+      } catch (error) {
+        conn.discard();
+        // A role that may not create the table (42501) is refused, not an outage to retry.
+        throw authenticationError(error, whereOf(pool.options)) ?? error;
+      }
       conn.giveBack();
       this.created = true;
     })();

@@ -98,3 +98,18 @@ export function checkedOnRead(signal: AbortSignal, check: () => void): void {
     },
   });
 }
+
+/**
+ * A signal that aborts as soon as any of `locks` is lost: the lock's own signal when there is one
+ * (no derived signal to make), else one that asks each lock first on read, as a read of a lock's
+ * own signal does (a deadline passed).
+ */
+export function anyLockLost(locks: ReadonlyArray<{ readonly signal: AbortSignal }>): AbortSignal {
+  const signals = locks.map((lock) => lock.signal);
+  if (signals.length === 1) return signals[0] as AbortSignal;
+  const any = AbortSignal.any(signals);
+  checkedOnRead(any, () => {
+    for (const signal of signals) void signal.aborted;
+  });
+  return any;
+}

@@ -1,10 +1,10 @@
-import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, createElection, type FencekitError } from '../../src/index.js';
+import { connect, createElection } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import { makeTestCertificates, type TestCertificates } from '../servers/certs.js';
 import { FENCEKIT_PREFIX, startSecureEtcd } from '../servers/etcd-secure.js';
 import type { ServerGroup } from '../servers/types.js';
+import { expectNoSecret, failure } from './refusals.js';
 
 // etcd with TLS only, client certificates required and auth enabled; fencekit's user has a role
 // limited to its prefix (docs/security.md). Secrets are recognisable, so a test can say none leaked.
@@ -24,24 +24,6 @@ afterAll(async () => {
   await etcd?.stop();
   await certs?.remove();
 });
-
-async function failure(run: () => Promise<unknown>): Promise<{ error: FencekitError; ms: number }> {
-  const started = performance.now();
-  const error = await run().then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error, 'the operation should have failed').toBeDefined();
-  return { error: error as FencekitError, ms: performance.now() - started };
-}
-
-function expectNoSecret(error: unknown) {
-  const shown = `${String(error)}\n${inspect(error, { depth: 8, showHidden: true })}`;
-  expect(shown).not.toContain(PASSWORD);
-  for (const line of certs.client.key.toString().split('\n')) {
-    if (line.length > 20 && !line.startsWith('-----')) expect(shown).not.toContain(line);
-  }
-}
 
 describe('etcd over mutual TLS with a least-privilege user', () => {
   it('a lock, a semaphore, an election and list() work under the role limited to the prefix', async () => {
@@ -99,7 +81,7 @@ describe('what etcd refuses', () => {
       expect(error.code, error.message).toBe('AUTH_FAILED');
       expect(error.message).toMatch(new RegExp(`^etcd at 127\\.0\\.0\\.1:\\d+: .*${why.source}`));
       expect(ms).toBeLessThan(30_000);
-      expectNoSecret(error);
+      expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
     } finally {
       await provider.close();
     }
@@ -120,7 +102,7 @@ describe('what etcd refuses', () => {
     try {
       const { error } = await failure(() => provider.acquire(uniqueKey('refused'), { waitMs: 60_000 }));
       expect(error.code).toBe('BACKEND_UNAVAILABLE');
-      expectNoSecret(error);
+      expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
     } finally {
       await provider.close();
     }

@@ -1,11 +1,11 @@
-import { inspect } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, createElection, type FencekitError } from '../../src/index.js';
+import { connect, createElection } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import { makeTestCertificates, type TestCertificates } from '../servers/certs.js';
 import { startSecureRedis } from '../servers/redis-secure.js';
 import type { ServerGroup } from '../servers/types.js';
+import { expectNoSecret, failure } from './refusals.js';
 
 // Redis that requires TLS (no plain port), a client certificate, and an ACL user; fencekit's user
 // has only its keys, channels and commands (docs/security.md). Secrets are recognisable, so that a
@@ -30,26 +30,6 @@ afterAll(async () => {
   await Promise.all([single?.stop(), three?.stop()]);
   await certs?.remove();
 });
-
-/** What an operation rejected with, and how much of the wait it used (ms). */
-async function failure(run: () => Promise<unknown>): Promise<{ error: FencekitError; ms: number }> {
-  const started = performance.now();
-  const error = await run().then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error, 'the operation should have failed').toBeDefined();
-  return { error: error as FencekitError, ms: performance.now() - started };
-}
-
-/** Nothing the error shows (message, causes, fields) holds the password or a line of the key. */
-function expectNoSecret(error: unknown) {
-  const shown = `${String(error)}\n${inspect(error, { depth: 8, showHidden: true })}`;
-  expect(shown).not.toContain(PASSWORD);
-  for (const line of certs.client.key.toString().split('\n')) {
-    if (line.length > 20 && !line.startsWith('-----')) expect(shown).not.toContain(line);
-  }
-}
 
 describe('Redis over TLS with an ACL user', () => {
   it('a lock, a semaphore, an election and list() work with the least-privilege user (mutual TLS, files in the URL)', async () => {
@@ -153,7 +133,7 @@ describe('what Redis refuses is AUTH_FAILED, at once, and shows no secret', () =
       expect(error.code, error.message).toBe('AUTH_FAILED');
       expect(error.message).toMatch(new RegExp(`^redis at 127\\.0\\.0\\.1:\\d+: .*${why.source}`));
       expect(ms).toBeLessThan(30_000);
-      expectNoSecret(error);
+      expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
     } finally {
       await provider.close();
     }
@@ -166,7 +146,7 @@ describe('what Redis refuses is AUTH_FAILED, at once, and shows no secret', () =
     try {
       const { error } = await failure(() => provider.acquire(uniqueKey('plain'), { waitMs: 60_000 }));
       expect(error.code).toBe('BACKEND_UNAVAILABLE');
-      expectNoSecret(error);
+      expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
     } finally {
       await provider.close();
     }

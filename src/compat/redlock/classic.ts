@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_DRIFT_RATE, monotonicNow, safeDeadline } from '../../clock.js';
 import { OwnedLock } from '../../ownership.js';
-import { checkedOnRead } from '../../signals.js';
+import { anyLockLost } from '../../signals.js';
 import { ExecutionError, type ExecutionStats, ResourceLockedError } from './errors.js';
 import type { LockGrant } from './lock.js';
 import type { Settings } from './settings.js';
@@ -205,18 +205,7 @@ export class ClassicGrant implements LockGrant {
   }
 
   get signal(): AbortSignal {
-    if (!this.#signal) {
-      const signals = [...this.locks.values()].map((lock) => lock.signal);
-      if (signals.length === 1) this.#signal = signals[0] as AbortSignal;
-      else {
-        const any = AbortSignal.any(signals);
-        // A read asks each lock first, as a read of a lock's own signal does (a deadline passed).
-        checkedOnRead(any, () => {
-          for (const signal of signals) void signal.aborted;
-        });
-        this.#signal = any;
-      }
-    }
+    this.#signal ??= anyLockLost([...this.locks.values()]);
     return this.#signal;
   }
 

@@ -1,5 +1,5 @@
 import { LockTimeoutError } from '../../errors.js';
-import { checkedOnRead } from '../../signals.js';
+import { anyLockLost } from '../../signals.js';
 import { longTimeout } from '../../timers.js';
 import type { Lock as FencekitLock, LockProvider } from '../../types.js';
 import type { LockGrant } from './lock.js';
@@ -23,18 +23,7 @@ export class Grant implements LockGrant {
    * One lock (the usual case): its own signal, with no derived signal to create.
    */
   get signal(): AbortSignal {
-    if (!this.#signal) {
-      const signals = [...this.locks.values()].map((lock) => lock.signal);
-      if (signals.length === 1) this.#signal = signals[0] as AbortSignal;
-      else {
-        const any = AbortSignal.any(signals);
-        // A read asks each lock first, as a read of a lock's own signal does (a deadline passed).
-        checkedOnRead(any, () => {
-          for (const signal of signals) void signal.aborted;
-        });
-        this.#signal = any;
-      }
-    }
+    this.#signal ??= anyLockLost([...this.locks.values()]);
     return this.#signal;
   }
 

@@ -14,6 +14,8 @@ export class Reachability {
   /** The code of the last connection error (ECONNRESET …). */
   #lastCode: string | undefined;
   #everReady = false;
+  /** The wait for a doubtful failure's verdict, shared by the calls that failed meanwhile. */
+  #verdict: Promise<void> | undefined;
 
   /** Who is asked: the backend's name ('redis', 'redlock') and the client's host:port. */
   readonly peer: Peer;
@@ -27,10 +29,10 @@ export class Reachability {
     redis.on('error', (error: Error) => {
       // An error on a live connection (a reset) is not yet unreachable: the reconnect may succeed.
       if (redis.status !== 'ready') this.#failure = error;
-      // A refused identity stays the reason through the resets and retry-limit errors that follow
-      // it, until a connection is ready or nothing listens any more.
       // A call's own failure (ioredis's retry limit) has no code: the connection's last one stays.
       this.#lastCode = (error as NodeJS.ErrnoException).code ?? this.#lastCode;
+      // A refused identity stays the reason through the resets and retry-limit errors that follow
+      // it, until a connection is ready or nothing listens any more.
       if (redisRefusal(error) !== undefined) this.#refused = error;
       else if ((error as NodeJS.ErrnoException).code === 'ECONNREFUSED') this.#refused = undefined;
     });
@@ -82,7 +84,8 @@ export class Reachability {
    */
   async settledRefusal(error: unknown, waitMs: number): Promise<AuthenticationError | undefined> {
     if (!this.#doubtful(error)) return this.refusal(error);
-    await new Promise<void>((resolve) => {
+    // One wait for every call that fails meanwhile (one listener pair, however many calls).
+    this.#verdict ??= new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
         this.redis.off('error', onError);
@@ -95,7 +98,10 @@ export class Reachability {
       const timer = setTimeout(done, waitMs);
       this.redis.on('error', onError);
       this.redis.on('ready', done);
+    }).finally(() => {
+      this.#verdict = undefined;
     });
+    await this.#verdict;
     return this.refusal(error);
   }
 

@@ -17,7 +17,7 @@ async function auditLines<T>(run: () => Promise<T>): Promise<{ result: T; lines:
   try {
     const result = await run();
     // Warnings are delivered on a later tick: wait for ours before returning.
-    await eventually('the audit line', async () => lines.length > 0, 2_000).catch(() => undefined);
+    await eventually('the audit line', async () => lines.length > 0, 2_000);
     return { result, lines: () => [...lines] };
   } finally {
     process.off('warning', listener);

@@ -9,6 +9,26 @@ export function uniqueKey(label: string): string {
   return `fencekit-conformance/${label}/${crypto.randomUUID()}`;
 }
 
+/** What releasing a grant that may have been lost is allowed to reject with. */
+const STALE_RELEASE_CODES = new Set(['BACKEND_UNAVAILABLE', 'NOT_HOLDER', 'LOCK_LOST']);
+
+/**
+ * Releases a grant that may have been lost (cut off, expired, taken over): it may resolve, or
+ * reject with a typed error saying the release could not be confirmed or was no longer ours;
+ * anything else (an untyped error, another code) fails the test.
+ */
+export async function releaseStale(grant: { release(): Promise<void> }): Promise<void> {
+  try {
+    await grant.release();
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    assert.ok(
+      typeof code === 'string' && STALE_RELEASE_CODES.has(code),
+      `a stale release rejected with ${String(code)}: ${String(error)}`,
+    );
+  }
+}
+
 /** Polls until check() is true, failing with `what` after timeoutMs. */
 export async function eventually(
   what: string,

@@ -1,12 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { describe, expect, it } from 'vitest';
 import type { TtlIgnored } from '../../src/events.js';
 import type { LockProvider } from '../../src/index.js';
 import { MemoryLockProvider } from '../../src/memory/provider.js';
 import { MemoryLockServer } from '../../src/memory/server.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
 import { postgresFixture } from '../servers/postgres-fixture.js';
+import { zookeeperFixture } from '../servers/zookeeper-fixture.js';
 
 /** A provider with events and semaphores (every built-in one). */
 type FullProvider = LockProvider & Required<Pick<LockProvider, 'on' | 'semaphore'>>;
@@ -42,27 +41,7 @@ async function acquireMany(provider: FullProvider, ttlMs: number | undefined): P
 }
 
 describe('ZooKeeper: a ttlMs is not used, and said so once', () => {
-  let zk: ServerGroup;
-  let connectString = '';
-  const providers: ZooKeeperLockProvider[] = [];
-  const open = (options: Partial<ConstructorParameters<typeof ZooKeeperLockProvider>[0]> = {}) => {
-    const provider = new ZooKeeperLockProvider({
-      connectString,
-      sessionTimeoutMs: 2_000,
-      serverTickMs: 200, // the test servers' tickTime
-      ...options,
-    });
-    providers.push(provider);
-    return provider;
-  };
-  beforeAll(async () => {
-    zk = await startServers('zookeeper');
-    connectString = endpoint(zk, 'ZK_CONNECT');
-  });
-  afterAll(async () => {
-    await Promise.allSettled(providers.map((p) => p.close()));
-    await zk?.stop();
-  });
+  const { open } = zookeeperFixture({ sessionTimeoutMs: 2_000, serverTickMs: 200 }); // the test servers' tickTime
 
   it('many acquires with ttlMs: one warning and one event, naming the session timeout', async () => {
     const { logger, ...log } = recordingLogger();

@@ -1,36 +1,17 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import type { LeaderInfo } from '../../src/election/types.js';
 import { connect, InvalidArgumentError } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import { CliProcesses } from '../cli/cli-process.js';
-import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { zookeeperFixture } from '../servers/zookeeper-fixture.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 /** Edges of the ZooKeeper recipes, each on a real server. */
 describe('ZooKeeper edges', () => {
-  let zk: ServerGroup;
-  let connectString: string;
-  const providers: ZooKeeperLockProvider[] = [];
-  const open = (options: { connectString?: string } = {}) => {
-    const provider = new ZooKeeperLockProvider({
-      connectString,
-      sessionTimeoutMs: 4_000,
-      serverTickMs: 200,
-      ...options,
-    });
-    providers.push(provider);
-    return provider;
-  };
-  beforeAll(async () => {
-    zk = await startServers('zookeeper');
-    connectString = endpoint(zk, 'ZK_CONNECT');
-  });
-  afterAll(async () => {
-    await Promise.allSettled(providers.map((p) => p.close()));
-    await zk?.stop();
-  });
+  const zk = zookeeperFixture({ sessionTimeoutMs: 4_000, serverTickMs: 200 });
+  const open = zk.open;
 
   describe("names reserved for a semaphore's folders", () => {
     /** Each use of a name that, before they were refused, put nodes in semaphore `s`'s folders. */
@@ -169,7 +150,7 @@ describe('ZooKeeper edges', () => {
 
     it('acquire fails with an error naming the chroot, with waitMs and without', async () => {
       const chroot = missing();
-      const provider = await connect(`zk://${connectString}/${chroot}`, { callTimeoutMs: 2_000 });
+      const provider = await connect(`zk://${zk.connectString}/${chroot}`, { callTimeoutMs: 2_000 });
       try {
         for (const options of [{ waitMs: 3_000 }, undefined]) {
           const started = performance.now();
@@ -201,7 +182,7 @@ describe('ZooKeeper edges', () => {
         'lock',
         'jobs/nightly',
         '--url',
-        `zk://${connectString}/${chroot}`,
+        `zk://${zk.connectString}/${chroot}`,
         '--',
         'true',
       ]);

@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { ConnectionSpec } from './connection-url.js';
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError, NotImplementedError } from './errors.js';
 import { processSecrets } from './secret-mask.js';
 
 /** A PEM text or its bytes. */
@@ -130,6 +130,17 @@ export function validateTlsOptions(tls: unknown): asserts tls is TlsOptions {
     throw new InvalidArgumentError('tls', 'cert and key go together (a client certificate and its key)');
 }
 
+/**
+ * A provider's `tls` option as TlsOptions: undefined or false is none, true is `{}` (the system's
+ * authorities), an object is checked.
+ */
+export function tlsOption(tls: TlsOptions | boolean | undefined): TlsOptions | undefined {
+  if (tls === undefined || tls === false) return undefined;
+  if (tls === true) return {};
+  validateTlsOptions(tls);
+  return tls;
+}
+
 /** Node's TLS options for a client, from TlsOptions (fields left out when not given). */
 export function nodeTlsOptions(tls: TlsOptions): {
   ca?: Pem | Pem[];
@@ -186,4 +197,19 @@ export function certificateRefusal(error: unknown): string | undefined {
     e = (e as { cause?: unknown }).cause;
   }
   return undefined;
+}
+
+/** What a backend without fencekit's TLS says instead, and where to turn. */
+const TLS_NOT_YET = {
+  zookeeper: 'TLS on the zookeeper backend',
+  postgres:
+    "TLS through the tls option or the URL's tls=, ca=, cert=, key=, servername= on the postgres backend (use PostgreSQL's own sslmode=, sslrootcert=, sslcert=, sslkey=, which pg reads)",
+} as const;
+
+/**
+ * Refuses a TLS request on a backend that cannot honour it yet (NotImplementedError): asked for and
+ * not given would be a plain connection the user believes encrypted.
+ */
+export function refuseTls(tls: TlsOptions | boolean | undefined, backend: keyof typeof TLS_NOT_YET): void {
+  if (tls !== undefined && tls !== false) throw new NotImplementedError(TLS_NOT_YET[backend]);
 }

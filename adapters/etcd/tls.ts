@@ -1,15 +1,14 @@
 import { rootCertificates } from 'node:tls';
 import type { IOptions } from 'etcd3';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { type TlsOptions, validateTlsOptions } from '../../src/tls.js';
+import { type TlsOptions, tlsOption } from '../../src/tls.js';
 
 /** The etcd3 client's `credentials` (and the name to check) for the tls option; undefined: none. */
 export function etcdTls(
   tls: TlsOptions | boolean | undefined,
 ): { credentials: NonNullable<IOptions['credentials']>; servername?: string } | undefined {
-  if (tls === undefined || tls === false) return undefined;
-  const given: TlsOptions = tls === true ? {} : tls;
-  if (tls !== true) validateTlsOptions(tls);
+  const given = tlsOption(tls);
+  if (given === undefined) return undefined;
   if (given.rejectUnauthorized === false)
     throw new InvalidArgumentError(
       'tls',

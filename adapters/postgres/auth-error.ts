@@ -1,4 +1,5 @@
 import { AuthenticationError } from '../../src/errors.js';
+import { certificateRefusal } from '../../src/tls.js';
 
 /** SQLSTATEs that say the server refused who we are, not that it is away. */
 const REFUSED_SQLSTATES: Record<string, string> = {
@@ -6,16 +7,6 @@ const REFUSED_SQLSTATES: Record<string, string> = {
   '28000': 'connection refused by pg_hba.conf or the role',
   '42501': 'insufficient privilege',
 };
-
-/** Node TLS error codes of a certificate that did not verify. */
-const TLS_CODES = new Set([
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'CERT_HAS_EXPIRED',
-  'ERR_TLS_CERT_ALTNAME_INVALID',
-]);
 
 /**
  * An AuthenticationError when `error` is a refusal of credentials or certificates, else undefined.
@@ -27,10 +18,13 @@ export function authenticationError(error: unknown, host: string): Authenticatio
   const e = error as { code?: unknown; message?: unknown } | undefined;
   const code = typeof e?.code === 'string' ? e.code : undefined;
   const message = typeof e?.message === 'string' ? e.message : '';
-  let why: string | undefined;
-  if (code && code in REFUSED_SQLSTATES) why = `${REFUSED_SQLSTATES[code]} (${code})`;
-  else if (code && TLS_CODES.has(code)) why = `server certificate not accepted (${code})`;
-  else if (message.includes('does not support SSL')) why = 'TLS required but the server does not offer it';
+  const why =
+    code && code in REFUSED_SQLSTATES
+      ? `${REFUSED_SQLSTATES[code]} (${code})`
+      : (certificateRefusal(error) ??
+        (message.includes('does not support SSL')
+          ? 'TLS required but the server does not offer it'
+          : undefined));
   return why === undefined ? undefined : new AuthenticationError('postgres', host, why, { cause: error });
 }
 

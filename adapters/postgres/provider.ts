@@ -3,16 +3,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 // CommonJS user without esModuleInterop (pg's types have no default export there).
 import pg, { type Pool, type PoolConfig } from 'pg';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import {
-  AuthenticationError,
-  BackendUnavailableError,
-  InvalidArgumentError,
-  NotImplementedError,
-} from '../../src/errors.js';
+import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { refuseTls, type TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesJoin, terminateHolder } from './admin.js';
@@ -531,12 +527,7 @@ export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,
 ): Promise<PostgresLockProvider> {
-  // Asked for and not given would be a plain connection the user believes encrypted.
-  if (options.tls !== undefined && options.tls !== false) {
-    throw new NotImplementedError(
-      `TLS through the tls option or the URL's tls=, ca=, cert=, key=, servername= on the postgres backend (use PostgreSQL's own sslmode=, sslrootcert=, sslcert=, sslkey=, which pg reads)`,
-    );
-  }
+  refuseTls(options.tls as TlsOptions | boolean | undefined, 'postgres');
   return new PostgresLockProvider({
     ...(options as Partial<PostgresProviderOptions>),
     connectionString: spec.url,

@@ -1,17 +1,13 @@
 import { withinGrace } from '../../src/cancel-grace.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import {
-  BackendUnavailableError,
-  InvalidArgumentError,
-  NotHolderError,
-  NotImplementedError,
-} from '../../src/errors.js';
+import { BackendUnavailableError, InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import { processSecrets } from '../../src/secret-mask.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { secretsIn } from '../../src/telemetry/redact.js';
+import { refuseTls, type TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesWalk, removeHead } from './admin.js';
@@ -451,10 +447,7 @@ export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,
 ): Promise<ZooKeeperLockProvider> {
-  // Asked for and not given would be a plain connection the user believes encrypted.
-  if (options.tls !== undefined && options.tls !== false) {
-    throw new NotImplementedError(`TLS on the zookeeper backend`);
-  }
+  refuseTls(options.tls as TlsOptions | boolean | undefined, 'zookeeper');
   const hosts = spec.hosts.map((h) => `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`).join(',');
   return new ZooKeeperLockProvider({
     ...(options as Partial<ZooKeeperProviderOptions>),

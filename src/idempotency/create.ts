@@ -1,7 +1,7 @@
 import { parseConnectionUrl, requirePeer } from '../connect.js';
 import { InvalidArgumentError } from '../errors.js';
 import { processSecrets } from '../secret-mask.js';
-import { nodeTlsOptions, resolveTls, type TlsOptions } from '../tls.js';
+import { nodeTlsOptions, refuseTls, resolveTls, type TlsOptions } from '../tls.js';
 import { urlCredentials } from '../url-display.js';
 import { MemoryRecords } from './memory-records.js';
 import type { RecordBackend } from './records.js';
@@ -15,7 +15,10 @@ export interface CreateIdempotencyStoreOptions extends IdempotencyStoreOptions {
   prefix?: string;
   /** PostgreSQL pool size (default 10). */
   maxConnections?: number;
-  /** TLS towards the backend, over the URL's (`rediss://`, `tls=1`, `ca=`, `cert=`, `key=`, `servername=`). */
+  /**
+   * TLS towards Redis, over the URL's (`rediss://`, `tls=1`, `ca=`, `cert=`, `key=`, `servername=`).
+   * On PostgreSQL use the URL's `sslmode=` and its companions.
+   */
   tls?: TlsOptions | boolean;
 }
 
@@ -70,6 +73,7 @@ export async function createIdempotencyStore(
       break;
     }
     case 'postgres': {
+      refuseTls(tls, 'postgres');
       await requirePeer('pg', 'postgres');
       const [pg, { PostgresRecords }] = await Promise.all([import('pg'), import('./postgres-records.js')]);
       const Pool = (pg.default ?? pg).Pool;
@@ -79,8 +83,6 @@ export async function createIdempotencyStore(
         connectionTimeoutMillis: timeout,
         query_timeout: timeout,
         keepAlive: true,
-        // sslmode= and the other ssl parameters of the URL, read by pg, take precedence.
-        ...(tls ? { ssl: nodeTlsOptions(tls) } : {}),
       });
       records = new PostgresRecords(pool, options.table);
       break;

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdempotencyStore } from '../../src/idempotency/index.js';
 import { connect, createElection } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import { makeTestCertificates, type TestCertificates } from '../servers/certs.js';
@@ -64,6 +65,19 @@ describe('Redis over TLS with an ACL user', () => {
       await (await provider.acquire(uniqueKey('tls-option'))).release();
     } finally {
       await provider.close();
+    }
+  });
+
+  it('an idempotency store over TLS with the ACL user (its keys are under fencekit:)', async () => {
+    const store = await createIdempotencyStore(`rediss://fencekit:${PASSWORD}@${hostOf(single)}?${files()}`);
+    try {
+      const key = uniqueKey('tls-idempotency');
+      let runs = 0;
+      const first = await store.run(key, { order: 42 }, () => ++runs);
+      const again = await store.run(key, { order: 42 }, () => ++runs);
+      expect([first, again, runs]).toEqual([1, 1, 1]);
+    } finally {
+      await store.close();
     }
   });
 

@@ -104,5 +104,14 @@ describe('backends without TLS yet', () => {
       );
       expect((error as FencekitError | undefined)?.code, url).toBe('NOT_IMPLEMENTED');
     }
+    const { createIdempotencyStore } = await import('../../src/idempotency/index.js');
+    const storeError = await createIdempotencyStore('postgres://u@127.0.0.1:1/db?tls=1').then(
+      async (store) => {
+        await store.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect((storeError as FencekitError | undefined)?.code).toBe('NOT_IMPLEMENTED');
   });
 });

@@ -96,6 +96,7 @@ export class Reachability {
         if (redisRefusal(e) !== undefined) done();
       };
       const timer = setTimeout(done, waitMs);
+      timer.unref(); // a wait for a verdict keeps no process alive
       this.redis.on('error', onError);
       this.redis.on('ready', done);
     }).finally(() => {

@@ -36,3 +36,19 @@ export function longTimeout(fn: () => void, ms: number, options: { unref?: boole
     clearTimeout(timer);
   };
 }
+
+/** Waits ms; rejects with the signal's reason as soon as it aborts (at once if it has). */
+export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -75,10 +75,18 @@ end
 return count
 `);
 
-/** The token a refresh answers: the counter's value (the holder's grant is the last one for a mutex). */
-const CURRENT_TOKEN = `
-local function current_token(key)
-  return redis.call('GET', key) or '0'
+/**
+ * The token a refresh answers. An adoption (fresh '1': acquiredExternally, a holder this object did
+ * not grant) gets a new one, never the counter's value, which is the token of whoever was granted
+ * last: two holders must not share a token. Else the counter's value; a counter found missing
+ * starts again as next_token does, above every token it gave.
+ */
+const REFRESH_TOKEN = `${NEXT_TOKEN}
+local function refresh_token(key, fresh)
+  if fresh == '1' then return next_token(key) end
+  local current = redis.call('GET', key)
+  if current then return current end
+  return next_token(key)
 end
 `;
 
@@ -88,11 +96,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return next_tok
 return 0
 `);
 
-/** Extends the mutex key while it holds the identifier: the current token, or 0. */
-export const MUTEX_REFRESH = script(`${CURRENT_TOKEN}
+/** Extends the mutex key while it holds the identifier (ARGV[3]: fresh): a token, or 0. */
+export const MUTEX_REFRESH = script(`${REFRESH_TOKEN}
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return current_token(KEYS[2])
+  return refresh_token(KEYS[2], ARGV[3])
 end
 return 0
 `);
@@ -132,8 +140,11 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return next_token(KEYS[2])
 `);
 
-/** Moves the holder's members' scores to now while its first member is still there: a token, or 0. */
-export const SEMAPHORE_REFRESH = script(`${CURRENT_TOKEN}${MEMBERS}
+/**
+ * Moves the holder's members' scores to now while its first member is still there (ARGV as
+ * SEMAPHORE_ACQUIRE's, then ARGV[7]: fresh): a token, or 0.
+ */
+export const SEMAPHORE_REFRESH = script(`${REFRESH_TOKEN}${MEMBERS}
 local permits = tonumber(ARGV[2])
 local now = tonumber(ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[4]))
@@ -141,7 +152,21 @@ local mine = members(ARGV[3], permits, ARGV[6])
 if not redis.call('ZSCORE', KEYS[1], mine[1]) then return 0 end
 for _, member in ipairs(mine) do redis.call('ZADD', KEYS[1], now, member) end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return current_token(KEYS[2])
+return refresh_token(KEYS[2], ARGV[7])
+`);
+
+/**
+ * KEYS fence counters; ARGV the token of each. Raises every counter to at least its token: a grant
+ * by a majority carries the largest of the majority's tokens, and once each of that majority's
+ * counters is at least that, any later majority (which shares a client with it) counts above it.
+ * The number of counters, so that a reply says every one was raised.
+ */
+export const RAISE_FENCES = script(`
+for i, key in ipairs(KEYS) do
+  local current = tonumber(redis.call('GET', key) or '0')
+  if current < tonumber(ARGV[i]) then redis.call('SET', key, ARGV[i]) end
+end
+return #KEYS
 `);
 
 /** KEYS set; ARGV permits, identifier, multi. The count of members removed. */

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { monotonicNow } from '../../clock.js';
 import { InvalidArgumentError, LockTimeoutError } from '../../errors.js';
 import { KeyedFifo } from '../../keyed-fifo.js';
 import { OwnedLock } from '../../ownership.js';
 import { linkSignals } from '../../signals.js';
-import { longTimeout } from '../../timers.js';
+import { abortableDelay, longTimeout } from '../../timers.js';
 import type { Lock as FencekitLock, LockProvider } from '../../types.js';
 import { isProvider, openProvider, sharedProvider } from '../provider-from-clients.js';
 import { ClassicLocks, type Round, type Shape } from './classic.js';
@@ -166,8 +167,15 @@ export abstract class Lock {
     abortSignal?: AbortSignal,
   ): Promise<OwnedLock | null> {
     if (this.#adoptNext) {
-      const round = await classic.refresh(this._key, this._shape(), this.#identifier, this.#lockTimeout);
-      if (!round.agreed) return null;
+      // An adoption gets a token of its own: the counter's value is the previous grant's token.
+      const round = await classic.refresh(
+        this._key,
+        this._shape(),
+        this.#identifier,
+        this.#lockTimeout,
+        true,
+      );
+      if (!round.agreed || monotonicNow() >= round.deadline) return null; // none, or born lost
       this.#adoptNext = false;
       return this.#owned(classic, round);
     }
@@ -176,9 +184,15 @@ export abstract class Lock {
     const end = Date.now() + waitMs;
     for (let attempt = 1; Date.now() < end && attempt <= limit; attempt++) {
       abortSignal?.throwIfAborted();
-      const round = await classic.acquire(this._key, this._shape(), this.#identifier, this.#lockTimeout);
+      const round = await classic.acquire(
+        this._key,
+        this._shape(),
+        this.#identifier,
+        this.#lockTimeout,
+        abortSignal,
+      );
       if (round.agreed) return this.#owned(classic, round);
-      await delay(interval, abortSignal);
+      await abortableDelay(interval, abortSignal); // as redis-semaphore's delay
     }
     return null;
   }
@@ -410,22 +424,6 @@ function refuseExternalAcquisition(): never {
     'acquiredExternally',
     "a grant on fencekit's layout cannot be adopted from another process: acquire in the process that releases",
   );
-}
-
-/** Waits ms, or rejects with the signal's reason once it aborts (as redis-semaphore's delay). */
-function delay(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    if (signal?.aborted) onAbort();
-    else signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 /** The reason a wait for the object's turn ends when the caller's time runs out. */

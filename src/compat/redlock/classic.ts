@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_DRIFT_RATE, monotonicNow, safeDeadline } from '../../clock.js';
 import { OwnedLock } from '../../ownership.js';
+import { DEFAULT_CALL_TIMEOUT_MS } from '../../provider-base.js';
 import { anyLockLost } from '../../signals.js';
+import { abortableDelay } from '../../timers.js';
 import { ExecutionError, type ExecutionStats, ResourceLockedError } from './errors.js';
 import type { LockGrant } from './lock.js';
-import type { Settings } from './settings.js';
+import { expirationOf, type Settings } from './settings.js';
 
 /**
  * redlock's own protocol on the app's clients, so that replicas still running redlock and replicas
@@ -22,13 +24,38 @@ function loadAdapter(): Promise<Adapter> {
   return adapter;
 }
 
-/** What one successful operation brings back: its attempts, and the grant's timing for the deadline. */
+/** What one successful operation brings back: its attempts, its granters' replies and its timing. */
 interface Outcome {
   attempts: Array<Promise<ExecutionStats>>;
-  replies: unknown[];
+  /** The clients that voted for, with their replies. */
+  granted: Array<{ client: unknown; reply: unknown }>;
+  /** When the successful attempt was sent: monotonic (for the grant's deadline) and wall-clock. */
   sentAt: number;
+  wallSentAt: number;
   rttMs: number;
 }
+
+/** How one operation runs its attempts (see #execute). */
+interface Plan {
+  /** The count a vote for answers (resources applied to), or that many tokens. */
+  expected: number;
+  /** How long one attempt waits for answers: a client silent that long votes against. */
+  timeoutMs: number;
+  /** Wall-clock ms after which no retry starts (the lock's expiration: its keys are gone by then). */
+  stopAt?: number;
+  /** Ends the operation with its reason (quit()); the caller gives back what may have been set. */
+  cancel?: AbortSignal | undefined;
+  /** A majority agreed: whether that makes the outcome. false: the attempt failed, retried as one. */
+  accept?: (outcome: Outcome) => Promise<boolean>;
+}
+
+/**
+ * The longest one attempt waits for its answers (fencekit's default call deadline); an acquire's
+ * and an extend's no longer than the duration either, since an answer that late can grant nothing
+ * (the keys are gone by then). redlock waits for every client without a limit: one hung client
+ * would hang every call.
+ */
+const ATTEMPT_TIMEOUT_MS = DEFAULT_CALL_TIMEOUT_MS;
 
 /** redlock's message for a duration that is not an integer (it takes any integer, even 0). */
 export function checkIntegerDuration(duration: number): void {
@@ -48,90 +75,177 @@ export class ClassicRedlock {
     this.quorum = Math.floor(clients.length / 2) + 1;
   }
 
-  /** A new lock's value, its grant and the attempts it took; rejects as redlock does. */
+  /**
+   * A new lock's value, its grant and the attempts it took; rejects as redlock does. Unlike
+   * redlock, an attempt is a grant only if it is still valid when its answers are in (and, on
+   * several clients, once the granters' fencing counters were raised to its tokens): a late
+   * majority's keys are given back and the attempt counts as failed, so no lock is handed out with
+   * its expiration already passed.
+   */
   async acquire(
     resources: string[],
     duration: number,
     settings: Settings,
-  ): Promise<{ value: string; grant: ClassicGrant; attempts: Array<Promise<ExecutionStats>> }> {
+    cancel?: AbortSignal,
+  ): Promise<{
+    value: string;
+    grant: ClassicGrant;
+    attempts: Array<Promise<ExecutionStats>>;
+    expiration: number;
+  }> {
     checkIntegerDuration(duration);
     const value = randomBytes(16).toString('hex');
-    const { REDLOCK_ACQUIRE, fenceKeyOf } = await loadAdapter();
-    const keys = [...resources, ...resources.map(fenceKeyOf)];
+    const redis = await loadAdapter();
+    const keys = [...resources, ...resources.map(redis.fenceKeyOf)];
+    const deadlineOf = (o: Outcome) => safeDeadline(o.sentAt, duration, o.rttMs, DEFAULT_DRIFT_RATE);
+    const giveBack = () => this.#giveBack(resources, value, settings);
     let outcome: Outcome;
     try {
-      outcome = await this.#execute(REDLOCK_ACQUIRE, keys, [value, duration], settings, resources.length);
+      outcome = await this.#execute(redis.REDLOCK_ACQUIRE, keys, [value, duration], settings, {
+        expected: resources.length,
+        timeoutMs: Math.min(duration, ATTEMPT_TIMEOUT_MS),
+        cancel,
+        accept: async (o) => {
+          const deadline = deadlineOf(o);
+          const raised = await this.#raiseFences(resources, o, deadline, cancel);
+          if (raised && monotonicNow() < deadline) return true;
+          await giveBack(); // born lost: this attempt's keys go back before the next attempt
+          return false;
+        },
+      });
     } catch (error) {
-      // Gives back what a minority may have set, once, as redlock does.
-      await this.release(resources, value, { ...settings, retryCount: 0 }).catch(() => undefined); // its keys expire by themselves
+      // Gives back what a minority (or a late or cancelled attempt) may have set, once, as redlock does.
+      await giveBack();
       throw error;
     }
     const grant = new ClassicGrant(
       resources.map((resource, index) => {
         const lock = new OwnedLock({
           key: resource,
-          fencingToken: highestToken(outcome.replies, index),
+          fencingToken: highestToken(outcome.granted, index),
           ownerToken: value,
           releaseOnBackend: () => Promise.resolve(), // the grant releases all its keys in one script
         });
-        lock.confirmUntil(safeDeadline(outcome.sentAt, duration, outcome.rttMs, DEFAULT_DRIFT_RATE));
+        lock.confirmUntil(deadlineOf(outcome));
         return lock;
       }),
       (released) => this.release(resources, value, released).then(() => undefined),
       settings,
     );
-    return { value, grant, attempts: outcome.attempts };
+    const expiration = expirationOf(outcome.wallSentAt, duration, settings);
+    return { value, grant, attempts: outcome.attempts, expiration };
   }
 
-  /** Sets every resource again for `duration` while it still holds `value`; moves the grant's deadline. */
+  /**
+   * Sets every resource again for `duration` while it still holds `value`; moves the grant's
+   * deadline. Retries stop at the lock's current expiration (`expiresAt`, wall-clock ms): its keys
+   * are gone by then, so retryCount -1 cannot retry forever; an extension that comes back too late,
+   * or after the grant was lost, is no extension. Resolves with the new expiration.
+   */
   async extend(
     grant: ClassicGrant,
     resources: string[],
     value: string,
     duration: number,
     settings: Settings,
-  ): Promise<Array<Promise<ExecutionStats>>> {
+    expiresAt: number,
+    cancel?: AbortSignal,
+  ): Promise<{ attempts: Array<Promise<ExecutionStats>>; expiration: number }> {
     checkIntegerDuration(duration);
     const { REDLOCK_EXTEND } = await loadAdapter();
-    const outcome = await this.#execute(
-      REDLOCK_EXTEND,
-      resources,
-      [value, duration],
-      settings,
-      resources.length,
-    );
-    grant.confirmUntil(safeDeadline(outcome.sentAt, duration, outcome.rttMs, DEFAULT_DRIFT_RATE));
-    return outcome.attempts;
+    const outcome = await this.#execute(REDLOCK_EXTEND, resources, [value, duration], settings, {
+      expected: resources.length,
+      timeoutMs: Math.min(duration, ATTEMPT_TIMEOUT_MS),
+      stopAt: expiresAt,
+      cancel,
+      accept: async (o) => {
+        const deadline = safeDeadline(o.sentAt, duration, o.rttMs, DEFAULT_DRIFT_RATE);
+        if (!grant.held || monotonicNow() >= deadline) return false;
+        grant.confirmUntil(deadline);
+        return true;
+      },
+    });
+    return { attempts: outcome.attempts, expiration: expirationOf(outcome.wallSentAt, duration, settings) };
   }
 
-  /** Deletes each resource that still holds `value`; rejects unless a majority deleted all of them. */
+  /**
+   * Deletes each resource that still holds `value`; rejects unless a majority deleted all of them.
+   * Retries stop at `stopAt` (the lock's expiration, wall-clock ms): its keys are gone by then.
+   */
   async release(
     resources: string[],
     value: string,
     settings: Settings,
+    stopAt?: number,
   ): Promise<{ attempts: Array<Promise<ExecutionStats>> }> {
     const { REDLOCK_RELEASE } = await loadAdapter();
-    const { attempts } = await this.#execute(REDLOCK_RELEASE, resources, [value], settings, resources.length);
+    const { attempts } = await this.#execute(REDLOCK_RELEASE, resources, [value], settings, {
+      expected: resources.length,
+      timeoutMs: ATTEMPT_TIMEOUT_MS,
+      ...(stopAt === undefined ? {} : { stopAt }),
+    });
     return { attempts };
+  }
+
+  /** One release attempt for keys that must not stay set; what it cannot delete expires by itself. */
+  async #giveBack(resources: string[], value: string, settings: Settings): Promise<void> {
+    await this.release(resources, value, { ...settings, retryCount: 0 }).catch(() => undefined);
+  }
+
+  /**
+   * Raises each granter's fencing counters to the grant's tokens, so that any later majority
+   * (which shares a client with this one) counts above them: true once a majority did, within the
+   * grant's deadline. One client is its own majority: its counter gave the token.
+   */
+  async #raiseFences(
+    resources: string[],
+    outcome: Outcome,
+    deadline: number,
+    cancel: AbortSignal | undefined,
+  ): Promise<boolean> {
+    if (this.clients.length === 1) return true;
+    const { RAISE_FENCES, evalRound, fenceKeyOf } = await loadAdapter();
+    const tokens = resources.map((_, index) => highestToken(outcome.granted, index).toString());
+    const answers = await evalRound(
+      outcome.granted.map((g) => g.client),
+      RAISE_FENCES,
+      resources.map(fenceKeyOf),
+      tokens,
+      {
+        quorum: this.quorum,
+        votesFor: (reply) => Number(reply) === resources.length,
+        timeoutMs: Math.max(1, Math.min(deadline - monotonicNow(), ATTEMPT_TIMEOUT_MS)),
+        cancel,
+      },
+    );
+    return answers.filter((a) => 'reply' in a && Number(a.reply) === resources.length).length >= this.quorum;
   }
 
   /**
    * redlock's retry loop: one attempt on every client, again after retryDelay ± retryJitter until
-   * a majority answers `expected` (a count, or that many tokens) or retryCount retries are spent.
+   * a majority answers `expected` (a count, or that many tokens) and the plan accepts it, or
+   * retryCount retries are spent, or plan.stopAt passed.
    */
   async #execute(
     script: import('../../../adapters/redis/classic-clients.js').Script,
     keys: string[],
     args: Array<string | number>,
     settings: Settings,
-    expected: number,
+    plan: Plan,
   ): Promise<Outcome> {
-    const { evalOnAll } = await loadAdapter();
+    const { evalRound } = await loadAdapter();
     const maxAttempts = settings.retryCount === -1 ? Number.POSITIVE_INFINITY : settings.retryCount + 1;
     const attempts: Array<Promise<ExecutionStats>> = [];
+    const expected = plan.expected;
     for (;;) {
       const sentAt = monotonicNow();
-      const answers = await evalOnAll(this.clients, script, keys, args);
+      const wallSentAt = Date.now();
+      const answers = await evalRound(this.clients, script, keys, args, {
+        quorum: this.quorum,
+        votesFor: (reply) => refusal(reply, expected) === undefined,
+        timeoutMs: plan.timeoutMs,
+        cancel: plan.cancel,
+      });
       const rttMs = monotonicNow() - sentAt;
       const stats: ExecutionStats = {
         membershipSize: this.clients.length,
@@ -139,7 +253,7 @@ export class ClassicRedlock {
         votesFor: new Set(),
         votesAgainst: new Map(),
       };
-      const replies: unknown[] = [];
+      const granted: Outcome['granted'] = [];
       for (const answer of answers) {
         const error = 'error' in answer ? answer.error : refusal(answer.reply, expected);
         if (error) {
@@ -147,19 +261,26 @@ export class ClassicRedlock {
           this.onError(error);
         } else {
           stats.votesFor.add(answer.client);
-          replies.push((answer as { reply: unknown }).reply);
+          granted.push(answer as { client: unknown; reply: unknown });
         }
       }
       attempts.push(Promise.resolve(stats));
-      if (stats.votesFor.size >= this.quorum) return { attempts, replies, sentAt, rttMs };
-      if (attempts.length >= maxAttempts) {
+      if (stats.votesFor.size >= this.quorum) {
+        const outcome = { attempts, granted, sentAt, wallSentAt, rttMs };
+        if (!plan.accept || (await plan.accept(outcome))) return outcome;
+      }
+      const pause = Math.max(
+        0,
+        settings.retryDelay + Math.floor((Math.random() * 2 - 1) * settings.retryJitter),
+      );
+      const stopped = plan.stopAt !== undefined && Date.now() + pause >= plan.stopAt;
+      if (attempts.length >= maxAttempts || stopped) {
         throw new ExecutionError(
           'The operation was unable to achieve a quorum during its retry window.',
           attempts,
         );
       }
-      const jitter = Math.floor((Math.random() * 2 - 1) * settings.retryJitter);
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, settings.retryDelay + jitter)));
+      await abortableDelay(pause, plan.cancel);
     }
   }
 }
@@ -174,12 +295,13 @@ function refusal(reply: unknown, expected: number): Error | undefined {
 }
 
 /**
- * A resource's token: the highest among the clients that granted. Two majorities share a client,
- * whose counter grew with the later grant, so the highest of a later grant is higher.
+ * A resource's token: the highest among the clients that granted. Before the grant is handed out
+ * every granter's counter is raised to it (#raiseFences); two majorities share a client, whose
+ * counter then counts above it for the later grant, so the later grant's highest is higher.
  */
-function highestToken(replies: unknown[], index: number): bigint {
+function highestToken(granted: Outcome['granted'], index: number): bigint {
   let highest = 0n;
-  for (const reply of replies) {
+  for (const { reply } of granted) {
     const token = BigInt(String((reply as unknown[])[index]));
     if (token > highest) highest = token;
   }

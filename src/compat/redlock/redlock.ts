@@ -50,6 +50,8 @@ export class Redlock extends EventEmitter {
   readonly #classic: ClassicRedlock | undefined;
   /** The clients it was given (quit() quits them, as redlock does); none over a provider. */
   readonly #clients: unknown[];
+  /** Aborted by quit(): ends the calls on redlock's layout still under way. */
+  readonly #closing = new AbortController();
 
   constructor(
     target: LockProvider | Iterable<unknown>,
@@ -127,11 +129,18 @@ export class Redlock extends EventEmitter {
     lock: Lock,
     _settings?: Partial<Settings>,
   ): Promise<{ attempts: ReadonlyArray<Promise<unknown>> }> {
+    const expiresAt = lock.expiration;
     lock.expiration = 0;
     const grant = lock.grant;
     if (grant instanceof ClassicGrant && this.#classic) {
       grant.stop(); // the work stops at once; the keys are deleted below, with redlock's retries
-      return this.#classic.release(lock.resources, lock.value, mergeSettings(this.settings, _settings));
+      // Retried until the lock's expiration at most: its keys are gone by then (one attempt at least).
+      return this.#classic.release(
+        lock.resources,
+        lock.value,
+        mergeSettings(this.settings, _settings),
+        expiresAt,
+      );
     }
     const wasHeld = !grant.released && grant.held;
     const failed = await grant.release().then(
@@ -174,15 +183,16 @@ export class Redlock extends EventEmitter {
       if (existing.expiration < startedAt) {
         throw new ExecutionError('Cannot extend an already-expired lock.', []);
       }
-      const attempts = await this.#classic.extend(
+      const { attempts, expiration } = await this.#classic.extend(
         grant,
         existing.resources,
         existing.value,
         duration,
         merged,
+        existing.expiration,
+        this.#closing.signal,
       );
       existing.expiration = 0;
-      const expiration = expirationOf(startedAt, duration, merged);
       return new Lock(this, existing.resources, existing.value, attempts, expiration, grant);
     }
     checkDuration(duration, merged);
@@ -263,8 +273,13 @@ export class Redlock extends EventEmitter {
     }
   }
 
-  /** Closes the provider, as redlock quits its clients. */
+  /**
+   * Closes the provider, as redlock quits its clients: calls under way on redlock's layout end at
+   * once (their keys are given back where the clients still answer), and each client gets
+   * QUIT_MS to quit before it is disconnected.
+   */
   async quit(callback?: (error: Error | null) => void): Promise<void> {
+    this.#closing.abort(new ExecutionError('The Redlock was quit while the operation ran.', []));
     const closing = (async () => {
       if (this.#provider) await (await this.#provider).close();
       await Promise.all(this.#clients.map((client) => quitClient(client)));
@@ -345,9 +360,13 @@ export class Redlock extends EventEmitter {
   async #acquire(resources: string | string[], duration: number, settings: Settings): Promise<Lock> {
     const names = Array.isArray(resources) ? resources : [resources];
     if (this.#classic) {
-      const startedAt = Date.now();
-      const { value, grant, attempts } = await this.#classic.acquire(names, duration, settings);
-      return new Lock(this, names, value, attempts, expirationOf(startedAt, duration, settings), grant);
+      const { value, grant, attempts, expiration } = await this.#classic.acquire(
+        names,
+        duration,
+        settings,
+        this.#closing.signal,
+      );
+      return new Lock(this, names, value, attempts, expiration, grant);
     }
     checkDuration(duration, settings);
     const provider = await this.provider();
@@ -377,7 +396,26 @@ export class Redlock extends EventEmitter {
   }
 }
 
+/** How long a client may take to quit (QUIT answered) before it is disconnected. */
+const QUIT_MS = 2_000;
+
+/** Quits a client (ioredis quit(), node-redis close() or quit()), bounded: then disconnects it. */
 async function quitClient(client: unknown): Promise<void> {
-  const c = client as { quit?: () => Promise<unknown>; close?: () => Promise<unknown> };
-  await (c.close ?? c.quit)?.call(c).catch(() => undefined);
+  const c = client as {
+    quit?: () => Promise<unknown>;
+    close?: () => Promise<unknown>;
+    disconnect?: () => unknown;
+    destroy?: () => unknown;
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const quitting = Promise.resolve((c.close ?? c.quit)?.call(c)).then(
+    () => true,
+    () => true, // already closed, or the connection failed: nothing more to wait for
+  );
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), QUIT_MS);
+  });
+  const quit = await Promise.race([quitting, late]);
+  clearTimeout(timer);
+  if (!quit) (c.disconnect ?? c.destroy)?.call(c);
 }

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { BrokenCircuitError, ConsecutiveBreaker, circuitBreaker, handleAll } from 'cockatiel';
 import { jitteredDelays, sleepUnlessWoken } from '../backoff.js';
-import { InvalidArgumentError } from '../errors.js';
+import { AuthenticationError, InvalidArgumentError } from '../errors.js';
 import { linkSignals } from '../signals.js';
 import type { LockProvider } from '../types.js';
 import { createElection, type LockElectionOptions } from './lock-election.js';
@@ -36,7 +36,7 @@ export interface RunAsLeaderOptions extends LockElectionOptions {
   onDemoted?: (term: bigint) => void;
   /** Every change of leader seen by this candidate, including null (no leader). */
   onLeaderChange?: (leader: LeaderInfo | null) => void;
-  /** Campaign failures (backend unavailable …) and errors thrown by fn; the loop goes on. */
+  /** Campaign failures (backend unavailable …) and errors thrown by fn; the loop goes on (not after AUTH_FAILED). */
   onError?: (error: unknown) => void;
 }
 
@@ -44,7 +44,9 @@ export interface RunAsLeaderOptions extends LockElectionOptions {
  * Runs fn whenever this process leads `name`, until stopped: campaign → fn({ signal, term }) →
  * when the term ends (lost, fn returned or threw) abort its signal, resign, wait a jittered
  * backoff, campaign again. Backend errors are retried with backoff behind a circuit breaker;
- * every wait ends early when the caller stops. Resolves once stopped and resigned.
+ * every wait ends early when the caller stops. Resolves once stopped and resigned; rejects with
+ * the {@link AuthenticationError} (`AUTH_FAILED`) of a campaign the backend refused, which no
+ * retry would change.
  */
 export async function runAsLeader(
   provider: LockProvider,
@@ -90,6 +92,8 @@ export async function runAsLeader(
         );
       } catch (error) {
         if (stop.signal.aborted) break;
+        // Refused credentials or certificates do not heal by waiting: the caller has to know.
+        if (error instanceof AuthenticationError) throw error;
         if (!(error instanceof BrokenCircuitError)) options.onError?.(error);
         await pause(); // never a hot loop: failures and an open circuit both wait
         continue;

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { Cron } from 'croner';
 import { sleepUnlessWoken } from '../backoff.js';
-import { InvalidArgumentError } from '../errors.js';
+import { AuthenticationError, InvalidArgumentError } from '../errors.js';
 import { ProviderEvents } from '../events.js';
 import { linkSignals } from '../signals.js';
 import { telemetryOf } from '../telemetry/telemetry.js';
@@ -68,7 +68,8 @@ export interface SingletonOptions {
  * Runs job on exactly one replica per tick: every replica tries the job's lock at the tick, the
  * winner runs the job and keeps the lock until lockAtLeastFor has passed; the others skip. The
  * winner also checks the ledger and reports ticks that nobody ran (all replicas down is a fault
- * too). Resolves when signal aborts.
+ * too). Resolves when signal aborts; rejects with the {@link AuthenticationError} (`AUTH_FAILED`) of
+ * a tick the backend refused, which every later tick would meet too.
  */
 export async function runSingleton(
   provider: LockProvider,
@@ -112,6 +113,8 @@ export async function runSingleton(
         owner: `${replica} tick ${new Date(tick).toISOString()}`,
       });
     } catch (error) {
+      // Refused credentials or certificates fail every tick alike: stop and say so.
+      if (error instanceof AuthenticationError) throw error;
       options.onError?.(error, new Date(tick));
       continue;
     }

@@ -4,7 +4,13 @@ import { PostgresLockProvider } from '../../adapters/postgres/index.js';
 import { RedisLockProvider } from '../../adapters/redis/index.js';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
 import { createIdempotencyStore } from '../../src/idempotency/index.js';
-import { type ConnectOptions, connect, type LockProvider } from '../../src/index.js';
+import {
+  type ConnectOptions,
+  connect,
+  type LockProvider,
+  runAsLeader,
+  runSingleton,
+} from '../../src/index.js';
 import { CliProcesses } from '../cli/cli-process.js';
 import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
 import { etcdctl } from '../servers/processes.js';
@@ -128,6 +134,39 @@ describe('Redis with requirepass and with an ACL user', () => {
       await provider.close();
     }
   }, 90_000);
+
+  it('runAsLeader and runSingleton stop with AUTH_FAILED instead of retrying a refused password', async () => {
+    const provider = await connect(`redis://app:${enc(WRONG)}@${host}`, { callTimeoutMs: 5_000 });
+    const errors: unknown[] = [];
+    const stop = new AbortController();
+    try {
+      const outcomes = await Promise.all(
+        [
+          () =>
+            runAsLeader(provider, 'auth/leader', async () => undefined, {
+              signal: stop.signal,
+              onError: (e) => errors.push(e),
+            }),
+          () =>
+            runSingleton(provider, 'auth/cron', async () => undefined, {
+              everyMs: 50,
+              signal: stop.signal,
+              onError: (e) => errors.push(e),
+            }),
+        ].map((run) =>
+          run().then(
+            () => 'resolved',
+            (error: { code?: string }) => error.code,
+          ),
+        ),
+      );
+      expect(outcomes).toEqual(['AUTH_FAILED', 'AUTH_FAILED']);
+      expect(errors).toEqual([]);
+    } finally {
+      stop.abort();
+      await provider.close();
+    }
+  }, 60_000);
 
   it('a wrong password, a malformed URL and an option password: refused, and shown nowhere', async () => {
     const [requirepass, aclUser, malformed, option, store, cliWrong, cliMalformed] = await Promise.all([

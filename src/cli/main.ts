@@ -27,7 +27,9 @@ program.exitOverride().configureOutput({ writeErr: (text) => printError(text) })
 program.addHelpText(
   'after',
   `
-Every command takes --url or FENCEKIT_URL. Exit codes: the command's own; 128+n when signal n
+Every command takes --url or FENCEKIT_URL; --ca, --cert, --key (or FENCEKIT_CA, FENCEKIT_CERT,
+FENCEKIT_KEY) name TLS files; --user names the user, whose password comes from FENCEKIT_PASSWORD or
+--password-file, never from the command line. Exit codes: the command's own; 128+n when signal n
 killed it; 1 other failure; 64 invalid argument; 69 backend unavailable; 77 credentials or a
 certificate refused; 71 the command's processes outlived SIGKILL (the CLI waited for them, then
 left without releasing); 75 timed out.`,

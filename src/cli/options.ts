@@ -1,12 +1,5 @@
 import { hostname, userInfo } from 'node:os';
-import { InvalidArgumentError as CommanderArgumentError, Option } from 'commander';
-import { connect } from '../connect.js';
-import { InvalidArgumentError } from '../errors.js';
-import type { LockProvider } from '../types.js';
-
-/** `--url`, or FENCEKIT_URL when it is absent. */
-export const urlOption = () =>
-  new Option('--url <url>', 'backend URL, e.g. etcd://127.0.0.1:2379').env('FENCEKIT_URL');
+import { InvalidArgumentError as CommanderArgumentError } from 'commander';
 
 /** How long a command may take to end after SIGTERM before SIGKILL (`--grace`). */
 export const DEFAULT_GRACE_MS = 10_000;
@@ -36,20 +29,6 @@ export function operator(): string {
     // no passwd entry (a container's arbitrary uid): the host alone still says where it came from
   }
   return `${user}@${hostname()}`;
-}
-
-/** Opens the backend the URL names, runs body, and closes it whatever happens. */
-export async function withProvider<T>(
-  url: string | undefined,
-  body: (provider: LockProvider) => Promise<T>,
-): Promise<T> {
-  if (!url) throw new InvalidArgumentError('--url', 'missing: pass --url or set FENCEKIT_URL');
-  const provider = await connect(url);
-  try {
-    return await body(provider);
-  } finally {
-    await provider.close();
-  }
 }
 
 /** The URLs this process was given (--url, FENCEKIT_URL), whose passwords must never be printed. */

@@ -4,6 +4,8 @@ import { givenUrls } from './options.js';
 
 // The passwords of the URLs this process was given are masked before any connect() remembers them.
 processSecrets.add(givenUrls(process.argv, process.env).flatMap(urlCredentials));
+// So is the password given apart from the URL (--password-file's is added once read).
+if (process.env.FENCEKIT_PASSWORD) processSecrets.add([process.env.FENCEKIT_PASSWORD]);
 
 /**
  * Writes to stderr with every credential masked (URL passwords, and those the process was given),

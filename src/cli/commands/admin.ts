@@ -2,8 +2,9 @@ import type { Command } from 'commander';
 import { InvalidArgumentError, NotImplementedError } from '../../errors.js';
 import type { HolderInfo, LockInfo } from '../../types.js';
 import { cliAction } from '../action.js';
+import { type ConnectionFlags, connectionOptions, withProvider } from '../connection.js';
 import { EXIT } from '../exit-codes.js';
-import { operator, urlOption, withProvider } from '../options.js';
+import { operator } from '../options.js';
 import { formatTable } from '../table.js';
 
 /** One row of `inspect`: the same fields in the table and in --json. */
@@ -18,15 +19,13 @@ export interface InspectRow {
 }
 
 export function registerAdminCommands(program: Command): void {
-  program
-    .command('inspect')
+  connectionOptions(program.command('inspect'))
     .description('show holder, fencing token, age, expiry and waiters of locks')
     .argument('<name...>', 'lock names')
-    .addOption(urlOption())
     .option('--json', 'a JSON array of {name, holder, token, since, ageMs, expiresAt, waiters}')
     .action(
-      cliAction((_interrupts, names: string[], flags: { url?: string; json?: boolean }) =>
-        withProvider(flags.url, async (provider) => {
+      cliAction((_interrupts, names: string[], flags: ConnectionFlags & { json?: boolean }) =>
+        withProvider(flags, async (provider) => {
           const now = Date.now();
           const rows: InspectRow[] = [];
           for (const name of names) rows.push(inspectRow(name, await provider.inspect(name), now));
@@ -37,15 +36,13 @@ export function registerAdminCommands(program: Command): void {
       ),
     );
 
-  program
-    .command('ls')
+  connectionOptions(program.command('ls'))
     .description('list held lock names (where the backend can enumerate them)')
     .argument('[prefix]', 'only names that start with this', '')
-    .addOption(urlOption())
     .option('--json', 'a JSON array of names')
     .action(
-      cliAction((_interrupts, prefix: string, flags: { url?: string; json?: boolean }) =>
-        withProvider(flags.url, async (provider) => {
+      cliAction((_interrupts, prefix: string, flags: ConnectionFlags & { json?: boolean }) =>
+        withProvider(flags, async (provider) => {
           if (!provider.list)
             throw new NotImplementedError(`listing names on the ${provider.backend} provider`);
           const names = await provider.list(prefix);
@@ -56,11 +53,9 @@ export function registerAdminCommands(program: Command): void {
       ),
     );
 
-  program
-    .command('force-release')
+  connectionOptions(program.command('force-release'))
     .description("remove a lock's current grant whoever holds it (audited: --reason is required)")
     .argument('<name>', 'lock name')
-    .addOption(urlOption())
     .requiredOption('--reason <text>', 'why, recorded with the release')
     .option(
       '--token <n>',
@@ -72,9 +67,9 @@ export function registerAdminCommands(program: Command): void {
         (
           _interrupts,
           name: string,
-          flags: { url?: string; reason: string; token?: string; json?: boolean },
+          flags: ConnectionFlags & { reason: string; token?: string; json?: boolean },
         ) =>
-          withProvider(flags.url, async (provider) => {
+          withProvider(flags, async (provider) => {
             if (flags.reason.trim() === '') throw new InvalidArgumentError('--reason', 'must not be empty');
             if (flags.token !== undefined && !/^[1-9][0-9]*$/.test(flags.token))
               throw new InvalidArgumentError('--token', 'must be a positive integer (a fencing token)');

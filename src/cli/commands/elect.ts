@@ -5,27 +5,25 @@ import type { Election, LeaderInfo } from '../../election/types.js';
 import { linkSignals } from '../../signals.js';
 import { cliAction } from '../action.js';
 import { runChild } from '../child.js';
+import { type ConnectionFlags, connectionOptions, withProvider } from '../connection.js';
 import { EXIT } from '../exit-codes.js';
-import { DEFAULT_GRACE_MS, defaultOwner, milliseconds, urlOption, withProvider } from '../options.js';
+import { DEFAULT_GRACE_MS, defaultOwner, milliseconds } from '../options.js';
 import { warn } from '../output.js';
 import { describe } from './lock.js';
 
-interface ElectFlags {
-  url?: string;
+interface ElectFlags extends ConnectionFlags {
   owner?: string;
   ttl?: number;
   grace: number;
 }
 
 export function registerElectionCommands(program: Command): void {
-  program
-    .command('elect')
+  connectionOptions(program.command('elect'))
     .description(
       'run a command only while leader; campaign again after it ends (until SIGINT/SIGTERM/SIGHUP)',
     )
     .argument('<name>', 'election name')
     .argument('<command...>', 'command and its arguments (after --)')
-    .addOption(urlOption())
     .option('--owner <text>', 'the value observers see as leader (default <host>/<pid>)')
     .option(
       '--ttl <ms>',
@@ -40,7 +38,7 @@ export function registerElectionCommands(program: Command): void {
     )
     .action(
       cliAction((interrupts, name: string, command: string[], flags: ElectFlags) =>
-        withProvider(flags.url, async (provider) => {
+        withProvider(flags, async (provider) => {
           let code: number = EXIT.ok;
           // The loop stops when the CLI is signalled: at once while campaigning, and after the
           // command (which got the signal forwarded) has exited while leading.
@@ -72,16 +70,14 @@ export function registerElectionCommands(program: Command): void {
       ),
     );
 
-  program
-    .command('leader')
+  connectionOptions(program.command('leader'))
     .description('print the current leader (exit 1 when there is none, 75 when none came within --wait)')
     .argument('<name>', 'election name')
-    .addOption(urlOption())
     .option('--wait <ms>', 'wait this long for a leader when there is none', milliseconds)
     .option('--json', 'one JSON object: {"name","leader","term"}')
     .action(
-      cliAction((interrupts, name: string, flags: { url?: string; wait?: number; json?: boolean }) =>
-        withProvider(flags.url, async (provider) => {
+      cliAction((interrupts, name: string, flags: ConnectionFlags & { wait?: number; json?: boolean }) =>
+        withProvider(flags, async (provider) => {
           const election = createElection(provider, name);
           let leader = await election.leader();
           if (!leader && flags.wait !== undefined && flags.wait > 0) {
@@ -102,15 +98,13 @@ export function registerElectionCommands(program: Command): void {
       ),
     );
 
-  program
-    .command('observe')
+  connectionOptions(program.command('observe'))
     .description('print the leader now and a line at every change, until SIGINT/SIGTERM/SIGHUP')
     .argument('<name>', 'election name')
-    .addOption(urlOption())
     .option('--json', 'one JSON object a line: {"at","name","leader","term"}')
     .action(
-      cliAction((interrupts, name: string, flags: { url?: string; json?: boolean }) =>
-        withProvider(flags.url, async (provider) => {
+      cliAction((interrupts, name: string, flags: ConnectionFlags & { json?: boolean }) =>
+        withProvider(flags, async (provider) => {
           const election = createElection(provider, name);
           for await (const leader of election.observe({ signal: interrupts.signal })) {
             const at = new Date().toISOString();

@@ -4,19 +4,12 @@ import { linkSignals } from '../../signals.js';
 import type { AcquireOptions, Lock, LockProvider } from '../../types.js';
 import { cliAction } from '../action.js';
 import { runChild } from '../child.js';
+import { type ConnectionFlags, connectionOptions, withProvider } from '../connection.js';
 import type { Interrupts } from '../interrupts.js';
-import {
-  DEFAULT_GRACE_MS,
-  defaultOwner,
-  milliseconds,
-  positiveInteger,
-  urlOption,
-  withProvider,
-} from '../options.js';
+import { DEFAULT_GRACE_MS, defaultOwner, milliseconds, positiveInteger } from '../options.js';
 import { warn } from '../output.js';
 
-interface GrantFlags {
-  url?: string;
+interface GrantFlags extends ConnectionFlags {
   wait?: number;
   ttl?: number;
   owner?: string;
@@ -25,10 +18,9 @@ interface GrantFlags {
 
 /** The options every "run a command under a grant" command shares. */
 function grantOptions(command: Command): Command {
-  return command
+  return connectionOptions(command)
     .argument('<name>', 'lock name')
     .argument('<command...>', 'command and its arguments (after --)')
-    .addOption(urlOption())
     .option('--wait <ms>', 'give up after this long (exit 75); 0 = try once; default: wait', milliseconds)
     .option('--ttl <ms>', 'lease length where the backend has per-lock leases (memory, Redis)', milliseconds)
     .option('--owner <text>', 'owner text shown by inspect (default <host>/<pid>)')
@@ -48,7 +40,7 @@ export function registerLockCommands(program: Command): void {
       .description('run a command while holding a lock (FENCEKIT_FENCING_TOKEN, FENCEKIT_LOCK_KEY set)'),
   ).action(
     cliAction((interrupts, name: string, command: string[], flags: GrantFlags) =>
-      withProvider(flags.url, (provider) =>
+      withProvider(flags, (provider) =>
         runUnderGrant(name, command, flags, interrupts, (opts) => provider.acquire(name, opts)),
       ),
     ),
@@ -61,7 +53,7 @@ export function registerLockCommands(program: Command): void {
       .requiredOption('--limit <k>', 'how many may run at once (the same in every process)', positiveInteger),
   ).action(
     cliAction((interrupts, name: string, command: string[], flags: GrantFlags & { limit: number }) =>
-      withProvider(flags.url, (provider) => {
+      withProvider(flags, (provider) => {
         const semaphore = semaphoreOf(provider, name, flags.limit);
         return runUnderGrant(name, command, flags, interrupts, (opts) => semaphore.acquire(opts));
       }),

@@ -10,6 +10,8 @@ export default defineConfig({
   define: { __FENCEKIT_VERSION__: JSON.stringify(version) },
   test: {
     include: ['test/**/*.test.ts'],
+    // The torture runner the test/torture files drive, built once for all of them.
+    globalSetup: ['test/torture/global-setup.ts'],
     // Two files at once: most of a test's time is spent waiting for servers, not computing.
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -1,9 +1,9 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TortureEvent } from '../../torture/history.js';
 import type { TortureReport } from '../../torture/run.js';
 import { cliWorkload } from '../../torture/workloads/cli.js';
 import { checkCliGroups } from '../../torture/workloads/cli-rules.js';
-import { buildTorture, tortureReport } from './runner.js';
+import { tortureReport } from './runner.js';
 
 // The cli workload: its two rules on hand-made histories (red on a bad one, green on the good
 // one), then the control run that breaks both and a short run that must stay green.
@@ -142,10 +142,6 @@ const count = (report: TortureReport, rule: string) =>
   report.violations.filter((v) => v.rule === rule).length;
 
 describe('cli workload runs', () => {
-  beforeAll(async () => {
-    await buildTorture();
-  }, 90_000);
-
   it('control: a member that leaves the session (setsid) outlives the release: both rules go red', async () => {
     // Fencing off: the escaped member's writes after the next grant are accepted, not refused.
     const report = await tortureCli([

@@ -1,10 +1,10 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, createElection } from '../../src/index.js';
 import type { TortureEvent } from '../../torture/history.js';
 import type { TortureReport } from '../../torture/run.js';
 import { electionWorkload } from '../../torture/workloads/election.js';
 import { checkFailovers, checkStaleObserves } from '../../torture/workloads/election-rules.js';
-import { buildTorture, tortureReports } from './runner.js';
+import { tortureReports } from './runner.js';
 
 // The election workload's rules on hand-made histories (each red on a bad one, green on the good
 // one), then its control runs through the built runner, and one short run on a real backend.
@@ -240,10 +240,6 @@ const counts = (report: TortureReport | undefined) => {
 };
 
 describe('election torture runs', () => {
-  beforeAll(async () => {
-    await buildTorture();
-  }, 90_000);
-
   it('the controls go red: two leaders (overlap), a replayed report (stale-observe), nobody in line (failover)', async () => {
     const memory = ['--backend', 'memory', '--workload', 'election'];
     const [twoLeaders, staleObserve, noFailover] = await Promise.all([

@@ -1,7 +1,7 @@
 import { MemoryLockProvider } from 'fencekit';
 import { Redlock } from 'fencekit/compat/redlock';
 import { MemoryLockServer } from 'fencekit/testing';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { Rule } from '../../torture/checker.js';
 import type { TortureEvent } from '../../torture/history.js';
 import type { TortureReport } from '../../torture/run.js';
@@ -9,7 +9,7 @@ import { Belief } from '../../torture/workloads/belief.js';
 import { expiryFromCallStart } from '../../torture/workloads/expiry-from-call-start.js';
 import { checkFacades } from '../../torture/workloads/facades.js';
 import { checkOverLimit, checkPermitTokens } from '../../torture/workloads/over-limit.js';
-import { buildTorture, tortureReport } from './runner.js';
+import { tortureReport } from './runner.js';
 
 // The facades workload: its rules on hand-made histories (each red on a bad one, green on the good
 // one), its control wrapper on its own, and short runs through the built runner: both controls
@@ -146,10 +146,6 @@ describe('the expiry-from-call-start control wrapper', () => {
 });
 
 describe('facades runs', () => {
-  beforeAll(async () => {
-    await buildTorture();
-  }, 90_000);
-
   /** The facades report of a run of the built runner with `args`. */
   const torture = (args: string[]) =>
     tortureReport(['--workload', 'facades', ...args], { timeoutMs: 60_000 });

@@ -1,8 +1,8 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Rule } from '../../torture/checker.js';
 import type { TortureEvent } from '../../torture/history.js';
 import { idempotencyWorkload } from '../../torture/workloads/idempotency.js';
-import { buildTorture, tortureReports } from './runner.js';
+import { tortureReports } from './runner.js';
 
 // The idempotency workload: its rules on hand-made histories, then one control run that must go
 // red and one short run on PostgreSQL that must not.
@@ -104,10 +104,6 @@ describe('torture idempotency rules', () => {
 });
 
 describe('torture idempotency runs', () => {
-  beforeAll(async () => {
-    await buildTorture();
-  }, 90_000);
-
   it('control: completions without a fence store a run that was taken over (memory)', async () => {
     const [report] = await tortureAll([
       ...['--backend', 'memory', '--workload', 'idempotency', '--seconds', '10', '--seed', '1'],

@@ -1,4 +1,4 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Rule } from '../../torture/checker.js';
 import type { TortureEvent } from '../../torture/history.js';
 import type { TortureReport } from '../../torture/run.js';
@@ -8,7 +8,7 @@ import {
   checkPermitsReturn,
   checkPermitTokens,
 } from '../../torture/workloads/semaphore-rules.js';
-import { buildTorture, tortureReport } from './runner.js';
+import { tortureReport } from './runner.js';
 
 // The semaphore workload's rules on hand-made histories (each red on a bad one, green on a good
 // one), then its controls and one short run on a real backend through the built runner.
@@ -253,10 +253,6 @@ const torture = (args: string[]) =>
 const ruleSet = (report: TortureReport) => new Set(report.violations.map((v) => v.rule));
 
 describe('semaphore torture', () => {
-  beforeAll(async () => {
-    await buildTorture();
-  }, 90_000);
-
   it('the controls go red on memory: over-grant, token-reuse, long-lease, abandon', async () => {
     // Side by side: each is one in-process run with gross violations, not a timing.
     const memory = ['--backend', 'memory', '--seconds', '6'];

@@ -1,7 +1,7 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TortureBackend } from '../../torture/cluster.js';
 import type { TortureReport } from '../../torture/run.js';
-import { buildTorture, tortureReports } from './runner.js';
+import { tortureReports } from './runner.js';
 
 // Short, fixed-seed torture runs through the built runner (npm test builds the package first),
 // exactly as `npm run torture` runs it. Each asserts three things: the checker found nothing,
@@ -26,10 +26,6 @@ const violations = (report: TortureReport) =>
   report.violations.map((v) => `${v.rule}: ${v.message}`).slice(0, 10);
 
 describe('torture suite', () => {
-  beforeAll(async () => {
-    await buildTorture();
-  }, 90_000);
-
   describe('the pipeline can go red', () => {
     it('a provider without exclusion, writing unfenced: overlaps and stale writes accepted', async () => {
       const report = await torture([

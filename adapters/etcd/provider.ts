@@ -368,6 +368,7 @@ export class EtcdLockProvider extends BaseLockProvider {
         const put = { request_put: { key: grant.key, value: Buffer.from(value), ignore_lease: true } };
         return (await this.guardedTxn(lock, put)).committed;
       },
+      refused: (error) => refusedOr(error, this.#hosts),
     };
     return new EtcdElection(host, name);
   }
@@ -381,6 +382,7 @@ export class EtcdLockProvider extends BaseLockProvider {
         if (kind === 'release') this.semaphoreWakeups += 1;
         else this.semaphoreHandoffs += 1;
       },
+      refused: (error) => refusedOr(error, this.#hosts),
     });
   }
 

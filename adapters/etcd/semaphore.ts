@@ -33,6 +33,8 @@ export interface EtcdSemaphoreClient {
   session(ttlMs?: number): Promise<EtcdSession>;
   /** Counts a waiter woken: by a released permit, or by the queue handed on after a grant. */
   woken(kind: 'release' | 'handoff'): void;
+  /** The error as the caller sees it: an AuthenticationError when etcd refused who we are. */
+  refused(error: unknown): unknown;
 }
 
 /**
@@ -105,7 +107,9 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       signal,
       'etcd: semaphore inspect',
     ).catch((error: unknown) => {
-      throw error instanceof BackendUnavailableError ? error : unavailable('semaphore inspect failed', error);
+      throw this.#c.refused(
+        error instanceof BackendUnavailableError ? error : unavailable('semaphore inspect failed', error),
+      );
     });
     const kvs = res.responses[0]?.response_range.kvs ?? [];
     const holders: SemaphoreHolder[] = kvs.map((kv) => {
@@ -121,6 +125,15 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
   }
 
   async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    try {
+      return await this.#request(req, cancel);
+    } catch (error) {
+      // A refusal of who we are is not an outage: the core does not retry it for waitMs.
+      throw this.#c.refused(error);
+    }
+  }
+
+  async #request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const session = await withDeadline(
       () => this.#c.session(req.ttlGiven ? req.ttlMs : undefined),
       this.#c.callTimeoutMs,

@@ -7,6 +7,7 @@ import { createIdempotencyStore } from '../../src/idempotency/index.js';
 import {
   type ConnectOptions,
   connect,
+  createElection,
   type LockProvider,
   runAsLeader,
   runSingleton,
@@ -134,6 +135,32 @@ describe('Redis with requirepass and with an ACL user', () => {
       await provider.close();
     }
   }, 90_000);
+
+  it('every surface meets a wrong password as AUTH_FAILED: semaphores, elections, inspect, list', async () => {
+    const provider = await connect(`redis://app:${enc(WRONG)}@${host}` as const, { callTimeoutMs: 5_000 });
+    try {
+      const election = createElection(provider, 'auth/surfaces');
+      const semaphore = provider.semaphore('auth/surfaces', { limit: 2 });
+      const uses: Record<string, () => Promise<unknown>> = {
+        'semaphore acquire': () => semaphore.acquire({ waitMs: 60_000 }),
+        'semaphore inspect': () => semaphore.inspect(),
+        campaign: () => election.campaign('me', { waitMs: 60_000 }),
+        leader: () => election.leader(),
+        observe: () => election.observe()[Symbol.asyncIterator]().next(),
+        inspect: () => provider.inspect('auth/surfaces'),
+        list: () => provider.list(''),
+      };
+      const codes: Record<string, unknown> = {};
+      for (const [name, use] of Object.entries(uses))
+        codes[name] = await use().then(
+          () => 'resolved',
+          (error: { code?: string }) => error.code,
+        );
+      expect(codes).toEqual(Object.fromEntries(Object.keys(uses).map((name) => [name, 'AUTH_FAILED'])));
+    } finally {
+      await provider.close();
+    }
+  }, 60_000);
 
   it('runAsLeader and runSingleton stop with AUTH_FAILED instead of retrying a refused password', async () => {
     const provider = await connect(`redis://app:${enc(WRONG)}@${host}`, { callTimeoutMs: 5_000 });

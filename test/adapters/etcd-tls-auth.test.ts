@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, createElection } from '../../src/index.js';
+import { type ConnectedSemaphoreProvider, connect, createElection } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import { makeTestCertificates, type TestCertificates } from '../servers/certs.js';
 import { FENCEKIT_PREFIX, startSecureEtcd } from '../servers/etcd-secure.js';
@@ -86,6 +86,44 @@ describe('what etcd refuses', () => {
       await provider.close();
     }
   });
+
+  // Every surface over the provider meets the same refusal: none waits it out as an outage.
+  const surfaces: Array<[string, (provider: ConnectedSemaphoreProvider) => Promise<unknown>]> = [
+    [
+      'a semaphore acquire',
+      (p) => p.semaphore(uniqueKey('refused-sem'), { limit: 2 }).acquire({ waitMs: 60_000 }),
+    ],
+    ['a semaphore tryAcquire', (p) => p.semaphore(uniqueKey('refused-sem'), { limit: 2 }).tryAcquire()],
+    [
+      'an election campaign',
+      (p) => createElection(p, uniqueKey('refused-election')).campaign('me', { waitMs: 60_000 }),
+    ],
+    ['an election leader()', (p) => createElection(p, uniqueKey('refused-election')).leader()],
+    [
+      'an election observe()',
+      (p) => createElection(p, uniqueKey('refused-election')).observe()[Symbol.asyncIterator]().next(),
+    ],
+    ['a semaphore inspect', (p) => p.semaphore(uniqueKey('refused-sem'), { limit: 2 }).inspect()],
+    ['inspect', (p) => p.inspect(uniqueKey('refused'))],
+    ['list', (p) => p.list('')],
+  ];
+
+  it.each(surfaces)(
+    'a wrong password: %s is AUTH_FAILED, at once, and shows no secret',
+    async (_what, use) => {
+      const provider = await connect(`etcd://fencekit:not-${PASSWORD}@${host()}?${files()}&${namespace}`, {
+        callTimeoutMs: 2_000,
+      });
+      try {
+        const { error, ms } = await failure(() => use(provider));
+        expect(error.code, error.message).toBe('AUTH_FAILED');
+        expect(ms).toBeLessThan(30_000);
+        expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
+      } finally {
+        await provider.close();
+      }
+    },
+  );
 
   // gRPC reports these with no reason ("Last error: null"): they cannot be told from an outage.
   const unexplained: Array<[string, () => string]> = [

@@ -1,0 +1,83 @@
+// Line charts as plain SVG text: log-scaled axes (contenders and rates span decades), one coloured
+// line per series with a legend. No chart library: the output is a few hundred bytes of markup a
+// browser and GitHub render as they are, and the benchmark needs no dependency to write it.
+
+const WIDTH = 720;
+const HEIGHT = 420;
+const MARGIN = { left: 70, right: 220, top: 40, bottom: 50 };
+const COLOURS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f'];
+
+const xmlText = (text) =>
+  String(text).replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c]);
+
+/** Powers of ten from below min to above max: the gridlines of a log axis. */
+function decades(min, max) {
+  const out = [];
+  for (let p = Math.floor(Math.log10(min)); p <= Math.ceil(Math.log10(max)); p++) out.push(10 ** p);
+  return out;
+}
+
+/**
+ * An SVG line chart with logarithmic x and y axes. series: [{ name, points: [[x, y], …] }]; points
+ * that are not positive finite numbers are left out (a log axis cannot show them).
+ */
+export function lineChart({ title, xLabel, yLabel, series }) {
+  const shown = series.map((s) => ({
+    ...s,
+    points: s.points.filter(([x, y]) => x > 0 && y > 0 && Number.isFinite(x) && Number.isFinite(y)),
+  }));
+  const xs = shown.flatMap((s) => s.points.map(([x]) => x));
+  const ys = shown.flatMap((s) => s.points.map(([, y]) => y));
+  if (xs.length === 0) throw new Error(`lineChart "${title}": no point to draw`);
+  const xTicks = decades(Math.min(...xs), Math.max(...xs));
+  const yTicks = decades(Math.min(...ys), Math.max(...ys));
+  const [x0, x1] = [Math.log10(xTicks[0]), Math.log10(xTicks.at(-1))];
+  const [y0, y1] = [Math.log10(yTicks[0]), Math.log10(yTicks.at(-1))];
+  const plotW = WIDTH - MARGIN.left - MARGIN.right;
+  const plotH = HEIGHT - MARGIN.top - MARGIN.bottom;
+  const px = (x) => MARGIN.left + ((Math.log10(x) - x0) / (x1 - x0 || 1)) * plotW;
+  const py = (y) => MARGIN.top + plotH - ((Math.log10(y) - y0) / (y1 - y0 || 1)) * plotH;
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${WIDTH}" height="${HEIGHT}" fill="white"/>`,
+    `<text x="${MARGIN.left}" y="22" font-size="14" font-weight="bold">${xmlText(title)}</text>`,
+  ];
+  for (const t of xTicks) {
+    parts.push(
+      `<line x1="${px(t)}" x2="${px(t)}" y1="${MARGIN.top}" y2="${MARGIN.top + plotH}" stroke="#ddd"/>`,
+    );
+    parts.push(
+      `<text x="${px(t)}" y="${MARGIN.top + plotH + 16}" text-anchor="middle">${t.toLocaleString('en')}</text>`,
+    );
+  }
+  for (const t of yTicks) {
+    parts.push(
+      `<line x1="${MARGIN.left}" x2="${MARGIN.left + plotW}" y1="${py(t)}" y2="${py(t)}" stroke="#ddd"/>`,
+    );
+    parts.push(
+      `<text x="${MARGIN.left - 6}" y="${py(t) + 4}" text-anchor="end">${t.toLocaleString('en')}</text>`,
+    );
+  }
+  parts.push(
+    `<text x="${MARGIN.left + plotW / 2}" y="${HEIGHT - 10}" text-anchor="middle">${xmlText(xLabel)} (log)</text>`,
+  );
+  parts.push(
+    `<text transform="translate(16 ${MARGIN.top + plotH / 2}) rotate(-90)" text-anchor="middle">${xmlText(yLabel)} (log)</text>`,
+  );
+  shown.forEach((s, i) => {
+    const colour = COLOURS[i % COLOURS.length];
+    const dash = /anchor/i.test(s.name) ? ' stroke-dasharray="6 4"' : '';
+    const path = s.points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ');
+    parts.push(`<polyline points="${path}" fill="none" stroke="${colour}" stroke-width="2"${dash}/>`);
+    for (const [x, y] of s.points)
+      parts.push(`<circle cx="${px(x).toFixed(1)}" cy="${py(y).toFixed(1)}" r="3" fill="${colour}"/>`);
+    const ly = MARGIN.top + 10 + i * 18;
+    const lx = MARGIN.left + plotW + 14;
+    parts.push(
+      `<line x1="${lx}" x2="${lx + 22}" y1="${ly}" y2="${ly}" stroke="${colour}" stroke-width="2"${dash}/>`,
+    );
+    parts.push(`<text x="${lx + 28}" y="${ly + 4}">${xmlText(s.name)}</text>`);
+  });
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}

@@ -1,0 +1,182 @@
+// Contention at scale: 10, 100 and 1,000 contenders on one name, each acquiring and releasing at
+// once for a few seconds, on every backend beside the Redis anchors (redlock v5 and
+// redis-semaphore's Mutex on the same Redis): handoffs per second (grants to a contender other than
+// the last holder), the p99 wait, and the acquires that failed. The contenders share a few clients
+// (CLIENTS at most), as the processes of a fleet would.
+//
+// FENCEKIT_BENCH_CONTENDERS=10,100  other contender counts; FENCEKIT_BENCH_SECONDS=3  the window;
+// FENCEKIT_BENCH_ONLY=redis,etcd    only those rows. With --chart (npm run bench scale -- --chart),
+// writes docs/benchmarks/scale-handoffs.svg and scale-p99.svg (bench/chart.mjs).
+import { setMaxListeners } from 'node:events';
+import { writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { connect } from 'fencekit';
+import { Redis } from 'ioredis';
+import { Mutex } from 'redis-semaphore';
+import Redlock from 'redlock5';
+import { lineChart } from './chart.mjs';
+import { startServer } from './servers.mjs';
+
+const CLIENTS = 20;
+const counts = (process.env.FENCEKIT_BENCH_CONTENDERS ?? '10,100,1000').split(',').map(Number);
+const seconds = Number(process.env.FENCEKIT_BENCH_SECONDS ?? 3);
+const only = process.env.FENCEKIT_BENCH_ONLY?.split(',');
+/** How long the contenders still waiting at the window's end may take to stop. */
+const DRAIN_MS = 30_000;
+
+/** A fencekit client: acquire(name, signal) resolves with its release. */
+async function fencekitClient(url) {
+  const provider = await connect(url, { callTimeoutMs: 10_000 });
+  return {
+    acquire: async (name, signal) => {
+      const lock = await provider.acquire(name, { signal, ttlMs: 10_000 });
+      return () => lock.release();
+    },
+    close: () => provider.close(),
+  };
+}
+
+/** The anchors cannot be cancelled: they give up on their own within their retry budget. */
+function redlockClient(url) {
+  const redis = new Redis(url);
+  const redlock = new Redlock([redis], { retryCount: 200, retryDelay: 10, retryJitter: 10 });
+  return {
+    acquire: async (name) => {
+      const lock = await redlock.acquire([name], 10_000);
+      return () => lock.release();
+    },
+    close: async () => redis.disconnect(),
+  };
+}
+
+function redisSemaphoreClient(url) {
+  const redis = new Redis(url);
+  return {
+    acquire: async (name) => {
+      const mutex = new Mutex(redis, name, { lockTimeout: 10_000, acquireTimeout: 5_000, retryInterval: 10 });
+      await mutex.acquire();
+      return () => mutex.release();
+    },
+    close: async () => redis.disconnect(),
+  };
+}
+
+/** N contenders on one name for the window: handoffs/s, p99 wait (ms) and failed acquires. */
+async function contend(open, contenders, name) {
+  const clients = await Promise.all(Array.from({ length: Math.min(CLIENTS, contenders) }, () => open()));
+  const stop = new AbortController();
+  setMaxListeners(0, stop.signal); // every waiting contender listens to it
+  const waits = [];
+  let last = -1;
+  let handoffs = 0;
+  let failures = 0;
+  const end = performance.now() + seconds * 1_000;
+  const loop = async (id) => {
+    const client = clients[id % clients.length];
+    while (performance.now() < end) {
+      const asked = performance.now();
+      let release;
+      try {
+        release = await client.acquire(name, stop.signal);
+      } catch {
+        // A wait cut at the window's end still waited that long: a lower bound, not nothing.
+        if (stop.signal.aborted) waits.push(performance.now() - asked);
+        else failures++;
+        continue;
+      }
+      waits.push(performance.now() - asked);
+      if (performance.now() <= end && last !== id) handoffs++;
+      last = id;
+      await release().catch(() => failures++);
+    }
+  };
+  const running = Promise.all(Array.from({ length: contenders }, (_, id) => loop(id)));
+  await new Promise((r) => setTimeout(r, seconds * 1_000));
+  stop.abort(new Error('the window ended'));
+  const drained = await Promise.race([
+    running.then(() => true),
+    new Promise((r) => setTimeout(() => r(false), DRAIN_MS)),
+  ]);
+  await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+  waits.sort((a, b) => a - b);
+  const p99 = waits.length ? waits[Math.min(waits.length - 1, Math.floor(waits.length * 0.99))] : Number.NaN;
+  return { handoffsPerSecond: handoffs / seconds, p99Ms: p99, failures, drained };
+}
+
+export async function benchScale() {
+  const chart = process.argv.includes('--chart');
+  const want = (name) => !only || only.includes(name);
+  const servers = {};
+  const start = async (name, script, args) => {
+    if (want(name)) servers[name] = await startServer(script, args);
+  };
+  try {
+    await start('etcd', 'etcd.sh', ['1']);
+    await start('zookeeper', 'zookeeper.sh', ['1']);
+    await start('redis', 'redis.sh', ['1']);
+    await start('postgres', 'postgres.sh', []);
+    const redisUrl = servers.redis?.vars.get('REDIS_URL');
+    const rows = {
+      'fencekit etcd':
+        servers.etcd &&
+        (() => fencekitClient(`etcd://${servers.etcd.vars.get('ETCD_ENDPOINTS').replace('http://', '')}`)),
+      'fencekit ZooKeeper':
+        servers.zookeeper && (() => fencekitClient(`zk://${servers.zookeeper.vars.get('ZK_CONNECT')}`)),
+      'fencekit Redis': redisUrl && (() => fencekitClient(redisUrl)),
+      'fencekit PostgreSQL': servers.postgres && (() => fencekitClient(servers.postgres.vars.get('PG_URL'))),
+      'redlock v5 (anchor)': redisUrl && (async () => redlockClient(redisUrl)),
+      'redis-semaphore Mutex (anchor)': redisUrl && (async () => redisSemaphoreClient(redisUrl)),
+    };
+    const results = [];
+    console.log(
+      `\nContention at scale: N contenders on one name, acquire and release at once, ${seconds} s each`,
+    );
+    console.log(
+      `${'case'.padEnd(34)} ${'N'.padStart(6)} ${'handoffs/s'.padStart(11)} ${'p99 wait ms'.padStart(12)} ${'failed'.padStart(7)} ${'× at 10'.padStart(8)}`,
+    );
+    for (const [name, open] of Object.entries(rows)) {
+      if (!open) continue;
+      let first;
+      for (const n of counts) {
+        const r = await contend(open, n, `bench/scale/${n}/${results.length}`);
+        first ??= r.handoffsPerSecond;
+        results.push({ name, contenders: n, ...r });
+        console.log(
+          `${name.padEnd(34)} ${String(n).padStart(6)} ${r.handoffsPerSecond.toFixed(0).padStart(11)} ${r.p99Ms.toFixed(1).padStart(12)} ${String(r.failures).padStart(7)} ${(r.handoffsPerSecond / first).toFixed(2).padStart(8)}${r.drained ? '' : ' (not drained)'}`,
+        );
+      }
+    }
+    if (chart) await writeCharts(results);
+    return results;
+  } finally {
+    await Promise.all(Object.values(servers).map((s) => s.stop()));
+  }
+}
+
+async function writeCharts(results) {
+  const series = [...new Set(results.map((r) => r.name))].map((name) => ({
+    name,
+    points: results.filter((r) => r.name === name).map((r) => [r.contenders, r.handoffsPerSecond, r.p99Ms]),
+  }));
+  const dir = resolve(import.meta.dirname, '../docs/benchmarks');
+  const when = new Date().toISOString().slice(0, 10);
+  await writeFile(
+    resolve(dir, 'scale-handoffs.svg'),
+    lineChart({
+      title: `Handoffs per second vs contenders on one name (${when})`,
+      xLabel: 'contenders',
+      yLabel: 'handoffs/s',
+      series: series.map((s) => ({ name: s.name, points: s.points.map(([x, y]) => [x, y]) })),
+    }),
+  );
+  await writeFile(
+    resolve(dir, 'scale-p99.svg'),
+    lineChart({
+      title: `p99 wait vs contenders on one name (${when})`,
+      xLabel: 'contenders',
+      yLabel: 'p99 wait, ms',
+      series: series.map((s) => ({ name: s.name, points: s.points.map(([x, , p99]) => [x, p99]) })),
+    }),
+  );
+  console.log(`charts written to ${dir}`);
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { authenticationError } from '../../adapters/postgres/auth-error.js';
+import { authenticationError } from '../../src/postgres-refusal.js';
 import { postgresFixture } from '../servers/postgres-fixture.js';
 
 // Classification only; the real-server TLS and role tests are still to come (see docs/security.md).

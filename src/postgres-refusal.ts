@@ -1,5 +1,9 @@
-import { AuthenticationError } from '../../src/errors.js';
-import { certificateRefusal } from '../../src/tls.js';
+/**
+ * What PostgreSQL, or the TLS handshake towards it, refused, told apart from an outage; for the
+ * provider and the idempotency store alike. A refusal is AUTH_FAILED: retrying cannot help.
+ */
+import { AuthenticationError } from './errors.js';
+import { certificateRefusal } from './tls.js';
 
 /** SQLSTATEs that say the server refused who we are, not that it is away. */
 const REFUSED_SQLSTATES: Record<string, string> = {

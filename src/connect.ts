@@ -81,7 +81,8 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   }
   const peer = BACKEND_PACKAGES[spec.backend];
   if (peer) await requirePeer(peer, spec.backend);
-  const tls = await resolveTls(spec, options.tls);
+  // PostgreSQL's adapter reads the option beside the URL's sslmode= (src/postgres-tls.ts): as given.
+  const tls = spec.backend === 'postgres' ? options.tls : await resolveTls(spec, options.tls);
   const adapter = await loadAdapter(spec.backend);
   return adapter.createProvider(spec, { ...options, tls });
 }

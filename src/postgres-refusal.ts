@@ -12,6 +12,13 @@ const REFUSED_SQLSTATES: Record<string, string> = {
   '42501': 'insufficient privilege',
 };
 
+/** pg's own words for what it refuses before the server says anything, and what they mean. */
+const CLIENT_REFUSALS: Array<[words: string, why: string]> = [
+  ['does not support SSL', 'TLS required but the server does not offer it'],
+  // SCRAM asked for a password the URL and options do not give.
+  ['client password must be', 'the server asks for a password and none was given'],
+];
+
 /**
  * An AuthenticationError when `error` is a refusal of credentials or certificates, else undefined.
  * "The server does not support SSL connections" counts as refused: the client demands TLS and the
@@ -25,10 +32,7 @@ export function authenticationError(error: unknown, host: string): Authenticatio
   const why =
     code && code in REFUSED_SQLSTATES
       ? `${REFUSED_SQLSTATES[code]} (${code})`
-      : (certificateRefusal(error) ??
-        (message.includes('does not support SSL')
-          ? 'TLS required but the server does not offer it'
-          : undefined));
+      : (certificateRefusal(error) ?? CLIENT_REFUSALS.find(([words]) => message.includes(words))?.[1]);
   return why === undefined ? undefined : new AuthenticationError('postgres', host, why, { cause: error });
 }
 

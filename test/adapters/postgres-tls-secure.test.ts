@@ -136,6 +136,11 @@ describe('what PostgreSQL refuses is AUTH_FAILED, at once, and shows no secret',
       /password authentication failed \(28P01\)/,
     ],
     [
+      'no password where the server asks for one',
+      () => `${as(server, 'fencekit')}?${verifyFull()}`,
+      /the server asks for a password and none was given/,
+    ],
+    [
       'a server certificate from an authority not trusted',
       () => `${as(server)}?tls=1&ca=${certs.untrustedCaFile}`,
       /certificate was not accepted/,

@@ -16,7 +16,8 @@ export { type ConnectionSpec, type HostPort, parseConnectionUrl } from './connec
 export interface ConnectOptions extends ProviderDefaults {
   /**
    * TLS towards the backend (file contents or buffers), field by field over the URL's `tls=1`,
-   * `ca=`, `cert=`, `key=`, `servername=` (file names) and `rediss://`; `false` turns TLS off.
+   * `ca=`, `cert=`, `key=`, `servername=` (file names) and `rediss://`; `false` turns TLS off. On
+   * PostgreSQL the URL's `sslmode=` and its companions work instead (not both).
    */
   tls?: TlsOptions | boolean;
   /** Backend-specific options passed through to the adapter (TLS, auth, timeouts …). */
@@ -81,7 +82,8 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   }
   const peer = BACKEND_PACKAGES[spec.backend];
   if (peer) await requirePeer(peer, spec.backend);
-  const tls = await resolveTls(spec, options.tls);
+  // PostgreSQL's adapter reads the option beside the URL's sslmode= (src/postgres-tls.ts): as given.
+  const tls = spec.backend === 'postgres' ? options.tls : await resolveTls(spec, options.tls);
   const adapter = await loadAdapter(spec.backend);
   return adapter.createProvider(spec, { ...options, tls });
 }

@@ -71,7 +71,7 @@ async function tlsFromUrl(spec: ConnectionSpec): Promise<TlsOptions | undefined>
   const tls: TlsOptions = {};
   for (const name of named) {
     const path = params.get(name) ?? '';
-    tls[name] = await readPem(path, name);
+    tls[name] = await readPemParam(path, name, { privateKey: name === 'key' });
   }
   if (servername !== null) {
     if (servername === '') throw new InvalidArgumentError('url', 'servername= needs a host name');
@@ -82,7 +82,15 @@ async function tlsFromUrl(spec: ConnectionSpec): Promise<TlsOptions | undefined>
   return tls;
 }
 
-async function readPem(path: string, name: (typeof FILE_PARAMS)[number]): Promise<Buffer> {
+/**
+ * The PEM file that the URL parameter `name=` names. A private key's contents are masked in every
+ * output from here on.
+ */
+export async function readPemParam(
+  path: string,
+  name: string,
+  options: { privateKey: boolean },
+): Promise<Buffer> {
   if (path === '') throw new InvalidArgumentError('url', `${name}= needs a file name`);
   let contents: Buffer;
   try {
@@ -92,7 +100,7 @@ async function readPem(path: string, name: (typeof FILE_PARAMS)[number]): Promis
     const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
     throw new InvalidArgumentError('url', `the file that ${name}= names cannot be read (${code})`);
   }
-  if (name === 'key') maskKey(contents);
+  if (options.privateKey) maskKey(contents);
   return contents;
 }
 
@@ -199,11 +207,9 @@ export function certificateRefusal(error: unknown): string | undefined {
   return undefined;
 }
 
-/** What a backend without fencekit's TLS says instead, and where to turn. */
+/** What a backend without fencekit's TLS says instead. */
 const TLS_NOT_YET = {
   zookeeper: 'TLS on the zookeeper backend',
-  postgres:
-    "TLS through the tls option or the URL's tls=, ca=, cert=, key=, servername= on the postgres backend (use PostgreSQL's own sslmode=, sslrootcert=, sslcert=, sslkey=, which pg reads)",
 } as const;
 
 /**

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { BackendUnavailableError } from '../../src/errors.js';
-import { authenticationError, whereOf } from './auth-error.js';
+import { authenticationError, whereOf } from '../../src/postgres-refusal.js';
 import { within } from './deadline.js';
 
 /** What a raw pg client exposes that the pool's types hide: its server pid and its socket. */

@@ -6,13 +6,14 @@ import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
+import { authenticationError, whereOf } from '../../src/postgres-refusal.js';
+import { postgresTls } from '../../src/postgres-tls.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
-import { refuseTls, type TlsOptions } from '../../src/tls.js';
+import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesJoin, terminateHolder } from './admin.js';
-import { authenticationError, whereOf } from './auth-error.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
@@ -527,9 +528,13 @@ export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,
 ): Promise<PostgresLockProvider> {
-  refuseTls(options.tls as TlsOptions | boolean | undefined, 'postgres');
+  const given = options as Partial<PostgresProviderOptions>;
+  const { connectionString, ssl } = await postgresTls(spec, options.tls as TlsOptions | boolean | undefined);
+  if (ssl !== undefined && given.pool?.ssl !== undefined)
+    throw new InvalidArgumentError('pool', 'ssl cannot go with TLS asked for in the URL or the tls option');
   return new PostgresLockProvider({
-    ...(options as Partial<PostgresProviderOptions>),
-    connectionString: spec.url,
+    ...given,
+    connectionString,
+    ...(ssl === undefined ? {} : { pool: { ...given.pool, ssl } }),
   });
 }

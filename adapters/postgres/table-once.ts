@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { authenticationError, whereOf } from './auth-error.js';
+import { authenticationError, whereOf } from '../../src/postgres-refusal.js';
 import { checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { advisoryKey } from './keyspace.js';

@@ -1,7 +1,8 @@
 import { parseConnectionUrl, requirePeer } from '../connect.js';
 import { InvalidArgumentError } from '../errors.js';
+import { postgresTls } from '../postgres-tls.js';
 import { processSecrets } from '../secret-mask.js';
-import { nodeTlsOptions, refuseTls, resolveTls, type TlsOptions } from '../tls.js';
+import { nodeTlsOptions, resolveTls, type TlsOptions } from '../tls.js';
 import { urlCredentials } from '../url-display.js';
 import { MemoryRecords } from './memory-records.js';
 import type { RecordBackend } from './records.js';
@@ -16,8 +17,8 @@ export interface CreateIdempotencyStoreOptions extends IdempotencyStoreOptions {
   /** PostgreSQL pool size (default 10). */
   maxConnections?: number;
   /**
-   * TLS towards Redis, over the URL's (`rediss://`, `tls=1`, `ca=`, `cert=`, `key=`, `servername=`).
-   * On PostgreSQL use the URL's `sslmode=` and its companions.
+   * TLS towards the store, over the URL's (`rediss://`, `tls=1`, `ca=`, `cert=`, `key=`,
+   * `servername=`). On PostgreSQL, the URL's `sslmode=` and its companions work instead (not both).
    */
   tls?: TlsOptions | boolean;
 }
@@ -34,7 +35,8 @@ export async function createIdempotencyStore(
   const spec = parseConnectionUrl(url);
   processSecrets.add(urlCredentials(url));
   const timeout = options.callTimeoutMs ?? 5_000;
-  const tls = await resolveTls(spec, options.tls);
+  // PostgreSQL reads the option beside the URL's sslmode= (src/postgres-tls.ts).
+  const tls = spec.backend === 'postgres' ? undefined : await resolveTls(spec, options.tls);
   let records: RecordBackend;
   switch (spec.backend) {
     case 'memory': {
@@ -73,12 +75,13 @@ export async function createIdempotencyStore(
       break;
     }
     case 'postgres': {
-      refuseTls(tls, 'postgres');
+      const { connectionString, ssl } = await postgresTls(spec, options.tls);
       await requirePeer('pg', 'postgres');
       const [pg, { PostgresRecords }] = await Promise.all([import('pg'), import('./postgres-records.js')]);
       const Pool = (pg.default ?? pg).Pool;
       const pool = new Pool({
-        connectionString: url,
+        connectionString,
+        ...(ssl === undefined ? {} : { ssl }),
         max: options.maxConnections ?? 10,
         connectionTimeoutMillis: timeout,
         query_timeout: timeout,

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResult } from 'pg';
 import { InvalidArgumentError } from '../errors.js';
+import { authenticationError, whereOf } from '../postgres-refusal.js';
 import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
 
 const SWEEP_EVERY_MS = 60_000;
@@ -73,7 +74,8 @@ export class PostgresRecords implements RecordBackend {
       const onError = () => undefined;
       const client = await new Promise<PoolClient>((resolve, reject) =>
         this.pool.connect((error, connected) => {
-          if (error || !connected) return reject(error ?? new Error('pool.connect gave no client'));
+          if (error || !connected)
+            return reject(this.refused(error ?? new Error('pool.connect gave no client')));
           connected.on('error', onError);
           resolve(connected);
         }),
@@ -89,7 +91,7 @@ export class PostgresRecords implements RecordBackend {
       } catch (error) {
         failed = error as Error;
         await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
+        throw this.refused(error); // a role that may not create the table (42501)
       } finally {
         client.removeListener('error', onError);
         client.release(failed); // a failed connection is ended, not pooled
@@ -181,7 +183,10 @@ export class PostgresRecords implements RecordBackend {
   private named(statement: Statement, values: unknown[]): Promise<QueryResult> {
     const name = this.names[statement];
     const text = this.sql[statement];
-    if (!this.Query) return this.pool.query({ name, text, values });
+    if (!this.Query)
+      return this.pool.query({ name, text, values }).catch((error: unknown) => {
+        throw this.refused(error);
+      });
     const Query = this.Query;
     return new Promise<QueryResult>((resolve, reject) => {
       // The callback form, as pool.query uses it: the error listener is on the client in the same
@@ -189,7 +194,7 @@ export class PostgresRecords implements RecordBackend {
       // with the connection's first answer would find no listener and crash the process).
       this.pool.connect((connectError, client) => {
         if (connectError || !client) {
-          reject(connectError ?? new Error('pool.connect gave no client'));
+          reject(this.refused(connectError ?? new Error('pool.connect gave no client')));
           return;
         }
         let settled = false;
@@ -199,7 +204,7 @@ export class PostgresRecords implements RecordBackend {
           client.removeListener('error', finish);
           // As pool.query: an error (the query's or the connection's) ends this connection.
           client.release(error ?? undefined);
-          if (error) reject(error);
+          if (error) reject(this.refused(error));
           else resolve(result as QueryResult);
         };
         client.on('error', finish); // a connection error while checked out must not crash the process
@@ -212,6 +217,14 @@ export class PostgresRecords implements RecordBackend {
         }
       });
     });
+  }
+
+  /**
+   * A refusal of our role or certificates (wrong password, pg_hba.conf, a missing grant) as
+   * AuthenticationError, which the store does not retry as it does an outage; else the error.
+   */
+  private refused(error: unknown): unknown {
+    return authenticationError(error, whereOf(this.pool.options)) ?? error;
   }
 
   /** Expired rows are deleted in small batches about once a minute, by whichever store is busy. */

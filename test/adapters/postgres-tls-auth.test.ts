@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { authenticationError } from '../../adapters/postgres/auth-error.js';
+import { connect, type FencekitError } from '../../src/index.js';
+import { authenticationError } from '../../src/postgres-refusal.js';
 import { postgresFixture } from '../servers/postgres-fixture.js';
 
-// Classification only; the real-server TLS and role tests are still to come (see docs/security.md).
+// Classification; a server that requires TLS and a password is in postgres-tls-secure.test.ts.
 describe('postgres: refused credentials and certificates', () => {
   it.each(['28P01', '28000', '42501', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'ERR_TLS_CERT_ALTNAME_INVALID'])(
     '%s is AUTH_FAILED and names no secret',
@@ -30,6 +31,18 @@ describe('postgres: refused credentials and certificates', () => {
 
 describe('postgres: a role without grants (real server)', () => {
   const fx = postgresFixture();
+  it('TLS asked of a server without it is AUTH_FAILED at once, in either form', async () => {
+    for (const url of [`${fx.url}?sslmode=require`, `${fx.url}?tls=1`]) {
+      const provider = await connect(url);
+      try {
+        const error = await provider.acquire('k', { waitMs: 120_000 }).catch((e: unknown) => e);
+        expect((error as FencekitError).code).toBe('AUTH_FAILED');
+        expect((error as FencekitError).message).toMatch(/TLS required but the server does not offer it/);
+      } finally {
+        await provider.close();
+      }
+    }
+  });
   it('is refused with AUTH_FAILED at once, not retried for waitMs', async () => {
     const role = `fk_nogrants_${process.pid}`;
     await fx.admin.query(`CREATE ROLE ${role} LOGIN`);

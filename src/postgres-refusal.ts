@@ -1,5 +1,9 @@
-import { AuthenticationError } from '../../src/errors.js';
-import { certificateRefusal } from '../../src/tls.js';
+/**
+ * What PostgreSQL, or the TLS handshake towards it, refused, told apart from an outage; for the
+ * provider and the idempotency store alike. A refusal is AUTH_FAILED: retrying cannot help.
+ */
+import { AuthenticationError } from './errors.js';
+import { certificateRefusal } from './tls.js';
 
 /** SQLSTATEs that say the server refused who we are, not that it is away. */
 const REFUSED_SQLSTATES: Record<string, string> = {
@@ -7,6 +11,13 @@ const REFUSED_SQLSTATES: Record<string, string> = {
   '28000': 'connection refused by pg_hba.conf or the role',
   '42501': 'insufficient privilege',
 };
+
+/** pg's own words for what it refuses before the server says anything, and what they mean. */
+const CLIENT_REFUSALS: Array<[words: string, why: string]> = [
+  ['does not support SSL', 'TLS required but the server does not offer it'],
+  // SCRAM asked for a password the URL and options do not give.
+  ['client password must be', 'the server asks for a password and none was given'],
+];
 
 /**
  * An AuthenticationError when `error` is a refusal of credentials or certificates, else undefined.
@@ -21,10 +32,7 @@ export function authenticationError(error: unknown, host: string): Authenticatio
   const why =
     code && code in REFUSED_SQLSTATES
       ? `${REFUSED_SQLSTATES[code]} (${code})`
-      : (certificateRefusal(error) ??
-        (message.includes('does not support SSL')
-          ? 'TLS required but the server does not offer it'
-          : undefined));
+      : (certificateRefusal(error) ?? CLIENT_REFUSALS.find(([words]) => message.includes(words))?.[1]);
   return why === undefined ? undefined : new AuthenticationError('postgres', host, why, { cause: error });
 }
 

@@ -66,11 +66,17 @@ export async function connectionFrom(
   flags: ConnectionFlags,
   env: NodeJS.ProcessEnv,
 ): Promise<{ url: string; options: ConnectOptions }> {
-  if (!flags.url) throw new InvalidArgumentError('--url', 'missing: pass --url or set FENCEKIT_URL');
-  const password = await givenPassword(flags, env);
-  const url = withCredentials(flags.url, flags.user, password);
-  const tls = await tlsFiles(flags);
+  const { url: named, ...rest } = nonEmpty(flags);
+  if (!named) throw new InvalidArgumentError('--url', 'missing: pass --url or set FENCEKIT_URL');
+  const password = await givenPassword(rest, env);
+  const url = withCredentials(named, rest.user, password);
+  const tls = await tlsFiles(rest);
   return { url, options: tls ? { tls } : {} };
+}
+
+/** The flags without the empty ones: an exported but empty FENCEKIT_CERT=, say, is no file. */
+function nonEmpty(flags: ConnectionFlags): ConnectionFlags {
+  return Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== '')) as ConnectionFlags;
 }
 
 /** The password from --password-file, else FENCEKIT_PASSWORD; undefined when neither is given. */
@@ -118,7 +124,6 @@ async function tlsFiles(flags: ConnectionFlags): Promise<TlsOptions | undefined>
 }
 
 async function readGiven(path: string, flag: string): Promise<Buffer> {
-  if (path === '') throw new InvalidArgumentError(flag, 'needs a file name');
   try {
     return await readFile(path);
   } catch (error) {

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectionFrom } from '../../src/cli/connection.js';
 import { makeTestCertificates, type TestCertificates } from '../servers/certs.js';
 import { FENCEKIT_PREFIX, startSecureEtcd } from '../servers/etcd-secure.js';
+import { startSecurePostgres } from '../servers/postgres-secure.js';
 import { startSecureRedis } from '../servers/redis-secure.js';
 import type { ServerGroup } from '../servers/types.js';
 import { leaked } from '../unit/secret-urls.js';
@@ -26,22 +27,24 @@ const NO_ENV = {
 let certs: TestCertificates;
 let redis: ServerGroup | undefined;
 let etcd: ServerGroup | undefined;
+let postgres: ServerGroup | undefined;
 const cli = new CliProcesses();
 
 beforeAll(async () => {
   certs = await makeTestCertificates();
-  [redis, etcd] = await Promise.all([
+  [redis, etcd, postgres] = await Promise.all([
     startSecureRedis(certs, {
       password: PASSWORD,
       adminPassword: 'admin-SECRET-5150',
       clientCertificates: true,
     }),
     startSecureEtcd(certs, { password: PASSWORD, rootPassword: 'root-SECRET-0815' }),
+    startSecurePostgres(certs, { password: PASSWORD }),
   ]);
 }, 120_000);
 afterAll(async () => {
   await cli.stop();
-  await Promise.all([redis?.stop(), etcd?.stop()]);
+  await Promise.all([redis?.stop(), etcd?.stop(), postgres?.stop()]);
   await certs?.remove();
 });
 
@@ -211,6 +214,31 @@ describe('connection flags on etcd over mutual TLS with a user limited to its pr
   });
 });
 
+describe('connection flags on PostgreSQL that takes TLS only', () => {
+  // postgres.sh prints the server's URL with sslmode=verify-full; --ca is fencekit's form instead.
+  const pgUrl = () => (postgres?.vars.get('PG_TLS_URL') ?? '').replace(/\?.*$/, '');
+
+  it('--ca and --user with FENCEKIT_PASSWORD: a lock; a wrong password exits 77 and shows no secret', async () => {
+    const args = (n: number) => [
+      'lock',
+      `flags/${n}`,
+      '--url',
+      pgUrl(),
+      '--ca',
+      certs.caFile,
+      '--user',
+      'fencekit',
+      '--',
+      'true',
+    ];
+    const right = await cli.run(args(++runs), { env: { ...NO_ENV, FENCEKIT_PASSWORD: PASSWORD } });
+    expect(right.code, right.stderr).toBe(0);
+    const wrong = await cli.run(args(++runs), { env: { ...NO_ENV, FENCEKIT_PASSWORD: WRONG } });
+    expect(wrong.code, wrong.stderr).toBe(77);
+    expect(secretsShown(`${wrong.stdout}\n${wrong.stderr}`)).toEqual([]);
+  });
+});
+
 describe('connectionFrom: what the flags make of the URL', () => {
   const env = {} as NodeJS.ProcessEnv;
 
@@ -265,6 +293,15 @@ describe('connectionFrom: what the flags make of the URL', () => {
     await expect(connectionFrom({ url: 'etcd://h', passwordFile: file }, env)).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
       message: expect.stringMatching(/--password-file: the file is empty/),
+    });
+  });
+
+  it('takes an empty flag (an exported but empty FENCEKIT_CERT=) as not given', async () => {
+    expect(
+      await connectionFrom({ url: 'etcd://h', ca: '', cert: '', key: '', user: '', passwordFile: '' }, env),
+    ).toEqual({
+      url: 'etcd://h',
+      options: {},
     });
   });
 

@@ -201,7 +201,6 @@ export function certificateRefusal(error: unknown): string | undefined {
 
 /** What a backend without fencekit's TLS says instead, and where to turn. */
 const TLS_NOT_YET = {
-  zookeeper: 'TLS on the zookeeper backend',
   postgres:
     "TLS through the tls option or the URL's tls=, ca=, cert=, key=, servername= on the postgres backend (use PostgreSQL's own sslmode=, sslrootcert=, sslcert=, sslkey=, which pg reads)",
 } as const;

@@ -94,7 +94,7 @@ describe('AuthenticationError', () => {
 describe('backends without TLS yet', () => {
   it('refuse a TLS request instead of connecting in plain text', async () => {
     const { connect } = await import('../../src/connect.js');
-    for (const url of ['zk://127.0.0.1:1?tls=1', 'postgres://u@127.0.0.1:1/db?tls=1']) {
+    for (const url of ['postgres://u@127.0.0.1:1/db?tls=1']) {
       const error = await connect(url).then(
         async (provider) => {
           await provider.close();

@@ -13,6 +13,9 @@
 #                                    read as PEM stores (ZooKeeper 3.5.5 and later); ZK_CONNECT then
 #                                    names the secure ports
 #   ZK_TLS_CLIENT_AUTH=need|none     whether a client certificate is required (default need)
+#   ZK_TLS_CERT=<name>               the server's certificate: <name>.pem and <name>-key.pem of
+#                                    ZK_TLS_DIR (default server; other-host for a name check)
+#   ZK_TLS_PROTOCOL=TLSv1.3          TLS 1.3 only (default: ZooKeeper's, TLS 1.2)
 source "$(dirname "$0")/lib.sh"
 nodes=${1:-1}
 tick=${2:-200}
@@ -26,7 +29,8 @@ if [[ -n $tls_dir ]]; then
   # The jar's manifest names netty-handler but not the codec and resolver jars its SslHandler needs.
   classpath+=":/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar"
   # A PEM key store is one file with the certificate and its key.
-  cat "$tls_dir/server.pem" "$tls_dir/server-key.pem" >"$dir/keystore.pem"
+  cert=${ZK_TLS_CERT:-server}
+  cat "$tls_dir/$cert.pem" "$tls_dir/$cert-key.pem" >"$dir/keystore.pem"
   chmod 600 "$dir/keystore.pem"
 fi
 read -r -a ports <<<"${ZK_PORTS:-$(free_ports $((nodes * 3)))}"
@@ -55,6 +59,12 @@ for ((i = 1; i <= nodes; i++)); do
       echo "ssl.trustStore.location=$tls_dir/ca.pem"
       echo "ssl.trustStore.type=PEM"
       echo "ssl.clientAuth=${ZK_TLS_CLIENT_AUTH:-need}"
+      if [[ ${ZK_TLS_PROTOCOL:-} == TLSv1.3 ]]; then
+        # ZooKeeper's default cipher suites are TLS 1.2's: name 1.3's too, or no handshake succeeds.
+        echo "ssl.protocol=TLSv1.3"
+        echo "ssl.enabledProtocols=TLSv1.3"
+        echo "ssl.ciphersuites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384"
+      fi
     else
       echo "clientPort=$client_port"
       echo "clientPortAddress=127.0.0.1"

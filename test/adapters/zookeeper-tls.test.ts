@@ -182,19 +182,42 @@ describe('ZooKeeper over mutual TLS with digest credentials', () => {
     }
   });
 
-  it('the CLI with a TLS URL runs its command, and exits 77 on an untrusted authority', async () => {
+  it('the CLI with a TLS URL or its TLS flags runs its command, and exits 77 on an untrusted authority', async () => {
     const lock = (url: string) =>
       cli.run(['lock', uniqueKey('tls-cli'), '--url', url, '--wait', '10000', '--', 'true'], {
         env: { FENCEKIT_URL: '' },
       });
     const granted = await lock(`zk://fencekit:${PASSWORD}@${host}?${files()}`);
     expect(granted.code, granted.stderr).toBe(0);
+    // The same with the CLI's flags: the files and the user, the password from the environment.
+    const flags = await cli.run(
+      [
+        'lock',
+        uniqueKey('tls-cli'),
+        '--url',
+        `zk://${host}`,
+        '--ca',
+        certs.caFile,
+        '--cert',
+        certs.client.certFile,
+        '--key',
+        certs.client.keyFile,
+        '--user',
+        'fencekit',
+        '--wait',
+        '10000',
+        '--',
+        'true',
+      ],
+      { env: { FENCEKIT_URL: '', FENCEKIT_PASSWORD: PASSWORD } },
+    );
+    expect(flags.code, flags.stderr).toBe(0);
     const untrusted = await lock(
       `zk://fencekit:${PASSWORD}@${host}?ca=${certs.untrustedCaFile}&cert=${certs.client.certFile}&key=${certs.client.keyFile}`,
     );
     expect(untrusted.code, untrusted.stderr).toBe(77);
     expect(untrusted.stderr).toMatch(/AUTH_FAILED/);
-    for (const out of [granted, untrusted]) {
+    for (const out of [granted, flags, untrusted]) {
       expectNoSecret(`${out.stdout}\n${out.stderr}`, { password: PASSWORD, key: certs.client.key });
     }
   });

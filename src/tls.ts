@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { ConnectionSpec } from './connection-url.js';
-import { InvalidArgumentError, NotImplementedError } from './errors.js';
+import { InvalidArgumentError } from './errors.js';
 import { processSecrets } from './secret-mask.js';
 
 /** A PEM text or its bytes. */
@@ -205,17 +205,4 @@ export function certificateRefusal(error: unknown): string | undefined {
     e = (e as { cause?: unknown }).cause;
   }
   return undefined;
-}
-
-/** What a backend without fencekit's TLS says instead. */
-const TLS_NOT_YET = {
-  zookeeper: 'TLS on the zookeeper backend',
-} as const;
-
-/**
- * Refuses a TLS request on a backend that cannot honour it yet (NotImplementedError): asked for and
- * not given would be a plain connection the user believes encrypted.
- */
-export function refuseTls(tls: TlsOptions | boolean | undefined, backend: keyof typeof TLS_NOT_YET): void {
-  if (tls !== undefined && tls !== false) throw new NotImplementedError(TLS_NOT_YET[backend]);
 }

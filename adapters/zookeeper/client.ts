@@ -1,6 +1,12 @@
 import { monotonicNow } from '../../src/clock.js';
-import { BackendUnavailableError, InvalidArgumentError, type LossReason } from '../../src/errors.js';
+import {
+  AuthenticationError,
+  BackendUnavailableError,
+  InvalidArgumentError,
+  type LossReason,
+} from '../../src/errors.js';
 import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
+import { certificateRefusal, nodeTlsOptions, type TlsOptions } from '../../src/tls.js';
 import {
   confirmThroughLeader,
   effectiveTickMs,
@@ -30,6 +36,8 @@ export interface ZkSessionOptions {
   addedDigests?: readonly string[];
   /** Largest frame accepted from a server (the client's jute.maxbuffer). */
   maxFrameBytes?: number;
+  /** TLS towards every server of the connect string; undefined: plain TCP. */
+  tls?: TlsOptions;
   /** Told of each heartbeat (metrics, renew-failed events). */
   onRenewal?: SessionRenewalListener;
 }
@@ -81,11 +89,18 @@ export class ZkSession {
             (digest) => ({ scheme: 'digest', auth: Buffer.from(digest) }),
           ),
           ...(options.maxFrameBytes !== undefined ? { maxFrameBytes: options.maxFrameBytes } : {}),
+          ...(options.tls ? { tls: nodeTlsOptions(options.tls) } : {}),
+          refused: (error) => certificateRefusal(error) !== undefined,
         },
         { timeoutMs: options.connectTimeoutMs, ...(signal ? { signal } : {}) },
       );
     } catch (error) {
       if (signal?.aborted && error === signal.reason) throw error;
+      // A certificate refused either way: retrying does not help (a waiting acquire fails at once).
+      const refused = certificateRefusal(error);
+      if (refused !== undefined) {
+        throw new AuthenticationError('zookeeper', hostsOf(options.connectString), refused, { cause: error });
+      }
       throw new BackendUnavailableError(
         `zookeeper: no session from ${options.connectString} within ${options.connectTimeoutMs} ms`,
         { cause: error },
@@ -263,4 +278,10 @@ export class ZkSession {
   #lose(reason: LossReason): void {
     this.#liveness.lose(reason);
   }
+}
+
+/** The host:port list of a connect string, without its chroot: what an AuthenticationError names. */
+function hostsOf(connectString: string): string {
+  const slash = connectString.indexOf('/');
+  return slash < 0 ? connectString : connectString.slice(0, slash);
 }

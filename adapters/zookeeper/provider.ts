@@ -7,7 +7,7 @@ import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../..
 import { processSecrets } from '../../src/secret-mask.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { secretsIn } from '../../src/telemetry/redact.js';
-import { refuseTls, type TlsOptions } from '../../src/tls.js';
+import { type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesWalk, removeHead } from './admin.js';
@@ -43,6 +43,12 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
    * signal's safety margin (at most half the granted session timeout). Default 2 000 ms.
    */
   serverTickMs?: number;
+  /**
+   * TLS towards every server (ZooKeeper's secureClientPort): the authorities to trust, a client
+   * certificate and key (ssl.clientAuth=need), the server name to check when it is not the host's.
+   * `true` trusts the system's authorities.
+   */
+  tls?: TlsOptions | boolean;
   /** Digest credentials 'user:password', added to every session. */
   digest?: string;
   /** With digest: create lock nodes with CREATOR_ALL_ACL so no other identity can delete them. */
@@ -72,6 +78,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly #sessionTimeoutMs: number;
   readonly #serverTickMs: number;
   readonly #acl: readonly ACL[];
+  readonly #tls: TlsOptions | undefined;
   readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
   readonly #folderLingerMs: number;
   /** Makes the folders of every session of this provider; remembers whether the servers have containers. */
@@ -122,6 +129,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
     this.#folderLingerMs = options.folderLingerMs ?? 1_000;
     this.#acl = options.creatorOnlyAcl ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
+    this.#tls = tlsOption(options.tls);
   }
 
   /**
@@ -357,6 +365,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         ...(this.#options.digest ? { digest: this.#options.digest } : {}),
         addedDigests: [...this.#addedDigests],
         ...(this.#options.maxFrameBytes !== undefined ? { maxFrameBytes: this.#options.maxFrameBytes } : {}),
+        ...(this.#tls ? { tls: this.#tls } : {}),
       },
       this.closeSignal,
     );
@@ -447,7 +456,7 @@ export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,
 ): Promise<ZooKeeperLockProvider> {
-  refuseTls(options.tls as TlsOptions | boolean | undefined, 'zookeeper');
+  // connect() resolved the URL's TLS parameters and the tls option into options.tls.
   const hosts = spec.hosts.map((h) => `${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`).join(',');
   return new ZooKeeperLockProvider({
     ...(options as Partial<ZooKeeperProviderOptions>),

@@ -90,17 +90,3 @@ describe('AuthenticationError', () => {
     expect(exitCodeFor(error)).toBe(77);
   });
 });
-
-describe('backends without TLS yet', () => {
-  it('refuse a TLS request instead of connecting in plain text', async () => {
-    const { connect } = await import('../../src/connect.js');
-    const error = await connect('zk://127.0.0.1:1?tls=1').then(
-      async (provider) => {
-        await provider.close();
-        return undefined;
-      },
-      (e: unknown) => e,
-    );
-    expect((error as FencekitError | undefined)?.code).toBe('NOT_IMPLEMENTED');
-  });
-});

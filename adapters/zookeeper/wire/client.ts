@@ -1,3 +1,4 @@
+import type { ConnectionOptions as TlsConnectionOptions } from 'node:tls';
 import { Code, ZkError } from './codes.js';
 import { parseConnectString, shuffled } from './connect-string.js';
 import { Connection, type Handshake } from './connection.js';
@@ -39,6 +40,14 @@ export interface ZkClientOptions {
   auth?: Credential[];
   /** Largest frame accepted from a server, as the Java client's jute.maxbuffer (default: see frames.ts). */
   maxFrameBytes?: number;
+  /** TLS towards every server, on every connection (Node's options); undefined: plain TCP. */
+  tls?: TlsConnectionOptions;
+  /**
+   * Whether a failed connection attempt was a refusal that no retry cures (a certificate either
+   * side did not accept). Before the first session, a round of the servers in which one refused
+   * and none let us in ends the client with AUTH_FAILED (its cause: that attempt's error).
+   */
+  refused?: (error: unknown) => boolean;
 }
 
 /** An auth packet's content, e.g. { scheme: 'digest', auth: Buffer.from('user:password') }. */
@@ -436,7 +445,7 @@ export class ZkClient {
   /** A new error (its own stack) saying why the session ended: closed, expired, or refused credentials. */
   #terminalError(): ZkError {
     const ended = this.#endedWith ?? new ZkError(Code.CONNECTION_LOSS, undefined, 'client closed');
-    return new ZkError(ended.code, undefined, ended.detail);
+    return new ZkError(ended.code, undefined, ended.detail, { cause: ended.cause });
   }
 
   /** The open connection, waiting for one until the deadline. */
@@ -526,6 +535,8 @@ export class ZkClient {
   async #run(): Promise<void> {
     let next = 0;
     let wait = 0;
+    /** A refusal in the current round, while no session was ever made: see ZkClientOptions.refused. */
+    let refusal: { server: string; error: unknown } | undefined;
     while (!TERMINAL.has(this.#state)) {
       if (wait > 0) await this.#pause(wait); // close() ends it at once
       if (TERMINAL.has(this.#state)) return;
@@ -546,6 +557,7 @@ export class ZkClient {
             requestedTimeoutMs: this.#options.sessionTimeoutMs,
             connectTimeoutMs: Math.max(500, this.#options.sessionTimeoutMs / this.#servers.length),
             maxFrameBytes: this.#options.maxFrameBytes ?? MAX_FRAME_BYTES,
+            ...(this.#options.tls ? { tls: this.#options.tls } : {}),
             signal: this.#stop.signal,
           },
           {
@@ -565,6 +577,7 @@ export class ZkClient {
           },
         );
         this.#pacing.established();
+        refusal = undefined;
         this.#onConnected(conn, handshake);
         await closed;
         this.#lastHeardAt = conn.lastHeardAt;
@@ -581,8 +594,18 @@ export class ZkClient {
           return;
         }
         this.#failedConnects += 1;
-        // After a round of every server, back off before the next round.
-        if (next % this.#servers.length === 0) wait = this.#pacing.afterFailedRound(this.#sessionLeftMs());
+        if (this.#sessionId === 0n && this.#options.refused?.(error)) {
+          refusal = { server: `${server.host}:${server.port}`, error };
+        }
+        if (next % this.#servers.length !== 0) continue;
+        // A round of every server failed. Refused and never let in: retrying does not help.
+        if (refusal) {
+          const why = `the handshake with ${refusal.server} was refused: ${(refusal.error as Error)?.message}`;
+          this.#end('closed', new ZkError(Code.AUTH_FAILED, undefined, why, { cause: refusal.error }));
+          return;
+        }
+        // Otherwise back off before the next round.
+        wait = this.#pacing.afterFailedRound(this.#sessionLeftMs());
       }
     }
   }

@@ -60,8 +60,12 @@ export class ZkError extends Error {
     readonly code: number,
     readonly path?: string,
     readonly detail?: string,
+    options?: { cause?: unknown },
   ) {
-    super(`${codeName(code)}${path !== undefined ? ` (${path})` : ''}${detail ? `: ${detail}` : ''}`);
+    super(
+      `${codeName(code)}${path !== undefined ? ` (${path})` : ''}${detail ? `: ${detail}` : ''}`,
+      options,
+    );
     this.name = codeName(code);
   }
 }

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import tls, { type ConnectionOptions as TlsConnectionOptions } from 'node:tls';
 import { Code, ZkError } from './codes.js';
 import { FrameDecoder } from './frames.js';
 import { JuteReader, JuteWriter, WireError } from './jute.js';
@@ -29,7 +30,12 @@ export interface ConnectionOptions {
   passwd: Buffer;
   lastZxid: bigint;
   requestedTimeoutMs: number;
-  /** TCP connect plus handshake must finish within this. */
+  /**
+   * TLS towards the server (Node's options: ca, cert, key, servername, rejectUnauthorized …);
+   * undefined: plain TCP. The server's certificate is checked for servername, else for host.
+   */
+  tls?: TlsConnectionOptions;
+  /** TCP connect, the TLS handshake and ZooKeeper's handshake must all finish within this. */
   connectTimeoutMs: number;
   /** Largest frame accepted from the server (see frames.ts). */
   maxFrameBytes: number;
@@ -55,7 +61,7 @@ interface AuthReply {
 }
 
 /**
- * One TCP connection to one server: the handshake, then framed requests matched to replies by
+ * One TCP (or TLS) connection to one server: the handshake, then framed requests matched to replies by
  * xid in order, pings while open, and a read deadline (a frozen server keeps its socket open, so
  * silence is the only sign). Only a whole frame counts as hearing from the server, as in the Java
  * client: bytes that never complete a frame are a stream out of step, and the deadline ends it.
@@ -64,7 +70,7 @@ interface AuthReply {
  * calls with CONNECTION_LOSS, and never throws out of a socket event.
  */
 export class Connection {
-  readonly #socket: net.Socket;
+  readonly #socket: net.Socket | tls.TLSSocket;
   readonly #decoder: FrameDecoder;
   readonly #pending: Pending[] = [];
   readonly #authReplies: AuthReply[] = [];
@@ -79,7 +85,7 @@ export class Connection {
   #lastHeardAt = performance.now();
   #corked = false;
 
-  private constructor(socket: net.Socket, events: ConnectionEvents, maxFrameBytes: number) {
+  private constructor(socket: net.Socket | tls.TLSSocket, events: ConnectionEvents, maxFrameBytes: number) {
     this.#socket = socket;
     this.#decoder = new FrameDecoder(maxFrameBytes);
     this.#events = events;
@@ -89,10 +95,14 @@ export class Connection {
     socket.on('close', () => this.destroy(new Error('connection closed by the server')));
   }
 
-  /** Connects and shakes hands; rejects with SESSION_EXPIRED when the server no longer knows the session. */
+  /**
+   * Connects and shakes hands; rejects with SESSION_EXPIRED when the server no longer knows the
+   * session. A TLS handshake that fails rejects with Node's TLS error (its code says why).
+   */
   static open(options: ConnectionOptions, events: ConnectionEvents): Promise<[Connection, Handshake]> {
     return new Promise((resolve, reject) => {
-      const socket = net.connect({ host: options.host, port: options.port });
+      const address = { host: options.host, port: options.port };
+      const socket = options.tls ? tls.connect({ ...options.tls, ...address }) : net.connect(address);
       let settled = false;
       const fail = (error: Error) => {
         if (settled) return;
@@ -136,7 +146,8 @@ export class Connection {
       };
       if (options.signal.aborted) onAbort();
       else options.signal.addEventListener('abort', onAbort, { once: true });
-      socket.once('connect', () => {
+      // Over TLS, nothing is sent before the server's certificate was checked.
+      socket.once(options.tls ? 'secureConnect' : 'connect', () => {
         const w = new JuteWriter()
           .int(0) // protocol version
           .long(options.lastZxid)

@@ -16,7 +16,7 @@ export interface ElectionHost {
   /** Puts value on the lock's key only while the lock is held; false if it is not. */
   putIfHeld(lock: OwnedLock, value: string): Promise<boolean>;
   /** The error as the caller sees it: an AuthenticationError when etcd refused who we are. */
-  refused(error: unknown): unknown;
+  refused(error: unknown): Promise<unknown>;
 }
 
 /**
@@ -117,7 +117,7 @@ export class EtcdElection implements Election {
       return true;
     } catch (error) {
       if (signal?.aborted) return false;
-      throw this.host.refused(unavailable('watch failed', error));
+      throw await this.host.refused(unavailable('watch failed', error));
     }
   }
 
@@ -138,7 +138,7 @@ export class EtcdElection implements Election {
       const leader = head ? { value: head.value.toString('utf8'), term: BigInt(head.create_revision) } : null;
       return { leader, revision: BigInt(res.header.revision) };
     } catch (error) {
-      throw this.host.refused(unavailable('reading the leader failed', error));
+      throw await this.host.refused(unavailable('reading the leader failed', error));
     }
   }
 }

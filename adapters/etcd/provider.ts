@@ -10,7 +10,9 @@ import {
 } from 'etcd3';
 import { CANCEL_GRACE_MS } from '../../src/cancel-grace.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import type { HostPort } from '../../src/connection-url.js';
 import {
+  AuthenticationError,
   BackendUnavailableError,
   InvalidArgumentError,
   NotHolderError,
@@ -21,7 +23,7 @@ import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
-import type { TlsOptions } from '../../src/tls.js';
+import { nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
@@ -31,11 +33,12 @@ import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { heldNamesRange } from './list.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
-import { refusedOr } from './refusal.js';
+import { refusedOr, unexplainedConnectFailure } from './refusal.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
 import { EtcdSessions, leaseSeconds } from './sessions.js';
 import { etcdTls } from './tls.js';
+import { probeCertificates } from './tls-probe.js';
 
 /** Options of `new EtcdLockProvider(options)`, and the etcd options `connect()` passes on. */
 export interface EtcdProviderOptions extends ProviderDefaults {
@@ -73,6 +76,9 @@ export class EtcdLockProvider extends BaseLockProvider {
   readonly namespace: string;
   /** host:port of each endpoint, for errors. */
   readonly #hosts: string;
+  /** Asks the servers why TLS fails where gRPC does not say (tls-probe.ts); undefined without the tls option. */
+  readonly #probe: (() => Promise<string | undefined>) | undefined;
+  #probing: Promise<string | undefined> | undefined;
   readonly #sessionTtlMs: number;
   readonly #local = new KeyedFifo();
   readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint; session: EtcdSession }>();
@@ -95,6 +101,12 @@ export class EtcdLockProvider extends BaseLockProvider {
       throw new InvalidArgumentError('sessionTtlMs', 'etcd leases last at least 1 s');
     this.#sessions = new EtcdSessions(this.#sessionTtlMs, (ttlMs) => this.#openSession(ttlMs));
     const tls = etcdTls(options.tls);
+    const given = tlsOption(options.tls);
+    if (given) {
+      const hosts = options.endpoints.map(endpointHost);
+      const timeoutMs = Math.min(this.callTimeoutMs, PROBE_TIMEOUT_MS);
+      this.#probe = () => probeCertificates(hosts, nodeTlsOptions(given), timeoutMs);
+    }
     this.client = new Etcd3({
       ...options.clientOptions,
       hosts: options.endpoints,
@@ -135,7 +147,7 @@ export class EtcdLockProvider extends BaseLockProvider {
         { deadline: new Date(Date.now() + this.callTimeoutMs) },
       ));
     } catch (error) {
-      throw refusedOr(unavailable('inspect failed', error), this.#hosts);
+      throw await this.#refused(unavailable('inspect failed', error));
     }
     const [head, ...waiters] = kvs;
     if (!head) return null;
@@ -178,15 +190,17 @@ export class EtcdLockProvider extends BaseLockProvider {
       const stored = decodeHolder(head.value);
       return { owner: stored.owner, since: stored.since, fencingToken: revision };
     } catch (error) {
-      throw refusedOr(unavailable('force-release failed', error), this.#hosts);
+      throw await this.#refused(unavailable('force-release failed', error));
     }
   }
 
   /** The names with a key under the namespace (the first key of a name holds it). */
   protected heldNames(prefix: string): Promise<string[]> {
-    return heldNamesRange(this.client, this.namespace, prefix, this.callTimeoutMs).catch((error: unknown) => {
-      throw refusedOr(unavailable('list failed', error), this.#hosts);
-    });
+    return heldNamesRange(this.client, this.namespace, prefix, this.callTimeoutMs).catch(
+      async (error: unknown) => {
+        throw await this.#refused(unavailable('list failed', error));
+      },
+    );
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -194,8 +208,26 @@ export class EtcdLockProvider extends BaseLockProvider {
       return await this.#request(req, cancel);
     } catch (error) {
       // A refusal of who we are is not an outage: the base does not retry it for waitMs.
-      throw refusedOr(error, this.#hosts);
+      throw await this.#refused(error);
     }
+  }
+
+  /**
+   * The error as callers see it: an AuthenticationError when etcd refused who we are, told by the
+   * error itself or, where gRPC gives no reason, by one probe of the servers shared by the calls
+   * failing meanwhile.
+   */
+  async #refused(error: unknown): Promise<unknown> {
+    const mapped = refusedOr(error, this.#hosts);
+    if (mapped instanceof AuthenticationError || !this.#probe || !unexplainedConnectFailure(error))
+      return mapped;
+    this.#probing ??= this.#probe().finally(() => {
+      setTimeout(() => {
+        this.#probing = undefined;
+      }, PROBE_REUSE_MS).unref();
+    });
+    const why = await this.#probing;
+    return why === undefined ? mapped : new AuthenticationError('etcd', this.#hosts, why, { cause: error });
   }
 
   async #request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -368,7 +400,7 @@ export class EtcdLockProvider extends BaseLockProvider {
         const put = { request_put: { key: grant.key, value: Buffer.from(value), ignore_lease: true } };
         return (await this.guardedTxn(lock, put)).committed;
       },
-      refused: (error) => refusedOr(error, this.#hosts),
+      refused: (error) => this.#refused(error),
     };
     return new EtcdElection(host, name);
   }
@@ -382,7 +414,7 @@ export class EtcdLockProvider extends BaseLockProvider {
         if (kind === 'release') this.semaphoreWakeups += 1;
         else this.semaphoreHandoffs += 1;
       },
-      refused: (error) => refusedOr(error, this.#hosts),
+      refused: (error) => this.#refused(error),
     });
   }
 
@@ -471,6 +503,17 @@ export class EtcdLockProvider extends BaseLockProvider {
  * are guarded by create revision, a revoke is idempotent, a lease grant carries our own id (its
  * replay is refused as "already exists" and adopted).
  */
+/** A probe of the servers' TLS waits this long at most (within callTimeoutMs). */
+const PROBE_TIMEOUT_MS = 3_000;
+/** Calls failing within this long after a probe take its verdict instead of probing again. */
+const PROBE_REUSE_MS = 2_000;
+
+/** host:port of an endpoint (`https://h:2379`, `h:2379`, `[::1]:2379`); etcd's port when none. */
+function endpointHost(endpoint: string): HostPort {
+  const url = new URL(/^[a-z]+:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`);
+  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 2379) };
+}
+
 function faultHandling(endpointCount: number): IOptions['faultHandling'] {
   const recoverable = handleWhen(isRecoverableError);
   return {

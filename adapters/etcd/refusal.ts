@@ -30,3 +30,17 @@ export function refusedOr(error: unknown, host: string): unknown {
   const why = etcdRefusal(error);
   return why === undefined ? error : new AuthenticationError('etcd', host, why, { cause: error });
 }
+
+/**
+ * Whether gRPC failed to connect without saying why ("No connection established", or the etcd3
+ * client's circuit breaker opened by such failures): a refused certificate and an outage look
+ * alike there (see tls-probe.ts).
+ */
+export function unexplainedConnectFailure(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 5; depth++) {
+    const message = String((e as { message?: unknown }).message ?? '');
+    if (/No connection established|circuit breaker is open/.test(message)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}

@@ -34,7 +34,7 @@ export interface EtcdSemaphoreClient {
   /** Counts a waiter woken: by a released permit, or by the queue handed on after a grant. */
   woken(kind: 'release' | 'handoff'): void;
   /** The error as the caller sees it: an AuthenticationError when etcd refused who we are. */
-  refused(error: unknown): unknown;
+  refused(error: unknown): Promise<unknown>;
 }
 
 /**
@@ -106,8 +106,8 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       this.#c.callTimeoutMs,
       signal,
       'etcd: semaphore inspect',
-    ).catch((error: unknown) => {
-      throw this.#c.refused(
+    ).catch(async (error: unknown) => {
+      throw await this.#c.refused(
         error instanceof BackendUnavailableError ? error : unavailable('semaphore inspect failed', error),
       );
     });
@@ -129,7 +129,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       return await this.#request(req, cancel);
     } catch (error) {
       // A refusal of who we are is not an outage: the core does not retry it for waitMs.
-      throw this.#c.refused(error);
+      throw await this.#c.refused(error);
     }
   }
 

@@ -125,18 +125,48 @@ describe('what etcd refuses', () => {
     },
   );
 
-  // gRPC reports these with no reason ("Last error: null"): they cannot be told from an outage.
-  const unexplained: Array<[string, () => string]> = [
+  // gRPC reports these without their reason ("Last error: null"); a TLS probe of our own finds it.
+  const probed: Array<[string, () => string, RegExp]> = [
     [
       'a server certificate from an authority not trusted',
       () => `etcd://${host()}?cert=${certs.client.certFile}&key=${certs.client.keyFile}`,
+      /server's certificate was not accepted/,
     ],
-    ['no client certificate', () => `etcd://fencekit:${PASSWORD}@${host()}?ca=${certs.caFile}`],
-    ['a plain connection to the TLS port', () => `etcd://fencekit:${PASSWORD}@${host()}`],
+    [
+      'no client certificate',
+      () => `etcd://fencekit:${PASSWORD}@${host()}?ca=${certs.caFile}&${namespace}`,
+      /refused the client certificate, or that none was given/,
+    ],
+    [
+      'a client certificate from an authority the server does not trust',
+      () =>
+        `etcd://${host()}?ca=${certs.caFile}&cert=${certs.untrustedClient.certFile}&key=${certs.untrustedClient.keyFile}`,
+      /refused the client certificate/,
+    ],
   ];
 
-  it.each(unexplained)('%s is a typed outage within callTimeoutMs, not a hang', async (_what, url) => {
-    const provider = await connect(url(), { callTimeoutMs: 2_000 });
+  it.each(probed)('%s is AUTH_FAILED, at once, and shows no secret', async (_what, url, why) => {
+    const provider = (await connect(url(), { callTimeoutMs: 2_000 })) as ConnectedSemaphoreProvider;
+    try {
+      for (const use of [
+        () => provider.acquire(uniqueKey('refused'), { waitMs: 60_000 }),
+        () => provider.semaphore(uniqueKey('refused-sem'), { limit: 1 }).tryAcquire(),
+        () => provider.inspect(uniqueKey('refused')),
+      ]) {
+        const { error, ms } = await failure(use);
+        expect(error.code, error.message).toBe('AUTH_FAILED');
+        expect(error.message).toMatch(why);
+        expect(ms).toBeLessThan(30_000);
+        expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
+      }
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('a plain connection to the TLS port is a typed outage within callTimeoutMs, not a hang', async () => {
+    // Without TLS there is nothing to probe with: a plain client cannot tell this from an outage.
+    const provider = await connect(`etcd://fencekit:${PASSWORD}@${host()}`, { callTimeoutMs: 2_000 });
     try {
       const { error } = await failure(() => provider.acquire(uniqueKey('refused'), { waitMs: 60_000 }));
       expect(error.code).toBe('BACKEND_UNAVAILABLE');

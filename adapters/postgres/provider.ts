@@ -118,6 +118,7 @@ export class PostgresLockProvider extends BaseLockProvider {
         'waitingConnections',
         `must be an integer from 0 to maxConnections - 1 (${max - 1})`,
       );
+    refuseUnreadTls(options.connectionString);
     this.#healthIntervalMs = options.healthCheckIntervalMs ?? 5_000;
     this.#healthTimeoutMs = options.healthCheckTimeoutMs ?? 2_000;
     const keepalive = options.serverKeepalive ?? { idle: 10, interval: 5, count: 3 };
@@ -524,6 +525,25 @@ export class PostgresLockProvider extends BaseLockProvider {
 }
 
 /** The provider `connect()` opens for a `postgres://` URL. */
+/**
+ * fencekit's TLS parameters are read by connect() (src/postgres-tls.ts), not by pg: in a
+ * connection string given to the class, pg would ignore them and connect in plain text.
+ */
+function refuseUnreadTls(connectionString: string | undefined): void {
+  if (connectionString === undefined) return;
+  const query = connectionString.includes('?')
+    ? connectionString.slice(connectionString.indexOf('?') + 1)
+    : '';
+  const named = ['tls', 'ca', 'cert', 'key', 'servername'].filter((name) =>
+    new URLSearchParams(query).has(name),
+  );
+  if (named.length > 0)
+    throw new InvalidArgumentError(
+      'connectionString',
+      `${named.map((name) => `${name}=`).join(', ')} are read by connect(), not here: use connect(url), or pool: { ssl }`,
+    );
+}
+
 export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,

@@ -194,3 +194,15 @@ describe('postgres: what connect() and the idempotency store hand to pg', () => 
     ).toMatch(/^INVALID_ARGUMENT: invalid pool: ssl cannot go with TLS/);
   });
 });
+
+describe('new PostgresLockProvider({ connectionString })', () => {
+  it("refuses fencekit's TLS parameters, which pg would ignore (a plain connection)", async () => {
+    const { PostgresLockProvider } = await import('../../adapters/postgres/index.js');
+    for (const query of ['tls=1', 'ca=/etc/ca.pem', 'sslmode=disable&servername=db']) {
+      expect(
+        () => new PostgresLockProvider({ connectionString: `postgres://app@127.0.0.1:1/db?${query}` }),
+        query,
+      ).toThrow(/invalid connectionString: .* are read by connect\(\), not here/);
+    }
+  });
+});

@@ -1,4 +1,6 @@
 import type { Redis, RedisOptions } from 'ioredis';
+import { AuthenticationError } from '../errors.js';
+import { redisRefusal } from '../redis-refusal.js';
 import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
 
 // One hash per key, expiring by the server's clock (PEXPIRE); times inside are the server's TIME in
@@ -74,6 +76,8 @@ export class RedisRecords implements RecordBackend {
   private readonly prefix: string;
   private connecting: Promise<void> | undefined;
   private reconnected: Promise<void> | undefined;
+  /** The server's last refusal of who we are, until a connection is ready again. */
+  private refusal: unknown;
 
   constructor(
     private readonly client: Redis,
@@ -88,12 +92,30 @@ export class RedisRecords implements RecordBackend {
     ] as const)
       client.defineCommand(name, { lua, numberOfKeys: keys });
     // Errors reach the caller through each command; an 'error' event without a listener would crash.
-    client.on('error', () => undefined);
+    // A refusal arrives only as such an event (the command then sees "Connection is closed"): kept.
+    client.on('error', (error) => {
+      if (redisRefusal(error) !== undefined) this.refusal = error;
+    });
+    client.on('ready', () => {
+      this.refusal = undefined;
+    });
   }
 
   private async script(name: string, ...args: (string | number)[]): Promise<unknown> {
-    if (this.client.status !== 'ready') await this.ready(); // no extra turn once connected
-    return ((this.client as unknown as Record<string, Script>)[name] as Script).call(this.client, ...args);
+    try {
+      if (this.client.status !== 'ready') await this.ready(); // no extra turn once connected
+      return await ((this.client as unknown as Record<string, Script>)[name] as Script).call(
+        this.client,
+        ...args,
+      );
+    } catch (error) {
+      // A refusal of who we are is no outage to retry: the store gives it up at once.
+      const refusal = redisRefusal(error) === undefined ? this.refusal : error;
+      const why = refusal === undefined ? undefined : redisRefusal(refusal);
+      if (why === undefined) throw error;
+      const { host = '127.0.0.1', port = 6379 } = this.client.options;
+      throw new AuthenticationError('redis', `${host}:${port}`, why, { cause: refusal });
+    }
   }
 
   /**

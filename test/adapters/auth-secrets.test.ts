@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import { PostgresLockProvider } from '../../adapters/postgres/index.js';
@@ -161,6 +162,27 @@ describe('Redis with requirepass and with an ACL user', () => {
       await provider.close();
     }
   }, 60_000);
+
+  it('the idempotency store meets a wrong password as AUTH_FAILED at once, and shows it nowhere', async () => {
+    const store = await createIdempotencyStore(`redis://app:${enc(WRONG)}@${host}`, {
+      callTimeoutMs: 60_000,
+    });
+    try {
+      const started = performance.now();
+      const error = await store
+        .run('auth-store', { amount: 1 }, async () => 1)
+        .then(
+          () => undefined,
+          (e: unknown) => e as { code?: string; message?: string },
+        );
+      expect(error?.code, error?.message).toBe('AUTH_FAILED');
+      expect(error?.message).toMatch(/^redis at 127\.0\.0\.1:\d+: the user name or password was refused/);
+      expect(performance.now() - started).toBeLessThan(30_000); // not retried for the call's deadline
+      expect(leaks({ store: `${String(error)}\n${inspect(error, { depth: 8 })}` })).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  }, 90_000);
 
   it('runAsLeader and runSingleton stop with AUTH_FAILED instead of retrying a refused password', async () => {
     const provider = await connect(`redis://app:${enc(WRONG)}@${host}`, { callTimeoutMs: 5_000 });

@@ -11,21 +11,21 @@ import { IdempotencyStore, type IdempotencyStoreOptions } from './store.js';
 export interface CreateIdempotencyStoreOptions extends IdempotencyStoreOptions {
   /** PostgreSQL table (default `fencekit_idempotency`). */
   table?: string;
-  /** Redis key prefix (default `fencekit:idem:`). */
+  /** Key prefix: on Redis (default `fencekit:idem:`), on etcd after the URL's namespace (default `fencekit/idem/`). */
   prefix?: string;
   /** PostgreSQL pool size (default 10). */
   maxConnections?: number;
   /**
-   * TLS towards Redis, over the URL's (`rediss://`, `tls=1`, `ca=`, `cert=`, `key=`, `servername=`).
+   * TLS towards Redis or etcd, over the URL's (`rediss://`, `tls=1`, `ca=`, `cert=`, `key=`, `servername=`).
    * On PostgreSQL use the URL's `sslmode=` and its companions.
    */
   tls?: TlsOptions | boolean;
 }
 
 /**
- * Opens an idempotency store: `postgres://user:pass@host/db`, `redis://[:pass@]host:port[/db]`, or
- * `memory://[name]`, as `connect()` reads them. The client package (pg, ioredis) is loaded only
- * for its scheme, and a missing one is named.
+ * Opens an idempotency store: `postgres://user:pass@host/db`, `redis://[:pass@]host:port[/db]`,
+ * `etcd://[user:pass@]host:port[,host2…]`, or `memory://[name]`, as `connect()` reads them. The
+ * client package (pg, ioredis, etcd3) is loaded only for its scheme, and a missing one is named.
  */
 export async function createIdempotencyStore(
   url: string,
@@ -87,10 +87,21 @@ export async function createIdempotencyStore(
       records = new PostgresRecords(pool, options.table);
       break;
     }
+    case 'etcd': {
+      await requirePeer('etcd3', 'etcd');
+      const [{ openUrlClient }, { EtcdRecords }] = await Promise.all([
+        import('../../adapters/etcd/client.js'),
+        import('./etcd-records.js'),
+      ]);
+      const { client, namespace, refused } = openUrlClient(spec, { tls });
+      const prefix = `${namespace}${options.prefix ?? 'fencekit/idem/'}`;
+      records = new EtcdRecords(client, { prefix, callTimeoutMs: timeout, refused });
+      break;
+    }
     default:
       throw new InvalidArgumentError(
         'url',
-        `idempotency stores run on postgres://, redis:// or memory://, not ${spec.backend}`,
+        `idempotency stores run on postgres://, redis://, etcd:// or memory://, not ${spec.backend}`,
       );
   }
   return new IdempotencyStore(records, options);

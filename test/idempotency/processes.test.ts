@@ -47,7 +47,7 @@ afterAll(async () => {
   await servers?.stop();
 });
 
-describe.each<StoreBackend>(['redis', 'postgres'])('idempotency with real processes on %s', (backend) => {
+describe.each<StoreBackend>(['redis', 'postgres', 'etcd'])('idempotency with real processes on %s', (backend) => {
   async function burst(waitMs: number) {
     const key = `burst-${crypto.randomUUID()}`;
     const procs = Array.from({ length: 5 }, () =>

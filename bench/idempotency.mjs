@@ -2,12 +2,14 @@
 // replay: one begin that finds the result) against the bare writes any idempotency store must make
 // on the same server. A new key needs two round trips whatever the store: a claim before fn (or a
 // concurrent repeat would run fn too) and the result after it. So the floor is INSERT + UPDATE of a
-// record (PostgreSQL), a claim script + a result script (Redis); a replay's floor is one write
+// record (PostgreSQL), a claim script + a result script (Redis), a create-if-absent Txn + a put
+// (etcd); a replay's floor is one write
 // attempt that finds the record. The cases run in interleaved rounds; on a shared machine only the
 // ratio of neighbours in one round means much, so each round's ratio is printed (min–max). Each
 // backend is measured in two fixed CPU layouts (bench/pin.mjs says why).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
 import { createIdempotencyStore } from 'fencekit/idempotency';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -27,16 +29,18 @@ const COUNTED_RUNS = 200;
 const TARGET = 1.5;
 
 export async function benchIdempotency() {
-  const [postgres, redis] = await Promise.all([
+  const [postgres, redis, etcd] = await Promise.all([
     startServer('postgres.sh', [], 'FENCEKIT_PG_URL'),
     startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL'),
+    startServer('etcd.sh', ['1'], 'FENCEKIT_ETCD_ENDPOINTS'),
   ]);
   const verdicts = [];
   try {
     await benchPostgres(postgres.vars.get('PG_URL') ?? postgres.vars.get('URL'), postgres.started, verdicts);
     await benchRedis(redis.vars.get('REDIS_URL') ?? redis.vars.get('URL'), redis.started, verdicts);
+    await benchEtcd(etcd.vars.get('ETCD_ENDPOINTS') ?? etcd.vars.get('URL'), etcd, verdicts);
   } finally {
-    await Promise.all([postgres.stop(), redis.stop()]);
+    await Promise.all([postgres.stop(), redis.stop(), etcd.stop()]);
   }
   console.log(`\nIdempotency target: p50 within ${TARGET}x of the bare writes (median of per-round ratios)`);
   for (const { name, ratio, verdict } of verdicts)
@@ -208,6 +212,49 @@ async function measureRedis(raw, store, pinnable, verdicts) {
     'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
   };
   await measureInLayouts('Redis', cases, serverPids, pinnable ? [pid] : [], verdicts);
+}
+
+async function benchEtcd(endpoints, server, verdicts) {
+  const raw = new Etcd3({ hosts: endpoints.split(',') });
+  let store;
+  try {
+    store = await createIdempotencyStore(`etcd://${endpoints.replace(/https?:\/\//g, '')}`);
+    await measureEtcd(raw, store, server, verdicts);
+  } finally {
+    raw.close();
+    await store?.close();
+  }
+}
+
+async function measureEtcd(raw, store, server, verdicts) {
+  const replayKey = `replay-${crypto.randomUUID()}`;
+  await store.run(replayKey, payload, fn);
+  const hash = store.hash(payload);
+  // The least an etcd store does: create the record if absent (else read it) in one Txn, later put
+  // the result. No lease, no claim, no token compare: those are what fencing costs.
+  const claim = (key) =>
+    raw
+      .if(key, 'Create', '==', 0)
+      .then(raw.put(key).value(JSON.stringify({ h: hash, s: 'r' })))
+      .else(raw.get(key))
+      .commit();
+  await raw.put(`bare/${replayKey}`).value(JSON.stringify({ h: hash, s: 'd', b: body }));
+  const pid = Number(server.vars.get('MEMBER_0')?.split(' ')[2]);
+  const serverPids = new Proxy({}, { get: () => pid });
+  const cases = {
+    'bare create-if-absent Txn + put (new key)': async () => {
+      const key = `bare/${crypto.randomUUID()}`;
+      await claim(key);
+      await raw.put(key).value(JSON.stringify({ h: hash, s: 'd', b: body }));
+    },
+    'fencekit store.run, new key': () => store.run(crypto.randomUUID(), payload, fn),
+    'bare create-if-absent Txn finding the record': async () => {
+      const found = await claim(`bare/${replayKey}`);
+      if (found.succeeded) throw new Error('the bare replay did not find the record');
+    },
+    'fencekit store.run, replay': () => store.run(replayKey, payload, fn),
+  };
+  await measureInLayouts('etcd', cases, serverPids, server.started && pid ? [pid] : [], verdicts);
 }
 
 /**

@@ -1,13 +1,4 @@
-import { ConsecutiveBreaker, circuitBreaker, handleWhen, retry } from 'cockatiel';
-import {
-  Etcd3,
-  type IOperation,
-  type IOptions,
-  type IRequestOp,
-  isRecoverableError,
-  SortOrder,
-  SortTarget,
-} from 'etcd3';
+import { type Etcd3, type IOperation, type IOptions, type IRequestOp, SortOrder, SortTarget } from 'etcd3';
 import { CANCEL_GRACE_MS } from '../../src/cancel-grace.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import type { HostPort } from '../../src/connection-url.js';
@@ -27,6 +18,7 @@ import { nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
+import { endpointHosts, etcdClient, urlClientOptions } from './client.js';
 import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
@@ -37,7 +29,6 @@ import { refusedOr, unexplainedConnectFailure } from './refusal.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
 import { EtcdSessions, leaseSeconds } from './sessions.js';
-import { etcdTls } from './tls.js';
 import { probeCertificates } from './tls-probe.js';
 
 /** Options of `new EtcdLockProvider(options)`, and the etcd options `connect()` passes on. */
@@ -95,35 +86,18 @@ export class EtcdLockProvider extends BaseLockProvider {
       throw new InvalidArgumentError('endpoints', 'give at least one etcd endpoint');
     }
     this.namespace = options.namespace ?? '';
-    this.#hosts = options.endpoints.map((endpoint) => endpoint.replace(/^[a-z]+:\/\//i, '')).join(',');
+    this.#hosts = endpointHosts(options.endpoints);
     this.#sessionTtlMs = validateTtlMs(options.sessionTtlMs ?? 10_000, 'sessionTtlMs');
     if (this.#sessionTtlMs < 1000)
       throw new InvalidArgumentError('sessionTtlMs', 'etcd leases last at least 1 s');
     this.#sessions = new EtcdSessions(this.#sessionTtlMs, (ttlMs) => this.#openSession(ttlMs));
-    const tls = etcdTls(options.tls);
     const given = tlsOption(options.tls);
     if (given) {
       const hosts = options.endpoints.map(endpointHost);
       const timeoutMs = Math.min(this.callTimeoutMs, PROBE_TIMEOUT_MS);
       this.#probe = () => probeCertificates(hosts, nodeTlsOptions(given), timeoutMs);
     }
-    this.client = new Etcd3({
-      ...options.clientOptions,
-      hosts: options.endpoints,
-      ...(options.auth ? { auth: options.auth } : {}),
-      ...(tls ? { credentials: tls.credentials } : {}),
-      ...(options.credentials ? { credentials: options.credentials } : {}),
-      ...(tls?.servername
-        ? {
-            grpcOptions: {
-              ...options.clientOptions?.grpcOptions,
-              'grpc.ssl_target_name_override': tls.servername,
-              'grpc.default_authority': tls.servername,
-            },
-          }
-        : {}),
-      faultHandling: faultHandling(options.endpoints.length),
-    });
+    this.client = etcdClient(options);
   }
 
   /** Session TTL in ms as etcd grants it (whole seconds). */
@@ -494,15 +468,6 @@ export class EtcdLockProvider extends BaseLockProvider {
   }
 }
 
-/**
- * A failed call moves on to another endpoint at once (a dead member must not fail a third of all
- * calls), each endpoint's breaker skips it for 1 s after 3 failures (the package's default, 5 s,
- * would keep refusing a healed single endpoint). Every call carries an absolute deadline, so a retry
- * never outlives it. This retry DOES replay a call whose answer was lost, so every mutating call is
- * made safe under replay: the enqueue Txn adopts its own key (see enqueue), deletes and proclaims
- * are guarded by create revision, a revoke is idempotent, a lease grant carries our own id (its
- * replay is refused as "already exists" and adopted).
- */
 /** A probe of the servers' TLS waits this long at most (within callTimeoutMs). */
 const PROBE_TIMEOUT_MS = 3_000;
 /** Calls failing within this long after a probe take its verdict instead of probing again. */
@@ -514,31 +479,16 @@ function endpointHost(endpoint: string): HostPort {
   return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 2379) };
 }
 
-function faultHandling(endpointCount: number): IOptions['faultHandling'] {
-  const recoverable = handleWhen(isRecoverableError);
-  return {
-    host: () => circuitBreaker(recoverable, { halfOpenAfter: 1_000, breaker: new ConsecutiveBreaker(3) }),
-    global: retry(recoverable, { maxAttempts: Math.max(1, endpointCount - 1) }),
-  };
-}
-
 /** The provider `connect()` opens for an `etcd://` URL. */
 export async function createProvider(
   spec: ConnectionSpec,
   options: ConnectOptions,
 ): Promise<EtcdLockProvider> {
   // connect() resolved the URL's TLS parameters and the tls option into options.tls.
-  const tls = options.tls !== undefined && options.tls !== false;
   const sessionTtl = spec.params.get('sessionTtlMs');
   return new EtcdLockProvider({
     ...(options as Partial<EtcdProviderOptions>),
-    endpoints: spec.hosts.map(
-      (h) => `${tls ? 'https' : 'http'}://${h.host.includes(':') ? `[${h.host}]` : h.host}:${h.port}`,
-    ),
-    namespace: spec.params.get('namespace') ?? (options.namespace as string | undefined) ?? '',
+    ...urlClientOptions(spec, options),
     ...(sessionTtl ? { sessionTtlMs: Number(sessionTtl) } : {}),
-    ...(spec.username !== undefined
-      ? { auth: { username: spec.username, password: spec.password ?? '' } }
-      : {}),
   });
 }

@@ -1,7 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { AuthenticationError, BackendUnavailableError } from '../../src/errors.js';
 import { redisRefusal } from '../../src/redis-refusal.js';
-import { certificateRefusal } from '../../src/tls.js';
 
 /**
  * Whether one ioredis client is known to be unreachable: its latest connection attempt failed

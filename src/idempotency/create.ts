@@ -12,7 +12,7 @@ import { IdempotencyStore, type IdempotencyStoreOptions } from './store.js';
 export interface CreateIdempotencyStoreOptions extends IdempotencyStoreOptions {
   /** PostgreSQL table (default `fencekit_idempotency`). */
   table?: string;
-  /** Redis key prefix (default `fencekit:idem:`). */
+  /** Key prefix: on Redis (default `fencekit:idem:`), on etcd after the URL's namespace (default `fencekit/idem/`). */
   prefix?: string;
   /** PostgreSQL pool size (default 10). */
   maxConnections?: number;
@@ -24,9 +24,9 @@ export interface CreateIdempotencyStoreOptions extends IdempotencyStoreOptions {
 }
 
 /**
- * Opens an idempotency store: `postgres://user:pass@host/db`, `redis://[:pass@]host:port[/db]`, or
- * `memory://[name]`, as `connect()` reads them. The client package (pg, ioredis) is loaded only
- * for its scheme, and a missing one is named.
+ * Opens an idempotency store: `postgres://user:pass@host/db`, `redis://[:pass@]host:port[/db]`,
+ * `etcd://[user:pass@]host:port[,host2…]`, or `memory://[name]`, as `connect()` reads them. The
+ * client package (pg, ioredis, etcd3) is loaded only for its scheme, and a missing one is named.
  */
 export async function createIdempotencyStore(
   url: string,
@@ -90,10 +90,21 @@ export async function createIdempotencyStore(
       records = new PostgresRecords(pool, options.table);
       break;
     }
+    case 'etcd': {
+      await requirePeer('etcd3', 'etcd');
+      const [{ openUrlClient }, { EtcdRecords }] = await Promise.all([
+        import('../../adapters/etcd/client.js'),
+        import('./etcd-records.js'),
+      ]);
+      const { client, namespace, refused } = openUrlClient(spec, { tls });
+      const prefix = `${namespace}${options.prefix ?? 'fencekit/idem/'}`;
+      records = new EtcdRecords(client, { prefix, callTimeoutMs: timeout, refused });
+      break;
+    }
     default:
       throw new InvalidArgumentError(
         'url',
-        `idempotency stores run on postgres://, redis:// or memory://, not ${spec.backend}`,
+        `idempotency stores run on postgres://, redis://, etcd:// or memory://, not ${spec.backend}`,
       );
   }
   return new IdempotencyStore(records, options);

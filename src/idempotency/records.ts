@@ -21,7 +21,7 @@ export type CompleteResult = { stored: true } | { stored: false; current: bigint
  * never handed out twice, even after a record expired and its key was used again.
  */
 export interface RecordBackend {
-  readonly name: 'memory' | 'redis' | 'postgres';
+  readonly name: 'memory' | 'redis' | 'postgres' | 'etcd';
   /**
    * New or expired key → start (new token, lease); running with an expired lease and the same
    * payload hash → take over (new token); running under the same `attempt` (this run's own start,

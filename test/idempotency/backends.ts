@@ -1,26 +1,33 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
+import { etcdClient } from '../../adapters/etcd/client.js';
+import { EtcdRecords } from '../../src/idempotency/etcd-records.js';
 import { MemoryRecords } from '../../src/idempotency/memory-records.js';
 import { PostgresRecords } from '../../src/idempotency/postgres-records.js';
 import type { RecordBackend } from '../../src/idempotency/records.js';
 import { RedisRecords } from '../../src/idempotency/redis-records.js';
 import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
-export type StoreBackend = 'memory' | 'redis' | 'postgres';
+export type StoreBackend = 'memory' | 'redis' | 'postgres' | 'etcd';
 
-/** Throwaway Redis and PostgreSQL servers for one test file, and the store URL of each backend. */
+/** Throwaway Redis, PostgreSQL and etcd servers for one test file, and the store URL of each backend. */
 export async function startStoreServers(): Promise<{
   urls: Record<StoreBackend, string>;
   stop(): Promise<void>;
 }> {
-  const [redis, postgres] = await startAll([startServers('redis'), startServers('postgres')]);
-  const groups: ServerGroup[] = [redis, postgres];
+  const [redis, postgres, etcd] = await startAll([
+    startServers('redis'),
+    startServers('postgres'),
+    startServers('etcd'),
+  ]);
+  const groups: ServerGroup[] = [redis, postgres, etcd];
   return {
     urls: {
       memory: `memory://idem-${crypto.randomUUID()}`,
       redis: endpoint(redis, 'REDIS_URL'),
       postgres: endpoint(postgres, 'PG_URL'),
+      etcd: `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}`,
     },
     stop: async () => {
       await Promise.all(groups.map((g) => g.stop()));
@@ -61,5 +68,19 @@ export function rawRecords(
       return new RedisRecords(new Redis(url, { lazyConnect: true }), { prefix: place.prefix });
     case 'postgres':
       return new PostgresRecords(new pg.Pool({ connectionString: url, max: 2 }), place.table);
+    case 'etcd':
+      return new EtcdRecords(etcdClient({ endpoints: etcdEndpoints(url) }), {
+        prefix: place.prefix ?? 'fencekit/idem/',
+        callTimeoutMs: 5_000,
+        refused: (error) => error,
+      });
   }
+}
+
+/** The http:// endpoints of an `etcd://host:port[,host:port…]` store URL. */
+export function etcdEndpoints(url: string): string[] {
+  return url
+    .replace(/^etcd:\/\//, '')
+    .split(',')
+    .map((host) => `http://${host}`);
 }

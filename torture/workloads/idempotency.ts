@@ -42,7 +42,7 @@ class RunFailed extends Error {
  */
 export const idempotencyWorkload: Workload = {
   name: 'idempotency',
-  backends: ['memory', 'redis', 'postgres'],
+  backends: ['memory', 'redis', 'postgres', 'etcd'],
   unsafe: ['unfenced-completion'],
   storageKeys: [],
   mode: () => 'caller',

@@ -56,8 +56,13 @@ describe.each(['redis', 'postgres', 'etcd'] as const)('idempotency store on %s, 
 
       // Healing delivers the held begin of `fresh`: the server starts a run nobody will finish. A
       // repeat sees it in flight until its lease ends, then takes it over and runs once.
+      // The first call after healing waits (waitMs): a client may still keep the server it just
+      // lost apart for a moment (etcd3's breaker, 1 s), which is an outage to ride through.
       proxy.setMode({ kind: 'pass' });
-      expect(await store.execute(done, 'p', fn(done))).toEqual({ value: `charged ${done}`, replayed: true });
+      expect(await store.execute(done, 'p', fn(done), { waitMs: 5_000 })).toEqual({
+        value: `charged ${done}`,
+        replayed: true,
+      });
       const retried = await store.run(fresh, 'p', fn(fresh), { waitMs: 5_000 });
       expect(retried).toBe(`charged ${fresh}`);
       expect(await store.run(fresh, 'p', fn(fresh))).toBe(`charged ${fresh}`);

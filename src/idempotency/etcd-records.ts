@@ -157,8 +157,8 @@ export class EtcdRecords implements RecordBackend {
         [put(this.#record(key), done, retention), { request_delete_range: { key: this.#claim(key) } }],
         this.#readOps(key),
       );
+      this.#hashes.delete(run); // answered either way: the run is over for this store
       if (!stored.succeeded) return completion(seenIn(stored), token);
-      this.#hashes.delete(run);
       return { stored: true };
     });
   }
@@ -177,6 +177,7 @@ export class EtcdRecords implements RecordBackend {
 
   async close(): Promise<void> {
     this.#client.close(); // ends every call still out
+    this.#hashes.clear(); // runs cut short by the close complete nowhere now
   }
 
   #started(key: string, claim: IKeyValue, hash: string): BeginResult {

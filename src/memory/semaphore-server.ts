@@ -188,13 +188,29 @@ export class MemorySemaphoreServer {
 }
 
 const servers = new WeakMap<MemoryLockServer, MemorySemaphoreServer>();
+const readWriteServers = new WeakMap<MemoryLockServer, MemorySemaphoreServer>();
 
 /** The semaphore server that lives beside a lock server (one per `memory://` world). */
 export function semaphoreServerOf(locks: MemoryLockServer): MemorySemaphoreServer {
-  let server = servers.get(locks);
+  return besides(servers, locks);
+}
+
+/**
+ * The read-write locks' server beside a lock server: a semaphore server of its own, so that a
+ * read-write lock and a semaphore may share a name (src/memory/read-write.ts).
+ */
+export function readWriteServerOf(locks: MemoryLockServer): MemorySemaphoreServer {
+  return besides(readWriteServers, locks);
+}
+
+function besides(
+  of: WeakMap<MemoryLockServer, MemorySemaphoreServer>,
+  locks: MemoryLockServer,
+): MemorySemaphoreServer {
+  let server = of.get(locks);
   if (!server) {
     server = new MemorySemaphoreServer(locks);
-    servers.set(locks, server);
+    of.set(locks, server);
   }
   return server;
 }

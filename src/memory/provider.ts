@@ -8,6 +8,7 @@ import type { HolderInfo, LockInfo } from '../types.js';
 import { validateKey } from '../validate.js';
 import { MemoryReadWriteAdapter } from './read-write.js';
 import { memorySemaphore } from './semaphore.js';
+import { readWriteServerOf } from './semaphore-server.js';
 import { type MemoryLease, MemoryLockServer } from './server.js';
 
 const sharedServers = new Map<string, MemoryLockServer>();
@@ -66,8 +67,10 @@ export class MemoryLockProvider extends BaseLockProvider {
     return this.server.forceRelease(this.#clientId, key, expected);
   }
 
+  /** Held locks and read-write locks. */
   protected async heldNames(): Promise<string[]> {
-    return this.server.heldNames(this.#clientId);
+    const readWrite = readWriteServerOf(this.server).heldNames(this.#clientId);
+    return [...this.server.heldNames(this.#clientId), ...readWrite];
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

@@ -105,6 +105,12 @@ export class MemorySemaphoreServer {
     return this.#end(name, ownerToken);
   }
 
+  /** Names with a holder now. */
+  heldNames(clientId: number): string[] {
+    this.#reachable(clientId);
+    return [...this.#names].filter(([, state]) => state.holders.size > 0).map(([name]) => name);
+  }
+
   inspect(name: string): { holders: SemaphoreHolder[]; waiters: number } {
     const state = this.#names.get(name);
     if (!state) return { holders: [], waiters: 0 };

@@ -167,7 +167,7 @@ describe('the fencekit command', () => {
       '--url',
       url,
       '--',
-      ...loggingCommand(file, 'A', 1500, 'none'),
+      ...loggingCommand(file, 'A', 4000, 'none'),
     ]);
     await until('A runs', () => logLines(file).length === 1);
     const b = cli.start([

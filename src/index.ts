@@ -46,6 +46,7 @@ export type {
 export { FencedStore } from './fencing/fenced-store.js';
 export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';
 export type { ProviderDefaults } from './provider-base.js';
+export type { ReadOptions, ReadWriteInfo, ReadWriteLock } from './read-write/types.js';
 export {
   createTenantLimiter,
   MAX_SEMAPHORE_LIMIT,

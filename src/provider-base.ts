@@ -14,6 +14,7 @@ import {
   BackendUnavailableError,
   InvalidArgumentError,
   LockTimeoutError,
+  NotImplementedError,
   ProviderClosedError,
 } from './errors.js';
 import {
@@ -23,6 +24,8 @@ import {
   type TtlIgnored,
 } from './events.js';
 import type { OwnedLock } from './ownership.js';
+import { GenericReadWriteLock, type ReadWriteAdapter } from './read-write/core.js';
+import type { ReadWriteLock } from './read-write/types.js';
 import { processSecrets } from './secret-mask.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import type { SessionRenewalListener } from './session-liveness.js';
@@ -331,6 +334,21 @@ export abstract class BaseLockProvider implements LockProvider {
       track: (work) => this.trackWork(work),
       telemetry: this.telemetry,
     };
+  }
+
+  /**
+   * Readers share, a writer excludes everyone, in request order, under `name` (src/read-write/).
+   * An adapter offers it by overriding readWriteAdapter.
+   */
+  readWriteLock(name: string): ReadWriteLock {
+    validateKey(name, 'name');
+    this.assertOpen();
+    return new GenericReadWriteLock(name, this.semaphoreContext(), this.readWriteAdapter(name));
+  }
+
+  /** The backend part of readWriteLock(name); by default none (NotImplementedError). */
+  protected readWriteAdapter(_name: string): ReadWriteAdapter {
+    throw new NotImplementedError(`read-write locks on the ${this.backend} provider`);
   }
 
   /** Adapters call this once the backend has answered (connected): outages after it are retried. */

@@ -1,6 +1,7 @@
 /** The public contract every backend implements (docs/design.md). */
 
 import type { ProviderEventListener, ProviderEventName } from './events.js';
+import type { ReadWriteLock } from './read-write/types.js';
 import type { Semaphore, SemaphoreOptions } from './semaphore/types.js';
 
 /** The backend a provider runs on: `provider.backend`. */
@@ -65,8 +66,9 @@ export interface LockInfo {
 
 /**
  * Locks over one backend: what `connect()` resolves with, and what a provider of your own
- * implements. `semaphore`, `on`/`off`, `forceRelease` and `list` are optional here; every built-in
- * provider has the last four, and all but Redlock's have `semaphore` (see `ConnectedProvider`).
+ * implements. `semaphore`, `readWriteLock`, `on`/`off`, `forceRelease` and `list` are optional
+ * here; every built-in provider has the last five, and all but Redlock's have `semaphore` (see
+ * `ConnectedProvider`).
  */
 export interface LockProvider {
   /** The backend it runs on. */
@@ -83,6 +85,11 @@ export interface LockProvider {
   close(): Promise<void>;
   /** "At most `limit` at once" under `name`; optional for custom providers. */
   semaphore?(name: string, options: SemaphoreOptions): Semaphore;
+  /**
+   * Readers share, a writer excludes everyone, in request order, under `name`; optional for custom
+   * providers. On ZooKeeper and Redis it throws NotImplementedError for now, on Redlock for good.
+   */
+  readWriteLock?(name: string): ReadWriteLock;
   /** Operator events (grant, loss, renew-failed, release, force-release); optional for custom providers. */
   on?<E extends ProviderEventName>(event: E, listener: ProviderEventListener<E>): void;
   /** Removes a listener added with `on`. */

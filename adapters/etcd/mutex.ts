@@ -107,23 +107,41 @@ export function enqueuedRevision(res: ITxnResponse): bigint | undefined {
   return mine === undefined ? undefined : BigInt(mine.create_revision);
 }
 
+/** Which keys a waiter waits for, and whether it waits at all. */
+export interface TurnOptions {
+  /**
+   * The prefix of the keys that must all be gone before ours: by default the whole queue (a lock,
+   * a writer); a reader of a read-write lock waits for the writers' keys only.
+   */
+  blockedBy?: string;
+  /** false: one look, no watch; resolves false when such a key remains. Default true. */
+  wait?: boolean;
+}
+
 /**
- * Waits until every key created before ours under the prefix is gone, watching only the newest of
- * them at a time. Each round is one read Txn: the newest predecessor and our own key, so a waiter
- * whose session expired while it waited finds its key gone and does not win. After the watched key
- * is deleted, one light read comes first: the queue's head alone. When that is our key (so it still
- * exists and nobody is before it) we hold the lock; only otherwise the full round follows.
- * `signal` is the request's one signal (caller's cancel, timeout, close, session): every await
- * races it, and each call also has its callTimeoutMs deadline.
+ * Waits until every key created before ours under the prefix (or `blockedBy`) is gone, watching
+ * only the newest of them at a time; resolves true then. Each round is one read Txn: the newest
+ * predecessor and our own key, so a waiter whose session expired while it waited finds its key
+ * gone and does not win. After the watched key is deleted, one light read comes first: the queue's
+ * head alone. When that is our key (so it still exists and nobody is before it) we hold the lock;
+ * only otherwise the full round follows (always, with `blockedBy`: the head says nothing about a
+ * subset). `signal` is the request's one signal (caller's cancel, timeout, close, session): every
+ * await races it, and each call also has its callTimeoutMs deadline.
  */
-export async function waitForTurn(call: MutexCall, queued: Queued, signal: AbortSignal): Promise<void> {
+export async function waitForTurn(
+  call: MutexCall,
+  queued: Queued,
+  signal: AbortSignal,
+  { blockedBy = call.prefix, wait = true }: TurnOptions = {},
+): Promise<boolean> {
+  const whole = blockedBy === call.prefix;
   for (;;) {
     signal.throwIfAborted();
     const read = call.client.kv.txn(
       {
         compare: [],
         success: [
-          { request_range: queueRange(call.prefix, queued.revision) },
+          { request_range: queueRange(blockedBy, queued.revision) },
           { request_range: { key: queued.key } },
         ],
         failure: [],
@@ -136,15 +154,16 @@ export async function waitForTurn(call: MutexCall, queued: Queued, signal: Abort
       throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
     }
     const predecessor = res.responses[0]?.response_range.kvs[0];
-    if (!predecessor) return;
+    if (!predecessor) return true;
+    if (!wait) return false;
     const first = await afterDeletion(
       call,
       predecessor.key,
       BigInt(res.header.revision) + 1n,
       signal,
-      (deleted) => (deleted ? firstCreateRevision(call, signal) : Promise.resolve(undefined)),
+      (deleted) => (deleted && whole ? firstCreateRevision(call, signal) : Promise.resolve(undefined)),
     );
-    if (first === queued.revision) return;
+    if (first === queued.revision) return true;
   }
 }
 

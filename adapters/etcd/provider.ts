@@ -13,6 +13,7 @@ import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
@@ -23,8 +24,9 @@ import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
-import { heldNamesRange } from './list.js';
+import { heldNamesRange, heldReadWriteNames } from './list.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
+import { EtcdReadWriteAdapter, readWriteFolder } from './read-write.js';
 import { refusedOr, unexplainedConnectFailure } from './refusal.js';
 import { etcdSemaphore } from './semaphore.js';
 import { EtcdSession } from './session.js';
@@ -168,13 +170,17 @@ export class EtcdLockProvider extends BaseLockProvider {
     }
   }
 
-  /** The names with a key under the namespace (the first key of a name holds it). */
-  protected heldNames(prefix: string): Promise<string[]> {
-    return heldNamesRange(this.client, this.namespace, prefix, this.callTimeoutMs).catch(
-      async (error: unknown) => {
-        throw await this.#refused(unavailable('list failed', error));
-      },
-    );
+  /** The names with a key under the namespace (the first key of a name holds it), locks and read-write locks. */
+  protected async heldNames(prefix: string): Promise<string[]> {
+    try {
+      const [locks, readWrite] = await Promise.all([
+        heldNamesRange(this.client, this.namespace, prefix, this.callTimeoutMs),
+        heldReadWriteNames(this.client, readWriteFolder(this.namespace), prefix, this.callTimeoutMs),
+      ]);
+      return [...locks, ...readWrite];
+    } catch (error) {
+      throw await this.#refused(unavailable('list failed', error));
+    }
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -391,6 +397,21 @@ export class EtcdLockProvider extends BaseLockProvider {
       refused: (error) => this.#refused(error),
     });
   }
+
+  /** Readers share, a writer excludes everyone, in create-revision order: see read-write.ts. */
+  protected override readWriteAdapter(name: string): ReadWriteAdapter {
+    return new EtcdReadWriteAdapter(name, {
+      ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
+      session: (ttlMs) => this.#sessions.current(ttlMs),
+      woken: () => {
+        this.readWriteWakeups += 1;
+      },
+      refused: (error) => this.#refused(error),
+    });
+  }
+
+  /** Read-write lock waiters woken by the deletion of the key they watched. */
+  readWriteWakeups = 0;
 
   /** Semaphore waiters woken by a released permit (at most one per permit), and by a queue handoff. */
   semaphoreWakeups = 0;

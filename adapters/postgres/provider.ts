@@ -9,15 +9,18 @@ import { OwnedLock } from '../../src/ownership.js';
 import { authenticationError, whereOf } from '../../src/postgres-refusal.js';
 import { postgresTls } from '../../src/postgres-tls.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesJoin, terminateHolder } from './admin.js';
+import type { AdvisoryGrant } from './advisory-grant.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey, lockRowIds } from './keyspace.js';
+import { PostgresReadWriteAdapter, READ_WRITE_PREFIX, readWriteTableBeside } from './read-write.js';
 import { postgresSemaphore } from './semaphore.js';
 import { semaphoreTableBeside } from './semaphore-table.js';
 import { Slots } from './slots.js';
@@ -99,6 +102,8 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly #waitingLine = new KeyedFifo();
   /** The same for semaphores (a semaphore and a lock may share a name). */
   readonly #semaphoreLine = new KeyedFifo();
+  /** The same for read-write locks: a name's readers and writers in one line, in order. */
+  readonly #readWriteLine = new KeyedFifo();
   /** Every open client of both pools, so that close() can cut them when the server is silent. */
   readonly #clients = new Set<pg.PoolClient>();
   /** The last call to the server got an answer (false until the first one does). */
@@ -207,14 +212,40 @@ export class PostgresLockProvider extends BaseLockProvider {
     return removed;
   }
 
-  /** The token table's names whose advisory lock is held now (pg_locks joined on the name's key). */
+  /**
+   * The token table's names whose advisory lock is held now (pg_locks joined on the name's key):
+   * locks, and read-write locks (rows "/rwlock/<name>"; no lock name starts with '/').
+   */
   protected async heldNames(prefix: string): Promise<string[]> {
     await this.#fence.ensure(this.#control, this.callTimeoutMs);
     const conn = await checkOut(this.#control, this.callTimeoutMs);
-    const names = await heldNamesJoin(conn, this.#fence.table, prefix, this.callTimeoutMs);
+    const locks = await heldNamesJoin(conn, this.#fence.table, prefix, this.callTimeoutMs);
+    const readWrite = await heldNamesJoin(
+      conn,
+      this.#fence.table,
+      `${READ_WRITE_PREFIX}${prefix}`,
+      this.callTimeoutMs,
+    );
     conn.giveBack();
     this.#serverAnswered();
-    return names;
+    return [
+      ...locks.filter((name) => !name.startsWith('/')),
+      ...readWrite.map((name) => name.slice(READ_WRITE_PREFIX.length)),
+    ];
+  }
+
+  /** Shared and exclusive advisory locks in PostgreSQL's order: see read-write.ts. */
+  protected override readWriteAdapter(name: string): ReadWriteAdapter {
+    return new PostgresReadWriteAdapter(name, {
+      fence: this.#fence,
+      grants: readWriteTableBeside(this.#fence),
+      grant: (req, cancel) => this.#grant(req, cancel),
+      line: this.#readWriteLine,
+      control: this.#control,
+      callTimeoutMs: this.callTimeoutMs,
+      waitingHere: (fenceName) => this.#waiting.polling(fenceName) + this.#readWriteLine.behind(fenceName),
+      answered: () => this.#serverAnswered(),
+    });
   }
 
   /** "At most `limit` at once" under `name`: slots as advisory locks, see semaphore.ts. */
@@ -235,7 +266,25 @@ export class PostgresLockProvider extends BaseLockProvider {
     });
   }
 
-  protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+  protected request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    return this.#grant(
+      {
+        key: req.key,
+        fenceName: req.key,
+        line: this.#waitingLine,
+        owner: req.owner,
+        ownerToken: req.ownerToken,
+        wait: req.wait,
+        grantSql: (blocking) => this.#fence.grantSql(blocking ? 'pg_advisory_lock' : 'pg_try_advisory_lock'),
+        moreValues: [],
+        releaseOf: (_token, advisory) => ({ sql: 'SELECT pg_advisory_unlock($1)', values: [advisory] }),
+      },
+      cancel,
+    );
+  }
+
+  /** One grant through the request path, noting whether the server answered. */
+  async #grant(req: AdvisoryGrant, cancel: AbortSignal): Promise<OwnedLock | null> {
     try {
       const lock = await this.#attempt(req, cancel);
       this.#serverAnswered();
@@ -261,14 +310,14 @@ export class PostgresLockProvider extends BaseLockProvider {
    * the server has answered this provider: a wait that runs out in that line is a timeout, not an
    * outage, only if it has.
    */
-  async #attempt(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+  async #attempt(req: AdvisoryGrant, cancel: AbortSignal): Promise<OwnedLock | null> {
     // A try waits at most callTimeoutMs for a free connection.
     if (!req.wait) return this.#tryOnServer(req, cancel, this.callTimeoutMs);
     await this.#ensureFenceTable(cancel);
-    const leaveLine = await this.#waitingLine.enter(req.key, cancel);
+    const leaveLine = await req.line.enter(req.fenceName, cancel);
     try {
       return await this.#waiting.waitFor(
-        req.key,
+        req.fenceName,
         {
           block: () => this.#waitOnServer(req, cancel),
           // Waiting for a free connection is part of a waiting acquire.
@@ -299,16 +348,16 @@ export class PostgresLockProvider extends BaseLockProvider {
 
   /** pg_try_advisory_lock with the next token: the lock, or null when the name is taken. */
   async #tryOnServer(
-    req: LockRequest,
+    req: AdvisoryGrant,
     cancel: AbortSignal,
     connectionWaitMs: number,
   ): Promise<OwnedLock | null> {
     const conn = await this.#connection(connectionWaitMs, cancel);
-    const key = advisoryKey(req.key).toString();
+    const key = advisoryKey(req.fenceName).toString();
     const rows = await conn
       .query<{ token: string }>(
-        this.#fence.grantSql('pg_try_advisory_lock'),
-        [req.key, req.owner ?? null, key],
+        req.grantSql(false),
+        [req.fenceName, req.owner ?? null, key, ...req.moreValues],
         this.callTimeoutMs,
         'try-lock',
         cancel,
@@ -333,17 +382,17 @@ export class PostgresLockProvider extends BaseLockProvider {
   }
 
   /** pg_advisory_lock with the next token, on a waiting connection: blocks in the server's queue. */
-  async #waitOnServer(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+  async #waitOnServer(req: AdvisoryGrant, cancel: AbortSignal): Promise<OwnedLock | null> {
     const conn = await this.#connection(Number.POSITIVE_INFINITY, cancel);
-    const key = advisoryKey(req.key).toString();
-    const sql = this.#fence.grantSql('pg_advisory_lock');
-    const rows = await this.#waitForGrant(conn, sql, [req.key, req.owner ?? null, key], cancel);
+    const key = advisoryKey(req.fenceName).toString();
+    const values = [req.fenceName, req.owner ?? null, key, ...req.moreValues];
+    const rows = await this.#waitForGrant(conn, req.grantSql(true), values, cancel);
     return this.#holdIfGranted(conn, req, key, rows, cancel);
   }
 
   #holdIfGranted(
     conn: Checkout,
-    req: LockRequest,
+    req: AdvisoryGrant,
     key: string,
     rows: Array<{ token: string }>,
     cancel: AbortSignal,
@@ -448,7 +497,8 @@ export class PostgresLockProvider extends BaseLockProvider {
     }
   }
 
-  #hold(conn: Checkout, req: LockRequest, key: string, token: bigint): OwnedLock {
+  #hold(conn: Checkout, req: AdvisoryGrant, key: string, token: bigint): OwnedLock {
+    const release = req.releaseOf(token, key);
     let healthTimer: NodeJS.Timeout | undefined;
     const lock = new OwnedLock({
       key: req.key,
@@ -457,19 +507,19 @@ export class PostgresLockProvider extends BaseLockProvider {
       releaseOnBackend: async () => {
         if (conn.done) return; // the connection is gone, and the lock with it
         try {
-          await conn.query('SELECT pg_advisory_unlock($1)', [key], this.callTimeoutMs, 'unlock');
+          await conn.query(release.sql, release.values, this.callTimeoutMs, 'unlock');
           conn.giveBack();
         } catch {
           conn.discard(); // unconfirmed: closing the connection frees the lock on the server
         }
-        this.#waiting.freed(req.key);
+        this.#waiting.freed(req.fenceName);
       },
     });
     const lost = () => {
       if (!lock.held) return;
       lock.lose('connection-lost');
       conn.discard();
-      this.#waiting.freed(req.key);
+      this.#waiting.freed(req.fenceName);
     };
     conn.onLost(lost);
     this.#holding.add(conn);

@@ -2,10 +2,13 @@ import { monotonicNow } from '../clock.js';
 import { leasedLock } from '../lease-renewal.js';
 import type { OwnedLock } from '../ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../provider-base.js';
+import type { ReadWriteAdapter } from '../read-write/core.js';
 import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
 import type { HolderInfo, LockInfo } from '../types.js';
 import { validateKey } from '../validate.js';
+import { MemoryReadWriteAdapter } from './read-write.js';
 import { memorySemaphore } from './semaphore.js';
+import { readWriteServerOf } from './semaphore-server.js';
 import { type MemoryLease, MemoryLockServer } from './server.js';
 
 const sharedServers = new Map<string, MemoryLockServer>();
@@ -64,8 +67,10 @@ export class MemoryLockProvider extends BaseLockProvider {
     return this.server.forceRelease(this.#clientId, key, expected);
   }
 
+  /** Held locks and read-write locks. */
   protected async heldNames(): Promise<string[]> {
-    return this.server.heldNames(this.#clientId);
+    const readWrite = readWriteServerOf(this.server).heldNames(this.#clientId);
+    return [...this.server.heldNames(this.#clientId), ...readWrite];
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -104,6 +109,14 @@ export class MemoryLockProvider extends BaseLockProvider {
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     const ctx = this.semaphoreContext();
     return memorySemaphore(name, options, ctx, {
+      server: this.server,
+      clientId: this.#clientId,
+      driftRate: this.driftRate,
+    });
+  }
+
+  protected override readWriteAdapter(name: string): ReadWriteAdapter {
+    return new MemoryReadWriteAdapter(name, {
       server: this.server,
       clientId: this.#clientId,
       driftRate: this.driftRate,

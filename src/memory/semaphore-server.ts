@@ -105,6 +105,12 @@ export class MemorySemaphoreServer {
     return this.#end(name, ownerToken);
   }
 
+  /** Names with a holder now. */
+  heldNames(clientId: number): string[] {
+    this.#reachable(clientId);
+    return [...this.#names].filter(([, state]) => state.holders.size > 0).map(([name]) => name);
+  }
+
   inspect(name: string): { holders: SemaphoreHolder[]; waiters: number } {
     const state = this.#names.get(name);
     if (!state) return { holders: [], waiters: 0 };
@@ -188,13 +194,29 @@ export class MemorySemaphoreServer {
 }
 
 const servers = new WeakMap<MemoryLockServer, MemorySemaphoreServer>();
+const readWriteServers = new WeakMap<MemoryLockServer, MemorySemaphoreServer>();
 
 /** The semaphore server that lives beside a lock server (one per `memory://` world). */
 export function semaphoreServerOf(locks: MemoryLockServer): MemorySemaphoreServer {
-  let server = servers.get(locks);
+  return besides(servers, locks);
+}
+
+/**
+ * The read-write locks' server beside a lock server: a semaphore server of its own, so that a
+ * read-write lock and a semaphore may share a name (src/memory/read-write.ts).
+ */
+export function readWriteServerOf(locks: MemoryLockServer): MemorySemaphoreServer {
+  return besides(readWriteServers, locks);
+}
+
+function besides(
+  of: WeakMap<MemoryLockServer, MemorySemaphoreServer>,
+  locks: MemoryLockServer,
+): MemorySemaphoreServer {
+  let server = of.get(locks);
   if (!server) {
     server = new MemorySemaphoreServer(locks);
-    servers.set(locks, server);
+    of.set(locks, server);
   }
   return server;
 }

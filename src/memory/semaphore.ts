@@ -27,15 +27,16 @@ export function memorySemaphore(
   return new GenericSemaphore(name, options, ctx, new MemorySemaphoreAdapter(name, client));
 }
 
-class MemorySemaphoreAdapter implements SemaphoreAdapter {
+/** Requests of one name to an in-process semaphore server (the semaphores', or the read-write locks'). */
+export class MemorySemaphoreAdapter implements SemaphoreAdapter {
   readonly #name: string;
   readonly #server: MemorySemaphoreServer;
   readonly #client: MemorySemaphoreClient;
 
-  constructor(name: string, client: MemorySemaphoreClient) {
+  constructor(name: string, client: MemorySemaphoreClient, server = semaphoreServerOf(client.server)) {
     this.#name = name;
     this.#client = client;
-    this.#server = semaphoreServerOf(client.server);
+    this.#server = server;
   }
 
   /** In process: reached from the start (a partition is an outage, ridden through). */

@@ -1,9 +1,6 @@
-import { jitteredDelays, sleepUnlessWoken } from '../backoff.js';
-import { AbortError, BackendUnavailableError, InvalidArgumentError, LockTimeoutError } from '../errors.js';
+import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
+import { type GrantContext, HeldGrants, noteReached, obtainGrant } from '../grant-loop.js';
 import type { OwnedLock } from '../ownership.js';
-import { linkSignals } from '../signals.js';
-import type { ProviderTelemetry } from '../telemetry/telemetry.js';
-import { longTimeout } from '../timers.js';
 import { withDeadline } from './deadline.js';
 import { PermitHandle } from './permit.js';
 import type { Permit, PermitOptions, Semaphore, SemaphoreInfo, SemaphoreOptions } from './types.js';
@@ -42,37 +39,13 @@ export interface SemaphoreAdapter {
   reached?(): boolean;
 }
 
-/** What the provider lends its semaphores. */
-export interface SemaphoreContext {
-  backend: string;
-  ttlMs: number;
-  /** The provider's options gave ttlMs (rather than the built-in default). */
-  ttlGiven?: boolean;
-  /** Told of a granted request's given ttlMs: the provider says once if it cannot honour it. */
-  noteTtl?: (ttlMs: number) => void;
-  waitMs: number;
-  callTimeoutMs: number;
-  /** The provider's close signal: fails waiters, releases permits. */
-  closeSignal: AbortSignal;
-  /** Hands close() work to wait for (bounded there): pending requests, releases on close. */
-  track?: (work: Promise<unknown>) => void;
-  /** The provider's metrics, events and logs: permits count as grants of kind 'semaphore'. */
-  telemetry?: ProviderTelemetry;
-}
-
-const TIMED_OUT = Symbol('timed out');
+/** What the provider lends its semaphores: the context of the shared acquire loop. */
+export type SemaphoreContext = GrantContext;
 
 /**
- * Providers (by their close signal) whose backend answered a semaphore call: from then on, outages
- * are ridden through. Shared by every semaphore of a provider, as the base provider's flag is by
- * its locks.
- */
-const reachedProviders = new WeakSet<AbortSignal>();
-
-/**
- * Everything semaphores share across backends: validation, waitMs and signals (one derived signal
- * per request), riding through outages, never handing out a permit already lost, releasing held
- * permits on the provider's close, withPermit. Adapters implement SemaphoreAdapter only.
+ * Everything semaphores share across backends: validation and withPermit here; waitMs, signals,
+ * outages, born-lost grants and close in the shared acquire loop (src/grant-loop.ts). Adapters
+ * implement SemaphoreAdapter only.
  */
 export class GenericSemaphore implements Semaphore {
   readonly name: string;
@@ -80,29 +53,24 @@ export class GenericSemaphore implements Semaphore {
   readonly #ctx: SemaphoreContext;
   readonly #adapter: SemaphoreAdapter;
   /** Granted, not yet released: released when the provider closes. */
-  readonly #held = new Set<OwnedLock>();
-  readonly #onClose = (): void => {
-    for (const lock of this.#held) {
-      const released = lock.release().catch(() => undefined);
-      this.#ctx.track?.(released); // close() waits for it before the connections go
-    }
-  };
+  readonly #held: HeldGrants;
 
   constructor(name: string, options: SemaphoreOptions, ctx: SemaphoreContext, adapter: SemaphoreAdapter) {
     this.name = validateSemaphoreName(name);
     this.limit = validateLimit(options);
     this.#ctx = ctx;
     this.#adapter = adapter;
+    this.#held = new HeldGrants(ctx);
   }
 
   async acquire(opts?: PermitOptions): Promise<Permit> {
-    const permit = await this.#observed(opts, true);
+    const permit = await this.#obtain(opts, true);
     if (permit === null) throw new LockTimeoutError(this.name, 0);
     return permit;
   }
 
   tryAcquire(opts?: Omit<PermitOptions, 'waitMs'>): Promise<Permit | null> {
-    return this.#observed(opts, false);
+    return this.#obtain(opts, false);
   }
 
   async withPermit<T>(fn: (permit: Permit) => Promise<T>, opts?: PermitOptions): Promise<T> {
@@ -126,44 +94,17 @@ export class GenericSemaphore implements Semaphore {
       this.#ctx.closeSignal,
       `inspect semaphore "${this.name}"`,
     );
-    reachedProviders.add(this.#ctx.closeSignal);
+    noteReached(this.#ctx);
     return { name: this.name, limit: this.limit, ...info };
-  }
-
-  #reached(): boolean {
-    return this.#adapter.reached?.() ?? reachedProviders.has(this.#ctx.closeSignal);
   }
 
   #assertOpen(): void {
     if (this.#ctx.closeSignal.aborted) throw this.#ctx.closeSignal.reason;
   }
 
-  /** #obtain, timed and counted when the provider has telemetry (no extra await). */
-  #observed(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
-    const telemetry = this.#ctx.telemetry;
-    if (!telemetry) return this.#obtain(opts, wait);
-    const done = telemetry.waitStarted(
-      'semaphore',
-      this.name,
-      wait && (opts?.waitMs ?? this.#ctx.waitMs) !== 0,
-    );
-    const obtaining = this.#obtain(opts, wait);
-    obtaining.then(done, done);
-    return obtaining;
-  }
-
   async #obtain(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
     const options = validatePermitOptions(opts, this.limit, this.#ctx);
     this.#assertOpen();
-    const what = `acquire permit of "${this.name}"`;
-    if (options.signal?.aborted) throw new AbortError(what, options.signal.reason);
-    const shouldWait = wait && options.waitMs > 0;
-    const linked = linkSignals([options.signal, this.#ctx.closeSignal]);
-    const cancelTimer =
-      shouldWait && Number.isFinite(options.waitMs)
-        ? longTimeout(() => linked.abort(TIMED_OUT), options.waitMs)
-        : undefined;
-    const cancel = linked.signal;
     const request: PermitRequest = {
       name: this.name,
       limit: this.limit,
@@ -172,74 +113,20 @@ export class GenericSemaphore implements Semaphore {
       ttlGiven: options.ttlGiven,
       owner: options.owner,
       ownerToken: crypto.randomUUID(),
-      wait: shouldWait,
+      wait: false,
     };
-    const delays = jitteredDelays({ initialMs: 50, maxMs: Math.max(50, this.#ctx.callTimeoutMs / 2) });
-    let unavailable: BackendUnavailableError | undefined;
-    const cancelled = (): Error => {
-      const reason: unknown = cancel.reason;
-      if (reason === this.#ctx.closeSignal.reason) return reason as Error;
-      if (reason !== TIMED_OUT) return new AbortError(what, reason);
-      if (unavailable) return unavailable;
-      if (this.#adapter.reachable?.() === false) {
-        return new BackendUnavailableError(
-          `the ${this.#ctx.backend} backend did not answer within ${options.waitMs} ms (${what})`,
-        );
-      }
-      return new LockTimeoutError(this.name, options.waitMs);
-    };
-    try {
-      for (;;) {
-        let lock: OwnedLock | null;
-        try {
-          const requested = this.#adapter.request(request, cancel);
-          this.#ctx.track?.(requested); // close() lets it take its queue entry back first
-          lock = await requested;
-        } catch (error) {
-          if (cancel.aborted) throw cancelled();
-          // Ride through an outage while there is time to wait, once the backend was reached at all.
-          if (error instanceof BackendUnavailableError && shouldWait && this.#reached()) {
-            unavailable = error;
-            await sleepUnlessWoken(delays.next().value, cancel).done.catch(() => undefined);
-            if (cancel.aborted) throw cancelled();
-            continue;
-          }
-          throw error;
-        }
-        reachedProviders.add(this.#ctx.closeSignal);
-        unavailable = undefined;
-        if (lock === null) return null;
-        if (!lock.held) {
-          // Born lost (its answer came after the lease could have passed on): not a grant.
-          await lock.release().catch(() => undefined);
-          if (!shouldWait) return null;
-          if (cancel.aborted) throw cancelled();
-          continue;
-        }
-        if (this.#ctx.closeSignal.aborted) {
-          await lock.release().catch(() => undefined);
-          throw this.#ctx.closeSignal.reason;
-        }
-        this.#track(lock);
-        this.#ctx.telemetry?.granted(lock, 'semaphore', this.name, options.owner);
-        if (options.ttlGiven) this.#ctx.noteTtl?.(options.ttlMs);
-        return new PermitHandle(lock, options.permits);
-      }
-    } finally {
-      cancelTimer?.();
-      linked.dispose();
-    }
-  }
-
-  // Listens to the provider's close only while something is held: semaphores are cheap to create.
-  #track(lock: OwnedLock): void {
-    if (this.#held.size === 0) {
-      this.#ctx.closeSignal.addEventListener('abort', this.#onClose, { once: true });
-    }
-    this.#held.add(lock);
-    lock.onRelease(() => {
-      this.#held.delete(lock);
-      if (this.#held.size === 0) this.#ctx.closeSignal.removeEventListener('abort', this.#onClose);
+    const lock = await obtainGrant(this.#ctx, {
+      name: this.name,
+      what: `acquire permit of "${this.name}"`,
+      kind: 'semaphore',
+      options,
+      wait,
+      attempt: (shouldWait, cancel) => this.#adapter.request({ ...request, wait: shouldWait }, cancel),
+      ...(this.#adapter.reached ? { reached: () => this.#adapter.reached?.() ?? true } : {}),
+      reachable: () => this.#adapter.reachable?.() ?? true,
     });
+    if (lock === null) return null;
+    this.#held.add(lock);
+    return new PermitHandle(lock, options.permits);
   }
 }

@@ -28,8 +28,8 @@ export interface TelemetryOptions {
   metricsNameAttribute?: boolean;
 }
 
-/** What a grant is: a lock, or permits of a semaphore (its name is the event's key). */
-export type GrantKind = 'lock' | 'semaphore';
+/** What a grant is: a lock, permits of a semaphore, or a read-write lock's read or write (its name is the event's key). */
+export type GrantKind = 'lock' | 'semaphore' | 'read-lock' | 'write-lock';
 /** How a wait for a grant ended: the `outcome` attribute of the wait-duration metric. */
 export type WaitOutcome = 'granted' | 'timeout' | 'aborted' | 'error';
 

@@ -7,5 +7,6 @@ export { MemoryLockServer } from '../memory/server.js';
 export { describeConformance } from './conformance.js';
 export { ExclusionMonitor, eventually, rejectsWith, uniqueKey, waitersReach } from './helpers.js';
 export { PermitChecker } from './permit-checker.js';
+export { describeReadWriteConformance, type ReadWriteConformanceTarget } from './read-write-conformance.js';
 export { describeSemaphoreConformance, type SemaphoreConformanceTarget } from './semaphore-conformance.js';
 export type { ConformanceTarget, TestApi } from './target.js';

@@ -156,6 +156,56 @@ describe('the fencekit command', () => {
     },
   );
 
+  it('etcd: lock --read commands share; lock --write runs after them, with a higher token', async () => {
+    const key = name('read-write');
+    const file = log();
+    const url = etcdUrl;
+    const a = cli.start([
+      'lock',
+      '--read',
+      key,
+      '--url',
+      url,
+      '--',
+      ...loggingCommand(file, 'A', 4000, 'none'),
+    ]);
+    await until('A runs', () => logLines(file).length === 1);
+    const b = cli.start([
+      'lock',
+      '--read',
+      key,
+      '--url',
+      url,
+      '--',
+      ...loggingCommand(file, 'B', 300, 'none'),
+    ]);
+    await until('B runs beside A', () => logLines(file).some((l) => l.startsWith('start B')));
+    const w = cli.start([
+      'lock',
+      '--write',
+      key,
+      '--url',
+      url,
+      '--',
+      ...loggingCommand(file, 'W', 100, 'none'),
+    ]);
+    expect(await a.exited()).toBe(0);
+    expect(await b.exited()).toBe(0);
+    expect(await w.exited()).toBe(0);
+    const events = logLines(file).map((l) => l.split(' ').slice(0, 2).join(' '));
+    expect(events.slice(0, 2)).toEqual(['start A', 'start B']);
+    expect(events.slice(-2)).toEqual(['start W', 'end W']);
+    const token = (tag: string) =>
+      BigInt(
+        logLines(file)
+          .find((l) => l.startsWith(`start ${tag}`))
+          ?.split(' ')[2] ?? '',
+      );
+    expect(token('W')).toBeGreaterThan(token('B'));
+    const both = await cli.run(['lock', '--read', '--write', key, '--url', url, '--', 'true']);
+    expect(both.code).toBe(64);
+  });
+
   describe('a lost lock stops the command', () => {
     it('the key deleted on Redis: the command gets SIGKILL (exit 137)', async () => {
       const key = name('lost');

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { NotImplementedError } from '../../errors.js';
+import { InvalidArgumentError, NotImplementedError } from '../../errors.js';
 import { linkSignals } from '../../signals.js';
 import type { AcquireOptions, Lock, LockProvider } from '../../types.js';
 import { cliAction } from '../action.js';
@@ -32,16 +32,23 @@ function grantOptions(command: Command): Command {
     );
 }
 
+interface LockFlags extends GrantFlags {
+  read?: boolean;
+  write?: boolean;
+}
+
 export function registerLockCommands(program: Command): void {
   grantOptions(
     program
       .command('lock')
       .alias('run')
-      .description('run a command while holding a lock (FENCEKIT_FENCING_TOKEN, FENCEKIT_LOCK_KEY set)'),
+      .description('run a command while holding a lock (FENCEKIT_FENCING_TOKEN, FENCEKIT_LOCK_KEY set)')
+      .option('--read', "hold the name's read-write lock for reading: readers share")
+      .option('--write', "hold the name's read-write lock for writing: excludes readers and writers"),
   ).action(
-    cliAction((interrupts, name: string, command: string[], flags: GrantFlags) =>
+    cliAction((interrupts, name: string, command: string[], flags: LockFlags) =>
       withProvider(flags, (provider) =>
-        runUnderGrant(name, command, flags, interrupts, (opts) => provider.acquire(name, opts)),
+        runUnderGrant(name, command, flags, interrupts, grantOf(provider, name, flags)),
       ),
     ),
   );
@@ -59,6 +66,23 @@ export function registerLockCommands(program: Command): void {
       }),
     ),
   );
+}
+
+/**
+ * What `lock` acquires: the plain lock, or with --read / --write the name's read-write lock (a
+ * name of its own on every backend: a plain lock of that name does not exclude it).
+ */
+function grantOf(
+  provider: LockProvider,
+  name: string,
+  flags: LockFlags,
+): (opts: AcquireOptions) => Promise<Lock> {
+  if (flags.read && flags.write) throw new InvalidArgumentError('--read', 'give --read or --write, not both');
+  if (!flags.read && !flags.write) return (opts) => provider.acquire(name, opts);
+  if (!provider.readWriteLock)
+    throw new NotImplementedError(`read-write locks on the ${provider.backend} provider`);
+  const rw = provider.readWriteLock(name);
+  return flags.read ? (opts) => rw.acquireRead(opts) : (opts) => rw.acquireWrite(opts);
 }
 
 function semaphoreOf(provider: LockProvider, name: string, limit: number) {

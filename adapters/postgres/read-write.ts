@@ -1,0 +1,178 @@
+import type pg from 'pg';
+import type { KeyedFifo } from '../../src/keyed-fifo.js';
+import type { OwnedLock } from '../../src/ownership.js';
+import type { ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
+import type { ReadWriteInfo } from '../../src/read-write/types.js';
+import type { HolderInfo } from '../../src/types.js';
+import type { AdvisoryGrant } from './advisory-grant.js';
+import { checkOut } from './checkout.js';
+import type { FenceTable } from './fence-table.js';
+import { advisoryKey, lockRowIds } from './keyspace.js';
+import { TableOnce } from './table-once.js';
+
+/** The fence row and advisory key name of a read-write lock: a leading '/' no lock name has. */
+export const READ_WRITE_PREFIX = '/rwlock/';
+
+/** What a PostgreSQL read-write lock borrows from its provider. */
+export interface PostgresReadWriteClient {
+  fence: FenceTable;
+  grants: ReadWriteTable;
+  /** The provider's request path: in-process line, waiting connections, server queue, health. */
+  grant(req: AdvisoryGrant, cancel: AbortSignal): Promise<OwnedLock | null>;
+  /** The in-process line of read-write requests, one per name, readers and writers together. */
+  line: KeyedFifo;
+  /** Spare connections: inspect(), table creation. */
+  control: pg.Pool;
+  callTimeoutMs: number;
+  /** This provider's waiters of a fence name that the server does not see (polling, in line). */
+  waitingHere(fenceName: string): number;
+  /** The server answered. */
+  answered(): void;
+}
+
+/**
+ * Who holds a read-write lock: one row per grant, written by the grant's own statement on the
+ * holder's connection and deleted by its release. A row whose pid no longer holds the name's
+ * advisory lock is stale (its connection died): the next grant of the name deletes it, and
+ * inspect() never shows it.
+ */
+export class ReadWriteTable {
+  readonly table: string;
+  readonly #creation: TableOnce;
+
+  constructor(quotedName: string) {
+    this.table = quotedName;
+    this.#creation = new TableOnce(
+      'the read-write grants table',
+      `CREATE TABLE IF NOT EXISTS ${this.table} (
+         name text NOT NULL,
+         token bigint NOT NULL,
+         mode text NOT NULL,
+         owner text,
+         since timestamptz NOT NULL DEFAULT now(),
+         pid integer NOT NULL,
+         PRIMARY KEY (name, token)
+       )`,
+    );
+  }
+
+  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
+    return this.#creation.ensure(pool, callTimeoutMs, cancel);
+  }
+}
+
+const tables = new WeakMap<object, ReadWriteTable>();
+
+/** One grants table per fence table (so per provider): "<fence table>_readwrite", created once. */
+export function readWriteTableBeside(fence: { table: string }): ReadWriteTable {
+  let table = tables.get(fence);
+  if (!table) {
+    table = new ReadWriteTable(`${fence.table.slice(0, -1)}_readwrite"`);
+    tables.set(fence, table);
+  }
+  return table;
+}
+
+/** The grant row's pid still holds the advisory key $3 (bigint form), in either mode. */
+const LIVE = `EXISTS (SELECT 1 FROM pg_locks l
+  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid = g.pid
+    AND ((l.classid::bigint << 32) | l.objid::bigint) = $3::bigint)`;
+
+/**
+ * A read-write lock on PostgreSQL: the session advisory lock on key("/rwlock/<name>"), shared for a
+ * read (`pg_advisory_lock_shared`), exclusive for the write, held by the grant's own connection, so
+ * it dies with its holder as a lock does. The order is PostgreSQL's: its lock manager queues a
+ * request behind any waiting request it conflicts with, so a shared request (a try too) waits behind
+ * a waiting exclusive one, and a writer is not starved. In this process the requests of one name
+ * line up first (readers and writers together, in order), and only the first of them waits inside
+ * PostgreSQL, as for locks. The token comes from the fence table's durable counter (row
+ * "/rwlock/<name>"), taken in the grant's statement after the lock: whatever was granted before a
+ * writer had its token and ended before the writer's statement could take the lock.
+ */
+export class PostgresReadWriteAdapter implements ReadWriteAdapter {
+  readonly #name: string;
+  readonly #fenceName: string;
+  readonly #c: PostgresReadWriteClient;
+
+  constructor(name: string, client: PostgresReadWriteClient) {
+    this.#name = name;
+    this.#fenceName = `${READ_WRITE_PREFIX}${name}`;
+    this.#c = client;
+  }
+
+  async request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const { grants, fence, control, callTimeoutMs } = this.#c;
+    await grants.ensure(control, callTimeoutMs, cancel);
+    const shared = req.mode === 'read' ? '_shared' : '';
+    return this.#c.grant(
+      {
+        key: req.name,
+        fenceName: this.#fenceName,
+        line: this.#c.line,
+        owner: req.owner,
+        ownerToken: req.ownerToken,
+        wait: req.wait,
+        // $1 name, $2 owner, $3 advisory key, $4 mode. Data-modifying CTEs all run once; the
+        // token's INSERT reads l, so it runs after the lock is taken.
+        grantSql: (blocking) => {
+          const lockFunction = blocking ? `pg_advisory_lock${shared}` : `pg_try_advisory_lock${shared}`;
+          return `WITH l AS (SELECT ${lockFunction}($3::bigint) AS ok),
+            stale AS (DELETE FROM ${grants.table} g WHERE g.name = $1 AND NOT ${LIVE}),
+            t AS (INSERT INTO ${fence.table} AS t (name, token, owner, since)
+              SELECT $1, 1, $2, now() FROM l${blocking ? '' : ' WHERE l.ok'}
+              ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, since = now()
+              RETURNING token)
+            INSERT INTO ${grants.table} (name, token, mode, owner, since, pid)
+              SELECT $1, t.token, $4, $2, now(), pg_backend_pid() FROM t
+            RETURNING token`;
+        },
+        moreValues: [req.mode],
+        releaseOf: (token, advisory) => ({
+          sql: `WITH gone AS (DELETE FROM ${grants.table} WHERE name = $1 AND token = $2)
+            SELECT pg_advisory_unlock${shared}($3::bigint)`,
+          values: [this.#fenceName, token.toString(), advisory],
+        }),
+      },
+      cancel,
+    );
+  }
+
+  async inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>> {
+    const { grants, control, callTimeoutMs } = this.#c;
+    await grants.ensure(control, callTimeoutMs, signal);
+    const advisory = advisoryKey(this.#fenceName);
+    const { classid, objid } = lockRowIds(advisory);
+    const conn = await checkOut(control, callTimeoutMs, signal);
+    try {
+      const run = <R extends pg.QueryResultRow>(sql: string, values: unknown[]) =>
+        conn.query<R>(sql, values, callTimeoutMs, 'inspect');
+      const waiting = await run<{ count: string }>(
+        `SELECT count(*) AS count FROM pg_locks
+          WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::bigint = $2
+            AND objsubid = 1`,
+        [classid, objid],
+      );
+      const holders = await run<{ token: string; mode: string; owner: string | null; since: Date }>(
+        `SELECT g.token, g.mode, g.owner, g.since FROM ${grants.table} g
+          WHERE g.name = $1 AND ${LIVE.replace('$3::bigint', '$2::bigint')} ORDER BY g.token`,
+        [this.#fenceName, advisory.toString()],
+      );
+      conn.giveBack();
+      this.#c.answered();
+      const holder = (row: (typeof holders.rows)[number]): HolderInfo => ({
+        owner: row.owner ?? undefined,
+        fencingToken: BigInt(row.token),
+        since: row.since,
+      });
+      const writer = holders.rows.find((row) => row.mode === 'write');
+      return {
+        writer: writer ? holder(writer) : null,
+        readers: holders.rows.filter((row) => row.mode === 'read').map(holder),
+        waiters: Number(waiting.rows[0]?.count ?? 0) + this.#c.waitingHere(this.#fenceName),
+      };
+    } catch (error) {
+      conn.discard();
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,197 @@
+import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
+import { type GrantContext, HeldGrants, noteReached, obtainGrant } from '../grant-loop.js';
+import type { OwnedLock } from '../ownership.js';
+import { withDeadline } from '../semaphore/deadline.js';
+import type { AcquireOptions, Lock } from '../types.js';
+import { validateAcquireOptions, validateKey } from '../validate.js';
+import { ContinuedGrant } from './continuation.js';
+import type { ReadOptions, ReadWriteInfo, ReadWriteLock } from './types.js';
+
+/** Which grant a request asks for. */
+export type ReadWriteMode = 'read' | 'write';
+
+/** What an adapter is asked for: a read or the write of `name`, waiting in the backend's queue if `wait`. */
+export interface ReadWriteRequest {
+  name: string;
+  mode: ReadWriteMode;
+  ttlMs: number;
+  /** Whether ttlMs was given (by the acquire or the provider's options) rather than defaulted. */
+  ttlGiven: boolean;
+  owner: string | undefined;
+  /** Unique per request (and so per grant): the backend's id of the grant. */
+  ownerToken: string;
+  wait: boolean;
+}
+
+/**
+ * The backend part of a read-write lock: all an adapter writes. The `request` contract is the
+ * semaphore's (SemaphoreAdapter): resolve with the grant, or null when `wait` is false and the
+ * grant is not free now. `cancel` is the request's one signal (caller, waitMs, provider close): race
+ * every backend call against it and callTimeoutMs (withDeadline); when it aborts, leave the queue
+ * (and give back a grant that raced in), then reject. An unreachable backend is a
+ * BackendUnavailableError, promptly: the wait is retried in the shared loop (src/grant-loop.ts),
+ * which also handles born-lost grants, close and telemetry.
+ *
+ * What the backend must keep: one queue per name in request order; a read is granted when no write
+ * request is before it, a write when no request at all is before it; a read `tryAcquire` answers
+ * null while a write holds or waits. The fencing token is unique per name and a write's token is
+ * greater than every token granted before it (a counter taken at grant time, or a queue position
+ * such as a create revision, since everything before a write has ended when it is granted).
+ * Downgrades are done here, above the adapter (ContinuedGrant): adapters never see them.
+ */
+export interface ReadWriteAdapter {
+  request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
+  /** The writer, the readers and the waiters; `signal` carries the caller's deadline. */
+  inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>>;
+  /** Whether the backend is reachable as far as the adapter knows. Default: reachable. */
+  reachable?(): boolean;
+  /** Whether the backend answered before (in process: always). Default: tracked per provider. */
+  reached?(): boolean;
+}
+
+/** Write handles this process handed out, and the grant each continues (for downgradeFrom). */
+const writes = new WeakMap<Lock, { name: string; closeSignal: AbortSignal; grant: ContinuedGrant }>();
+
+/**
+ * Everything read-write locks share across backends: validation, the shared acquire loop, close,
+ * downgrades, withRead and withWrite. Adapters implement ReadWriteAdapter only.
+ */
+export class GenericReadWriteLock implements ReadWriteLock {
+  readonly name: string;
+  readonly #ctx: GrantContext;
+  readonly #adapter: ReadWriteAdapter;
+  /** Granted handles, not yet released: released when the provider closes. */
+  readonly #held: HeldGrants;
+
+  constructor(name: string, ctx: GrantContext, adapter: ReadWriteAdapter) {
+    this.name = validateKey(name, 'name');
+    this.#ctx = ctx;
+    this.#adapter = adapter;
+    this.#held = new HeldGrants(ctx);
+  }
+
+  async acquireRead(opts?: ReadOptions): Promise<Lock> {
+    return granted(this.name, await this.#read(opts, true));
+  }
+
+  tryAcquireRead(opts?: Omit<ReadOptions, 'waitMs'>): Promise<Lock | null> {
+    return this.#read(opts, false);
+  }
+
+  withRead<T>(fn: (lock: Lock) => Promise<T>, opts?: ReadOptions): Promise<T> {
+    return this.#with('withRead', fn, () => this.acquireRead(opts));
+  }
+
+  async acquireWrite(opts?: AcquireOptions): Promise<Lock> {
+    return granted(this.name, await this.#obtain('write', opts, true));
+  }
+
+  tryAcquireWrite(opts?: Omit<AcquireOptions, 'waitMs'>): Promise<Lock | null> {
+    return this.#obtain('write', opts, false);
+  }
+
+  withWrite<T>(fn: (lock: Lock) => Promise<T>, opts?: AcquireOptions): Promise<T> {
+    return this.#with('withWrite', fn, () => this.acquireWrite(opts));
+  }
+
+  async inspect(): Promise<ReadWriteInfo> {
+    this.#assertOpen();
+    const info = await withDeadline(
+      (signal) => this.#adapter.inspect(signal),
+      this.#ctx.callTimeoutMs,
+      this.#ctx.closeSignal,
+      `inspect read-write lock "${this.name}"`,
+    );
+    noteReached(this.#ctx);
+    return { name: this.name, ...info };
+  }
+
+  #read(opts: ReadOptions | undefined, wait: boolean): Promise<Lock | null> {
+    if (opts?.downgradeFrom === undefined) return this.#obtain('read', opts, wait);
+    const { downgradeFrom, ...rest } = opts;
+    return this.#downgrade(downgradeFrom, rest);
+  }
+
+  async #with<T>(method: string, fn: (lock: Lock) => Promise<T>, acquire: () => Promise<Lock>): Promise<T> {
+    if (typeof fn !== 'function') {
+      throw new InvalidArgumentError('fn', `${method} needs the function to run, got ${typeof fn}`);
+    }
+    const lock = await acquire();
+    try {
+      return await fn(lock);
+    } finally {
+      // A failed release leaves a grant that its lease (or session) ends; fn's outcome matters more.
+      await lock.release().catch(() => undefined);
+    }
+  }
+
+  #assertOpen(): void {
+    if (this.#ctx.closeSignal.aborted) throw this.#ctx.closeSignal.reason;
+  }
+
+  async #obtain(
+    mode: 'read' | 'write',
+    opts: AcquireOptions | undefined,
+    wait: boolean,
+  ): Promise<Lock | null> {
+    const options = validateAcquireOptions(opts, this.#ctx);
+    this.#assertOpen();
+    const request: ReadWriteRequest = {
+      name: this.name,
+      mode,
+      ttlMs: options.ttlMs,
+      ttlGiven: options.ttlGiven,
+      owner: options.owner,
+      ownerToken: crypto.randomUUID(),
+      wait: false,
+    };
+    const adapter = this.#adapter;
+    const lock = await obtainGrant(this.#ctx, {
+      name: this.name,
+      what: `acquire ${mode} of "${this.name}"`,
+      kind: mode === 'read' ? 'read-lock' : 'write-lock',
+      options,
+      wait,
+      attempt: (shouldWait, cancel) => adapter.request({ ...request, wait: shouldWait }, cancel),
+      ...(adapter.reached ? { reached: () => adapter.reached?.() ?? true } : {}),
+      reachable: () => adapter.reachable?.() ?? true,
+    });
+    if (lock === null) return null;
+    if (mode === 'read') {
+      this.#held.add(lock);
+      return lock;
+    }
+    // A write is handed out through a ContinuedGrant, so that a read can continue it.
+    const grant = new ContinuedGrant(lock);
+    const handle = grant.handle(lock.ownerToken);
+    writes.set(handle, { name: this.name, closeSignal: this.#ctx.closeSignal, grant });
+    this.#held.add(handle);
+    return handle;
+  }
+
+  /** A read that continues a write grant we hold: granted at once, nothing asked of the backend. */
+  async #downgrade(write: Lock, opts: AcquireOptions): Promise<Lock> {
+    const options = validateAcquireOptions(opts, this.#ctx);
+    this.#assertOpen();
+    const origin = writes.get(write);
+    if (!origin || origin.name !== this.name || origin.closeSignal !== this.#ctx.closeSignal) {
+      throw new InvalidArgumentError(
+        'downgradeFrom',
+        `expected a write grant of "${this.name}" from this provider`,
+      );
+    }
+    // The write handle must still be held: a released one may have ended the grant already.
+    if (!write.held || !origin.grant.held) {
+      throw new InvalidArgumentError('downgradeFrom', `the write grant of "${this.name}" is not held`);
+    }
+    const handle = origin.grant.handle(crypto.randomUUID());
+    this.#held.add(handle);
+    this.#ctx.telemetry?.granted(handle, 'read-lock', this.name, options.owner);
+    return handle;
+  }
+}
+
+function granted(name: string, lock: Lock | null): Lock {
+  if (lock === null) throw new LockTimeoutError(name, 0);
+  return lock;
+}

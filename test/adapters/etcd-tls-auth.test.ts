@@ -87,6 +87,10 @@ describe('what etcd refuses', () => {
     }
   });
 
+  const rwOf = (p: ConnectedSemaphoreProvider) => {
+    if (!p.readWriteLock) throw new Error('etcd offers read-write locks');
+    return p.readWriteLock(uniqueKey('refused-rw'));
+  };
   // Every surface over the provider meets the same refusal: none waits it out as an outage.
   const surfaces: Array<[string, (provider: ConnectedSemaphoreProvider) => Promise<unknown>]> = [
     [
@@ -104,6 +108,8 @@ describe('what etcd refuses', () => {
       (p) => createElection(p, uniqueKey('refused-election')).observe()[Symbol.asyncIterator]().next(),
     ],
     ['a semaphore inspect', (p) => p.semaphore(uniqueKey('refused-sem'), { limit: 2 }).inspect()],
+    ['a read-write lock acquireWrite', (p) => rwOf(p).acquireWrite({ waitMs: 60_000 })],
+    ['a read-write lock inspect', (p) => rwOf(p).inspect()],
     ['inspect', (p) => p.inspect(uniqueKey('refused'))],
     ['list', (p) => p.list('')],
   ];

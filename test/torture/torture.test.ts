@@ -92,7 +92,7 @@ describe('torture suite', () => {
     ['memory', 6, without('cli')],
     ['redis', 10, ALL],
     ['postgres', 10, ALL],
-    ['etcd', 12, without('idempotency')],
+    ['etcd', 12, ALL],
     ['zookeeper', 12, without('idempotency')],
     ['redlock', 10, without('idempotency', 'semaphore')],
   ];

@@ -109,6 +109,9 @@ describe('torture suite', () => {
         // Every workload must show its pipeline works: the run waits for grants, not for a time.
         '--min-grants',
         '3',
+        // … and for faults: the first comes after the first grant, late on a busy machine.
+        '--min-faults',
+        '1',
       ]);
       expect(reports.map((r) => r.workload)).toEqual(expected);
       for (const report of reports) {

@@ -3,6 +3,7 @@ import { BackendUnavailableError, InvalidArgumentError, NotHolderError } from '.
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import { processSecrets } from '../../src/secret-mask.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { secretsIn } from '../../src/telemetry/redact.js';
@@ -14,6 +15,7 @@ import { ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
 import { FolderMaker } from './folders.js';
 import { queueOrder, removeFolderIfEmpty, unavailable } from './mutex.js';
+import { ZkReadWriteAdapter } from './read-write.js';
 import { zkSemaphore } from './semaphore.js';
 import { holdTurn, takeTurn } from './turn.js';
 import { isFrameLimit, MAX_FRAME_LIMIT, MIN_FRAME_LIMIT } from './wire/frames.js';
@@ -208,7 +210,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     return removeHead(await this.#currentSession(), this.folder(key), expected);
   }
 
-  /** The folders under root with a lock queue (names nest as folders). */
+  /** The folders under root with a lock or read-write lock queue (names nest as folders). */
   protected async heldNames(prefix: string): Promise<string[]> {
     return heldNamesWalk(await this.#currentSession(), this.root, prefix);
   }
@@ -276,6 +278,24 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       removeFolderLater: (session, parent) => this.#removeFolderLater(session, parent),
     });
   }
+
+  /** Readers share, a writer excludes, as Curator's InterProcessReadWriteLock on the name's folder (read-write.ts). */
+  protected override readWriteAdapter(name: string): ReadWriteAdapter {
+    return new ZkReadWriteAdapter(name, {
+      session: (cancel) => this.#currentSession(cancel),
+      folder: (key) => this.folder(key),
+      acl: this.#acl,
+      folders: this.#folders,
+      reachable: () => this.backendReachable(),
+      woken: () => {
+        this.readWriteWakeups += 1;
+      },
+      removeFolderLater: (session, parent) => this.#removeFolderLater(session, parent),
+    });
+  }
+
+  /** Read-write lock waiters woken by the deletion of the node they watched. */
+  readWriteWakeups = 0;
 
   /** Semaphore waiters woken by a lease change (at most one per permit), and by the mutex handed on. */
   semaphoreWakeups = 0;

@@ -166,6 +166,28 @@ describe('ZooKeeper adapter on a real server', () => {
     await lock.release();
   });
 
+  it('creator-only ACL: another identity cannot delete a read-write lock node', async () => {
+    const provider = open({ digest: 'alice:secret', creatorOnlyAcl: true });
+    const rw = provider.readWriteLock(uniqueKey('rw-acl'));
+    const write = await rw.acquireWrite();
+    const alice = await rawClient(connectString, 'alice:secret');
+    const [node] = await children(alice, provider.folder(rw.name));
+    alice.close();
+    expect(node).toMatch(/-__WRIT__\d+$/);
+    await expect(children(raw, provider.folder(rw.name))).rejects.toMatchObject({ name: 'NO_AUTH' });
+    const mallory = await rawClient(connectString, 'mallory:guess');
+    try {
+      const error = await new Promise<zookeeper.Exception | null>((ok) =>
+        mallory.remove(`${provider.folder(rw.name)}/${node}`, -1, (e) => ok(e as zookeeper.Exception | null)),
+      );
+      expect(error?.getName()).toBe('NO_AUTH');
+      expect(write.held).toBe(true);
+    } finally {
+      mallory.close();
+    }
+    await write.release();
+  });
+
   it('guardedMulti commits only while the lock is held', async () => {
     const [host = '', port = ''] = connectString.split(':');
     const proxy = await FaultProxy.start({ host, port: Number(port) });

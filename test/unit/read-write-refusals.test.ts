@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { connect, MemoryLockProvider } from '../../src/index.js';
 
-// Read-write locks are on every built-in provider; where the backend has none yet (ZooKeeper,
-// Redis) or never will (Redlock), readWriteLock() says so at once, before any backend call.
+// Read-write locks are on every built-in provider; where the backend has none yet (Redis) or
+// never will (Redlock), readWriteLock() says so at once, before any backend call.
 describe('readWriteLock() on backends without read-write locks', () => {
   it.each([
-    ['zookeeper', 'zk://127.0.0.1:1'],
     ['redis', 'redis://127.0.0.1:1'],
     ['redlock', 'redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3'],
   ])('%s: NotImplementedError', async (backend, url) => {
@@ -15,6 +14,18 @@ describe('readWriteLock() on backends without read-write locks', () => {
       expect(typeof provider.readWriteLock).toBe('function');
       expect(() => provider.readWriteLock?.('config/routes')).toThrow(
         expect.objectContaining({ code: 'NOT_IMPLEMENTED' }),
+      );
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('zookeeper: a read-write lock is made without a backend call; a bad name is refused', async () => {
+    const provider = await connect('zk://127.0.0.1:1', { callTimeoutMs: 200 });
+    try {
+      expect(provider.readWriteLock?.('config/routes').name).toBe('config/routes');
+      expect(() => provider.readWriteLock?.('a//b')).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
       );
     } finally {
       await provider.close();

@@ -407,9 +407,7 @@ export class LockScripts {
 
   /** true = deleted, false = not ours (any more). fair: hand the key to the first waiter. */
   async release(k: LockKeys, ownerToken: string, fair: boolean): Promise<boolean> {
-    return (
-      (await this.#run('fencekitRelease', ...this.#all(k), k.delay, ownerToken, fair ? '1' : '0')) === 1
-    );
+    return (await this.#run('fencekitRelease', ...this.#all(k), k.delay, ownerToken, fair ? '1' : '0')) === 1;
   }
 
   /** true = extended, false = not ours, 'revoked' = an operator removed this grant. */

@@ -11,11 +11,12 @@ import { type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesWalk, removeHead } from './admin.js';
-import { ZkSession, zkCode } from './client.js';
+import { hostsOf, ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
 import { FolderMaker } from './folders.js';
 import { queueOrder, removeFolderIfEmpty, unavailable } from './mutex.js';
 import { ZkReadWriteAdapter } from './read-write.js';
+import { refusedOr } from './refusal.js';
 import { zkSemaphore } from './semaphore.js';
 import { holdTurn, takeTurn } from './turn.js';
 import { isFrameLimit, MAX_FRAME_LIMIT, MIN_FRAME_LIMIT } from './wire/frames.js';
@@ -180,6 +181,14 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   async inspect(key: string): Promise<LockInfo | null> {
     validateKey(key);
     this.assertOpen();
+    try {
+      return await this.#inspect(key);
+    } catch (error) {
+      throw this.#refused(error);
+    }
+  }
+
+  async #inspect(key: string): Promise<LockInfo | null> {
     const session = await this.#currentSession();
     const parent = this.folder(key);
     let children: string[];
@@ -207,15 +216,33 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
 
   /** Deletes the holder's node (see admin.ts): its own-node watch tells it 'revoked'. */
   protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
-    return removeHead(await this.#currentSession(), this.folder(key), expected);
+    return removeHead(await this.#currentSession(), this.folder(key), expected).catch((error: unknown) => {
+      throw this.#refused(error);
+    });
   }
 
   /** The folders under root with a lock or read-write lock queue (names nest as folders). */
   protected async heldNames(prefix: string): Promise<string[]> {
-    return heldNamesWalk(await this.#currentSession(), this.root, prefix);
+    return heldNamesWalk(await this.#currentSession(), this.root, prefix).catch((error: unknown) => {
+      throw this.#refused(error);
+    });
+  }
+
+  /** The error as callers see it: AUTH_FAILED where a node's ACL refused us (refusal.ts). */
+  #refused(error: unknown): unknown {
+    return refusedOr(error, hostsOf(this.#options.connectString));
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    try {
+      return await this.#request(req, cancel);
+    } catch (error) {
+      // A refusal of who we are is not an outage: the base does not retry it for waitMs.
+      throw this.#refused(error);
+    }
+  }
+
+  async #request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const session = await this.#currentSession(cancel);
     const parent = this.folder(req.key);
     const turn = await takeTurn(
@@ -276,6 +303,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         else this.semaphoreHandoffs += 1;
       },
       removeFolderLater: (session, parent) => this.#removeFolderLater(session, parent),
+      refused: (error) => this.#refused(error),
     });
   }
 
@@ -291,6 +319,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         this.readWriteWakeups += 1;
       },
       removeFolderLater: (session, parent) => this.#removeFolderLater(session, parent),
+      refused: (error) => this.#refused(error),
     });
   }
 

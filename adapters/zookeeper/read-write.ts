@@ -23,6 +23,8 @@ export interface ZkReadWriteClient {
   woken(): void;
   /** Deletes the folder if it is still empty after the provider's folderLingerMs. */
   removeFolderLater(session: ZkSession, parent: string): void;
+  /** The error as the caller sees it: AUTH_FAILED where a node's ACL refused us. */
+  refused(error: unknown): unknown;
 }
 
 const READ: NodeKind = '__READ__';
@@ -65,6 +67,14 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
   }
 
   async inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>> {
+    try {
+      return await this.#inspect(signal);
+    } catch (error) {
+      throw this.#c.refused(error);
+    }
+  }
+
+  async #inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>> {
     const session = await this.#c.session(signal);
     const { client } = session;
     let children: string[];
@@ -103,6 +113,15 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
   }
 
   async request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    try {
+      return await this.#request(req, cancel);
+    } catch (error) {
+      // A refusal of who we are is not an outage: the loop does not retry it for waitMs.
+      throw this.#c.refused(error);
+    }
+  }
+
+  async #request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const session = await this.#c.session(cancel);
     const turn = await takeTurn(
       {

@@ -188,6 +188,35 @@ describe('ZooKeeper adapter on a real server', () => {
     await write.release();
   });
 
+  it("creator-only ACL: another identity's acquire, inspect, read-write lock and semaphore are AUTH_FAILED at once, not retried", async () => {
+    const alice = open({ digest: 'alice:secret', creatorOnlyAcl: true });
+    const mallory = open({ digest: 'mallory:guess', creatorOnlyAcl: true });
+    const key = uniqueKey('acl-refused');
+    const lock = await alice.acquire(key);
+    const rw = await alice.readWriteLock(uniqueKey('acl-refused-rw')).acquireWrite();
+    const sem = await alice.semaphore(uniqueKey('acl-refused-sem'), { limit: 1 }).acquire();
+    try {
+      const uses: Record<string, () => Promise<unknown>> = {
+        acquire: () => mallory.acquire(key, { waitMs: 60_000 }),
+        inspect: () => mallory.inspect(key),
+        'read-write': () => mallory.readWriteLock(rw.key).acquireRead({ waitMs: 60_000 }),
+        semaphore: () => mallory.semaphore(sem.key, { limit: 1 }).acquire({ waitMs: 60_000 }),
+      };
+      for (const [what, use] of Object.entries(uses)) {
+        const started = performance.now();
+        const error = await use().then(
+          () => undefined,
+          (e: unknown) => e as { code?: string; message?: string },
+        );
+        expect(error?.code, `${what}: ${error?.message}`).toBe('AUTH_FAILED');
+        expect(error?.message).toMatch(/^zookeeper at 127\.0\.0\.1:\d+: a node's ACL refuses/);
+        expect(performance.now() - started, what).toBeLessThan(30_000);
+      }
+    } finally {
+      await Promise.all([lock.release(), rw.release(), sem.release()]);
+    }
+  });
+
   it('guardedMulti commits only while the lock is held', async () => {
     const [host = '', port = ''] = connectString.split(':');
     const proxy = await FaultProxy.start({ host, port: Number(port) });

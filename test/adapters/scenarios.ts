@@ -8,7 +8,8 @@ type CountingWakeups = LockProvider & { readonly wakeups: number };
 
 /**
  * The herd check at scale: every waiter queues behind the holder, then each release must grant the
- * next one and wake exactly one (the wake-up count rises by one per release). Releases them all.
+ * next one and wake at most one (the wake-up count rises by at most one per release, and by about
+ * one: a waiter that finds its predecessor gone as it sets its watch needs none). Releases them all.
  */
 export async function expectOneWakeupPerRelease(
   holder: LockProvider,
@@ -32,9 +33,13 @@ export async function expectOneWakeupPerRelease(
   await first.release();
   for (let i = 1; i <= count; i++) {
     await eventually(`grant ${i}`, async () => granted.length === i, 10_000);
-    expect(wakeups() - before, `after ${i} releases`).toBe(i);
+    // No herd: at most one wake-up per release. One fewer is no herd either: a waiter whose
+    // predecessor went before its watch was set finds it gone and needs no wake-up.
+    expect(wakeups() - before, `after ${i} releases`).toBeLessThanOrEqual(i);
     if (i < count) await (granted[i - 1] as Lock).release();
   }
+  // … and the waits did run on watches (a grant without any would be polling).
+  expect(wakeups() - before).toBeGreaterThanOrEqual(count / 2);
   await (granted[count - 1] as Lock).release();
   await Promise.all(pending);
 }

@@ -240,3 +240,48 @@ describe("retries stop once the lock's keys are gone", () => {
     await expect(lock.extend(1_000)).rejects.toBeInstanceOf(ExecutionError);
   }, 30_000);
 });
+
+describe("quit() on redlock's layout", () => {
+  // Before: quit() sent QUIT before the cancelled acquire gave its keys back, so a lock nobody held
+  // stayed set for its whole duration on every instance that had granted it.
+  it('an acquire cut short by quit() gives its keys back before the clients quit', async () => {
+    const k = uniqueKey('quit-give-back');
+    const slow = await proxy();
+    slow.setMode({ kind: 'latency', ms: 150 });
+    const redlock = new Redlock([through(slow)], { retryCount: 0 });
+    const acquiring = redlock.acquire([k], 30_000).then(
+      () => 'granted',
+      (error: Error) => error.name,
+    );
+    await eventually('the SET reached the server', async () => (await client().exists(k)) === 1, 10_000);
+    await redlock.quit();
+    expect(await acquiring).toBe('ExecutionError');
+    await eventually('the key was given back', async () => (await client().exists(k)) === 0, 10_000);
+  }, 30_000);
+
+  // Before: after quit() the extension that using() retries failed at once and was retried in the
+  // same turn until the lock's expiration: the event loop froze for that long.
+  it('using(): after quit() the automatic extension stops instead of spinning the event loop', async () => {
+    const k = uniqueKey('quit-using');
+    const redlock = new Redlock([client()], { retryCount: 0, automaticExtensionThreshold: 1_500 });
+    let longestGapMs = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      longestGapMs = Math.max(longestGapMs, now - last);
+      last = now;
+    }, 10);
+    try {
+      await redlock
+        .using([k], 2_000, async (signal) => {
+          await redlock.quit();
+          await eventually('the routine is told the lock is gone', async () => signal.aborted, 10_000);
+        })
+        .catch(() => undefined); // the final release finds the clients quit
+    } finally {
+      clearInterval(ticker);
+    }
+    // A spin lasts until the lock's expiration (about 2 s here); ticks of a loaded machine do not.
+    expect(longestGapMs).toBeLessThan(1_000);
+  }, 30_000);
+});

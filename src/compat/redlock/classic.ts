@@ -160,7 +160,9 @@ export class ClassicRedlock {
       cancel,
       accept: async (o) => {
         const deadline = safeDeadline(o.sentAt, duration, o.rttMs, DEFAULT_DRIFT_RATE);
-        if (!grant.held || monotonicNow() >= deadline) return false;
+        // Lost or stopped meanwhile: no later attempt may set the keys again for nobody.
+        if (!grant.held) throw new ExecutionError('The lock was lost before it was extended.', o.attempts);
+        if (monotonicNow() >= deadline) return false;
         grant.confirmUntil(deadline);
         return true;
       },

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { InvalidArgumentError, LockTimeoutError } from '../../errors.js';
 import { checkedOnRead } from '../../signals.js';
+import { abortableDelay } from '../../timers.js';
 import type { LockProvider } from '../../types.js';
 import { isProvider, openProvider, sharedProvider } from '../provider-from-clients.js';
 import { ClassicGrant, ClassicRedlock, checkIntegerDuration } from './classic.js';
@@ -52,6 +53,8 @@ export class Redlock extends EventEmitter {
   readonly #clients: unknown[];
   /** Aborted by quit(): ends the calls on redlock's layout still under way. */
   readonly #closing = new AbortController();
+  /** Acquires and extensions on redlock's layout under way: quit() lets them give back their keys. */
+  readonly #inFlight = new Set<Promise<unknown>>();
 
   constructor(
     target: LockProvider | Iterable<unknown>,
@@ -183,14 +186,16 @@ export class Redlock extends EventEmitter {
       if (existing.expiration < startedAt) {
         throw new ExecutionError('Cannot extend an already-expired lock.', []);
       }
-      const { attempts, expiration } = await this.#classic.extend(
-        grant,
-        existing.resources,
-        existing.value,
-        duration,
-        merged,
-        existing.expiration,
-        this.#closing.signal,
+      const { attempts, expiration } = await this.#tracked(
+        this.#classic.extend(
+          grant,
+          existing.resources,
+          existing.value,
+          duration,
+          merged,
+          existing.expiration,
+          this.#closing.signal,
+        ),
       );
       existing.expiration = 0;
       return new Lock(this, existing.resources, existing.value, attempts, expiration, grant);
@@ -281,6 +286,9 @@ export class Redlock extends EventEmitter {
   async quit(callback?: (error: Error | null) => void): Promise<void> {
     this.#closing.abort(new ExecutionError('The Redlock was quit while the operation ran.', []));
     const closing = (async () => {
+      // The cancelled calls give back their keys before the clients go (else a lock nobody holds
+      // stays set for its whole duration), within QUIT_MS.
+      await settledWithin([...this.#inFlight], QUIT_MS);
       if (this.#provider) await (await this.#provider).close();
       await Promise.all(this.#clients.map((client) => quitClient(client)));
     })();
@@ -322,7 +330,16 @@ export class Redlock extends EventEmitter {
         lock = await lock.extend(duration);
         if (!finished) schedule();
       } catch (error) {
-        if (!finished && lock.expiration > Date.now()) return extend();
+        // Again after retryDelay while time is left, never at once (a client that fails without
+        // answering would spin), and not after quit().
+        const closing = this.#closing.signal;
+        if (!finished && !closing.aborted && lock.expiration > Date.now() + settings.retryDelay) {
+          const paused = await abortableDelay(settings.retryDelay, closing).then(
+            () => true,
+            () => false,
+          );
+          if (paused && !finished && lock.expiration > Date.now()) return extend();
+        }
         abort(error instanceof Error ? error : new Error(String(error)));
       }
     };
@@ -357,14 +374,22 @@ export class Redlock extends EventEmitter {
     }
   }
 
+  /** The call, counted among those quit() waits for until it settles. */
+  #tracked<T>(call: Promise<T>): Promise<T> {
+    const settled = call.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#inFlight.add(settled);
+    void settled.then(() => this.#inFlight.delete(settled));
+    return call;
+  }
+
   async #acquire(resources: string | string[], duration: number, settings: Settings): Promise<Lock> {
     const names = Array.isArray(resources) ? resources : [resources];
     if (this.#classic) {
-      const { value, grant, attempts, expiration } = await this.#classic.acquire(
-        names,
-        duration,
-        settings,
-        this.#closing.signal,
+      const { value, grant, attempts, expiration } = await this.#tracked(
+        this.#classic.acquire(names, duration, settings, this.#closing.signal),
       );
       return new Lock(this, names, value, attempts, expiration, grant);
     }
@@ -418,4 +443,15 @@ async function quitClient(client: unknown): Promise<void> {
   const quit = await Promise.race([quitting, late]);
   clearTimeout(timer);
   if (!quit) (c.disconnect ?? c.destroy)?.call(c);
+}
+
+/** Waits until every call settled, or ms passed. */
+async function settledWithin(calls: Promise<unknown>[], ms: number): Promise<void> {
+  if (calls.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  await Promise.race([Promise.all(calls), late]);
+  clearTimeout(timer);
 }

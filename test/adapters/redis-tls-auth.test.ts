@@ -168,6 +168,27 @@ describe('what Redis refuses is AUTH_FAILED, at once, and shows no secret', () =
     }
   });
 
+  it.each([
+    ['a wrong password', () => `rediss://fencekit:not-the-${PASSWORD}@${hostOf(single)}?${files()}`],
+    [
+      'keys outside the ACL',
+      () => `rediss://fencekit:${PASSWORD}@${hostOf(single)}?${files()}&prefix=other:`,
+    ],
+  ])('read-write locks: %s is AUTH_FAILED at once too', async (_what, url) => {
+    const provider = await connect(url());
+    try {
+      const rw = provider.readWriteLock?.(uniqueKey('refused-rw'));
+      if (!rw) throw new Error('no readWriteLock()');
+      const { error, ms } = await failure(() => rw.acquireWrite({ waitMs: 60_000 }));
+      expect(error.code, error.message).toBe('AUTH_FAILED');
+      expect(ms).toBeLessThan(30_000);
+      expect((await failure(() => rw.inspect())).error.code).toBe('AUTH_FAILED');
+      expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
+    } finally {
+      await provider.close();
+    }
+  });
+
   it('a plain connection to the TLS port is an outage-like typed error within callTimeoutMs, not a hang', async () => {
     const provider = await connect(`redis://fencekit:${PASSWORD}@${hostOf(single)}`, {
       callTimeoutMs: 1_000,

@@ -58,151 +58,156 @@ export interface QueuedGrantRequest {
  * fails or is cancelled with a script maybe run leaves a guarded release to the provider's
  * leftovers, retried until Redis answers.
  */
-export async function requestQueuedGrant(
+export function requestQueuedGrant(
   client: QueuedGrantClient,
   req: QueuedGrantRequest,
   steps: QueuedGrantSteps,
   cancel: AbortSignal,
 ): Promise<OwnedLock | null> {
-  const { leftovers } = client;
-  // A retry with this ownerToken supersedes the clean-up of the failed try before it, until it
-  // fails: then the clean-up is owed again, also when this try sent nothing.
-  const owed = leftovers.forget(req.ownerToken);
-  let sent = false;
-  const channel = req.wait ? client.notices.channel : '';
-  const attempt = (): Promise<string | QueuedRefusal> =>
-    steps.acquire(channel, cancel).then(
-      (answer) => {
-        sent = true;
-        return answer;
-      },
-      (error: unknown) => {
-        sent ||= !wasNotSent(error);
-        throw error;
-      },
-    );
-  try {
-    const sentAt = monotonicNow();
-    const answer = await attempt();
-    if (typeof answer === 'string') return grant(client, req, steps, BigInt(answer), sentAt);
-    if (!req.wait) return null;
-    return await waitInQueue(client, req, steps, { answer, sentAt }, attempt, cancel);
-  } catch (error) {
-    // Outcome unknown (timed out, aborted): leave the queue and give back a grant made meanwhile.
-    // The provider's leftovers own that clean-up and retry it until Redis answers.
-    if (sent || owed) {
-      leftovers.add(req.ownerToken, () => client.call(`${steps.label} leave`, () => steps.release()));
-    }
-    throw error;
-  }
+  return new QueuedRequest(client, req, steps).run(cancel);
 }
 
-/** Queued: waits for a notice or the next poll, whichever grants us first. */
-async function waitInQueue(
-  client: QueuedGrantClient,
-  req: QueuedGrantRequest,
-  steps: QueuedGrantSteps,
-  first: { answer: QueuedRefusal; sentAt: number },
-  attempt: () => Promise<string | QueuedRefusal>,
-  cancel: AbortSignal,
-): Promise<OwnedLock> {
-  const { notices, maxPollMs } = client;
-  const inbox = new WaiterInbox(req.ownerToken, true);
-  inbox.refused(first.sentAt, BigInt(first.answer[1]));
-  let untilExpiry = -first.answer[0];
-  // Not subscribed yet: a notice sent before the subscription is lost, so look once more at once.
-  let again = !notices.subscribed;
-  let wake: () => void = () => undefined;
-  const listening = notices.listen(req.ownerToken, (message) => {
-    if (!inbox.notice(message)) return;
-    client.woken();
-    wake();
-  });
-  // A handed grant lasts at least until our place in the queue would have lapsed (the release
-  // script caps it there, so that a dead waiter holds nothing longer): until then we extend it.
-  const provisionalMs = Math.min(req.ttlMs, client.waiterTtlMs);
-  const takeHanded = (): OwnedLock | undefined => {
-    // Taken while half of the provisional lease is left (extended at once past its third): a
-    // waiter whose last poll is older would otherwise need a round trip more than one whose is
-    // recent, and could be seen granted after a waiter queued behind it.
-    const handed = inbox.handed(provisionalMs, provisionalMs / 2);
-    return handed && adoptHanded(client, req, steps, handed, provisionalMs);
-  };
-  try {
-    // Best effort: without notices the waiter still polls, so it waits for the subscription no
-    // longer than one poll (a grant it cannot hear must be found by a poll before it lapses).
-    // Already subscribed (every wait but a provider's first): no timer, no await.
-    if (!notices.subscribed) {
-      const subscribeMs = Math.min(client.callTimeoutMs, maxPollMs);
-      await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
-        () => undefined, // best effort: the waiter polls without it
+/** One request: its attempts, its wait, and the grant it ends with. */
+class QueuedRequest {
+  readonly #client: QueuedGrantClient;
+  readonly #req: QueuedGrantRequest;
+  readonly #steps: QueuedGrantSteps;
+
+  constructor(client: QueuedGrantClient, req: QueuedGrantRequest, steps: QueuedGrantSteps) {
+    this.#client = client;
+    this.#req = req;
+    this.#steps = steps;
+  }
+
+  async run(cancel: AbortSignal): Promise<OwnedLock | null> {
+    const [client, req, steps] = [this.#client, this.#req, this.#steps];
+    const { leftovers } = client;
+    // A retry with this ownerToken supersedes the clean-up of the failed try before it, until it
+    // fails: then the clean-up is owed again, also when this try sent nothing.
+    const owed = leftovers.forget(req.ownerToken);
+    let sent = false;
+    const channel = req.wait ? client.notices.channel : '';
+    const attempt = (): Promise<string | QueuedRefusal> =>
+      steps.acquire(channel, cancel).then(
+        (answer) => {
+          sent = true;
+          return answer;
+        },
+        (error: unknown) => {
+          sent ||= !wasNotSent(error);
+          throw error;
+        },
       );
-    }
-    const delays = jitteredDelays({ initialMs: maxPollMs / 2, maxMs: maxPollMs });
-    for (;;) {
-      if (cancel.aborted) throw cancel.reason;
-      const taken = takeHanded();
-      if (taken) return taken;
-      // A notice that came while an attempt was in flight makes the next attempt start at once.
-      if (!again && !inbox.noticed) {
-        const sleep = sleepUnlessWoken(Math.min(Math.max(untilExpiry, 5), delays.next().value), cancel);
-        wake = sleep.wake;
-        await sleep.done;
-        const handedMeanwhile = takeHanded();
-        if (handedMeanwhile) return handedMeanwhile;
-      }
-      again = false;
-      inbox.noticed = false;
+    try {
       const sentAt = monotonicNow();
       const answer = await attempt();
-      if (typeof answer === 'string') return grant(client, req, steps, BigInt(answer), sentAt);
-      untilExpiry = -answer[0];
-      inbox.refused(sentAt, BigInt(answer[1]));
+      if (typeof answer === 'string') return this.#grant(BigInt(answer), sentAt);
+      if (!req.wait) return null;
+      return await this.#wait({ answer, sentAt }, attempt, cancel);
+    } catch (error) {
+      // Outcome unknown (timed out, aborted): leave the queue and give back a grant made meanwhile.
+      // The provider's leftovers own that clean-up and retry it until Redis answers.
+      if (sent || owed) {
+        leftovers.add(req.ownerToken, () => client.call(`${steps.label} leave`, () => steps.release()));
+      }
+      throw error;
     }
-  } finally {
-    listening.stop();
   }
-}
 
-function adoptHanded(
-  client: QueuedGrantClient,
-  req: QueuedGrantRequest,
-  steps: QueuedGrantSteps,
-  handed: HandedGrant,
-  provisionalMs: number,
-): OwnedLock {
-  return extendHanded(grant(client, req, steps, handed.token, handed.sentAt, handed.rttMs), handed, {
-    provisionalMs,
-    ttlMs: req.ttlMs,
-    driftRate: client.driftRate,
-    renew: () => client.call(`${steps.label} renew`, () => steps.renew()),
-  });
-}
+  /** Queued: waits for a notice or the next poll, whichever grants us first. */
+  async #wait(
+    first: { answer: QueuedRefusal; sentAt: number },
+    attempt: () => Promise<string | QueuedRefusal>,
+    cancel: AbortSignal,
+  ): Promise<OwnedLock> {
+    const [client, req] = [this.#client, this.#req];
+    const { notices, maxPollMs } = client;
+    const inbox = new WaiterInbox(req.ownerToken, true);
+    inbox.refused(first.sentAt, BigInt(first.answer[1]));
+    let untilExpiry = -first.answer[0];
+    // Not subscribed yet: a notice sent before the subscription is lost, so look once more at once.
+    let again = !notices.subscribed;
+    let wake: () => void = () => undefined;
+    const listening = notices.listen(req.ownerToken, (message) => {
+      if (!inbox.notice(message)) return;
+      client.woken();
+      wake();
+    });
+    // A handed grant lasts at least until our place in the queue would have lapsed (the release
+    // script caps it there, so that a dead waiter holds nothing longer): until then we extend it.
+    const provisionalMs = Math.min(req.ttlMs, client.waiterTtlMs);
+    const takeHanded = (): OwnedLock | undefined => {
+      // Taken while half of the provisional lease is left (extended at once past its third): a
+      // waiter whose last poll is older would otherwise need a round trip more than one whose is
+      // recent, and could be seen granted after a waiter queued behind it.
+      const handed = inbox.handed(provisionalMs, provisionalMs / 2);
+      return handed && this.#adoptHanded(handed, provisionalMs);
+    };
+    try {
+      // Best effort: without notices the waiter still polls, so it waits for the subscription no
+      // longer than one poll (a grant it cannot hear must be found by a poll before it lapses).
+      // Already subscribed (every wait but a provider's first): no timer, no await.
+      if (!notices.subscribed) {
+        const subscribeMs = Math.min(client.callTimeoutMs, maxPollMs);
+        await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
+          () => undefined, // best effort: the waiter polls without it
+        );
+      }
+      const delays = jitteredDelays({ initialMs: maxPollMs / 2, maxMs: maxPollMs });
+      for (;;) {
+        if (cancel.aborted) throw cancel.reason;
+        const taken = takeHanded();
+        if (taken) return taken;
+        // A notice that came while an attempt was in flight makes the next attempt start at once.
+        if (!again && !inbox.noticed) {
+          const sleep = sleepUnlessWoken(Math.min(Math.max(untilExpiry, 5), delays.next().value), cancel);
+          wake = sleep.wake;
+          await sleep.done;
+          const handedMeanwhile = takeHanded();
+          if (handedMeanwhile) return handedMeanwhile;
+        }
+        again = false;
+        inbox.noticed = false;
+        const sentAt = monotonicNow();
+        const answer = await attempt();
+        if (typeof answer === 'string') return this.#grant(BigInt(answer), sentAt);
+        untilExpiry = -answer[0];
+        inbox.refused(sentAt, BigInt(answer[1]));
+      }
+    } finally {
+      listening.stop();
+    }
+  }
 
-function grant(
-  client: QueuedGrantClient,
-  req: QueuedGrantRequest,
-  steps: QueuedGrantSteps,
-  token: bigint,
-  sentAt: number,
-  rttMs?: number,
-): OwnedLock {
-  const { call, leftovers } = client;
-  return leasedLock({
-    key: req.name,
-    fencingToken: token,
-    ownerToken: req.ownerToken,
-    releaseOnBackend: async () => {
-      const release = () => call(`${steps.label} release`, () => steps.release());
-      await release().catch((error: unknown) => {
-        leftovers.add(req.ownerToken, release); // guarded by ownerToken: retried until Redis answers
-        throw error;
-      });
-    },
-    ttlMs: req.ttlMs,
-    driftRate: client.driftRate,
-    grantedSentAt: sentAt,
-    ...(rttMs === undefined ? {} : { grantedRttMs: rttMs }),
-    renew: () => call(`${steps.label} renew`, () => steps.renew()),
-  });
+  #adoptHanded(handed: HandedGrant, provisionalMs: number): OwnedLock {
+    const [client, req, steps] = [this.#client, this.#req, this.#steps];
+    return extendHanded(this.#grant(handed.token, handed.sentAt, handed.rttMs), handed, {
+      provisionalMs,
+      ttlMs: req.ttlMs,
+      driftRate: client.driftRate,
+      renew: () => client.call(`${steps.label} renew`, () => steps.renew()),
+    });
+  }
+
+  #grant(token: bigint, sentAt: number, rttMs?: number): OwnedLock {
+    const [client, req, steps] = [this.#client, this.#req, this.#steps];
+    const { call, leftovers } = client;
+    return leasedLock({
+      key: req.name,
+      fencingToken: token,
+      ownerToken: req.ownerToken,
+      releaseOnBackend: async () => {
+        const release = () => call(`${steps.label} release`, () => steps.release());
+        await release().catch((error: unknown) => {
+          leftovers.add(req.ownerToken, release); // guarded by ownerToken: retried until Redis answers
+          throw error;
+        });
+      },
+      ttlMs: req.ttlMs,
+      driftRate: client.driftRate,
+      grantedSentAt: sentAt,
+      ...(rttMs === undefined ? {} : { grantedRttMs: rttMs }),
+      renew: () => call(`${steps.label} renew`, () => steps.renew()),
+    });
+  }
 }

@@ -58,6 +58,11 @@ export interface LockRequest {
   wait: boolean;
   /** Backend-specific value to store with the grant instead of the owner record (election proposals). */
   payload?: string;
+  /**
+   * How long the name stays ungranted after this grant is lost (not released): stored with the
+   * grant. 0 (no delay) costs nothing extra. Only adapters that set `lockDelaySupported` see > 0.
+   */
+  lockDelayMs: number;
 }
 
 /** Options every built-in provider takes: defaults for its acquires, its deadlines and telemetry. */
@@ -114,6 +119,11 @@ export abstract class BaseLockProvider implements LockProvider {
    * (ZooKeeper): then forceRelease() and inspect() refuse such names as acquire() does.
    */
   protected readonly reservedNamesCollide: boolean = false;
+  /**
+   * Whether the adapter keeps lock-delay (LockRequest.lockDelayMs). A provider without it refuses
+   * a delay above 0 with NotImplementedError rather than grant without one.
+   */
+  protected readonly lockDelaySupported: boolean = false;
   protected readonly ttlMs: number;
   /** The provider's options gave ttlMs (rather than the built-in default). */
   readonly #ttlGiven: boolean;
@@ -452,6 +462,9 @@ export abstract class BaseLockProvider implements LockProvider {
       waitMs: this.waitMs,
       ttlGiven: this.#ttlGiven,
     });
+    if (options.lockDelayMs > 0 && !this.lockDelaySupported) {
+      throw new NotImplementedError(`lockDelayMs on the ${this.backend} provider`);
+    }
     this.assertOpen();
     const shouldWait = wait && options.waitMs > 0;
     const userSignal = options.signal;
@@ -482,6 +495,7 @@ export abstract class BaseLockProvider implements LockProvider {
               owner: options.owner,
               ownerToken,
               wait: shouldWait,
+              lockDelayMs: options.lockDelayMs,
               ...(payload === undefined ? {} : { payload }),
             },
             cancel,

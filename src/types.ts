@@ -21,6 +21,15 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /** Free text stored with the grant (host/pid), shown by inspect(). */
   owner?: string;
+  /**
+   * Lock-delay, as in Chubby and Consul (0..60 000 ms, default 0): when this grant is lost rather
+   * than released (its lease expired, its session was lost, an operator force-released it), the
+   * name is granted to nobody until this long after the loss, so that work the lost holder still
+   * has in flight drains first. A clean release frees the name at once. Counted by the backend's
+   * clock where it has one, from a moment after the loss (never shorter). Redlock, semaphores and
+   * read-write locks refuse a delay above 0 with NotImplementedError.
+   */
+  lockDelayMs?: number;
 }
 
 /**
@@ -62,6 +71,12 @@ export interface LockInfo {
   holder: HolderInfo | null;
   /** Requests queued for this key (not counting the holder). */
   waiters: number;
+  /**
+   * Set while a lock-delay runs (see AcquireOptions.lockDelayMs): a grant was lost, and nobody is
+   * granted the key before this time. Where the delay has not started on the backend yet (it starts
+   * when the next waiter notices the loss), the earliest time it can end: now + the delay.
+   */
+  delayedUntil?: Date;
 }
 
 /**

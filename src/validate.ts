@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError, NotImplementedError } from './errors.js';
 import type { AcquireOptions } from './types.js';
 
 /** Longest key in UTF-8 bytes: leaves room under etcd/ZooKeeper/Redis path limits for prefixes. */
@@ -9,6 +9,8 @@ export const MAX_OWNER_BYTES = 1024;
 export const MIN_TTL_MS = 50;
 /** Longest lease: 24 h. A longer TTL only delays recovery from a dead holder. */
 export const MAX_TTL_MS = 86_400_000;
+/** Longest lock-delay: a name kept from everybody longer than a minute after a loss is an outage. */
+export const MAX_LOCK_DELAY_MS = 60_000;
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
 const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
@@ -95,6 +97,27 @@ export function validateWaitMs(waitMs: unknown): number {
   return waitMs;
 }
 
+export function validateLockDelayMs(lockDelayMs: unknown): number {
+  if (lockDelayMs === undefined) return 0;
+  if (
+    typeof lockDelayMs !== 'number' ||
+    !Number.isFinite(lockDelayMs) ||
+    lockDelayMs < 0 ||
+    lockDelayMs > MAX_LOCK_DELAY_MS
+  ) {
+    throw new InvalidArgumentError(
+      'lockDelayMs',
+      `expected 0..${MAX_LOCK_DELAY_MS} ms, got ${String(lockDelayMs)}`,
+    );
+  }
+  return Math.ceil(lockDelayMs);
+}
+
+/** For grants that have no lock-delay (semaphore permits, read-write locks): a typed refusal, never ignored. */
+export function refuseLockDelay(options: { lockDelayMs: number }, what: string): void {
+  if (options.lockDelayMs > 0) throw new NotImplementedError(`lockDelayMs on ${what}`);
+}
+
 export function validateOwner(owner: unknown): string | undefined {
   if (owner === undefined) return undefined;
   if (typeof owner !== 'string')
@@ -118,9 +141,11 @@ export interface ValidAcquireOptions {
   waitMs: number;
   signal: AbortSignal | undefined;
   owner: string | undefined;
+  /** 0 = no lock-delay. */
+  lockDelayMs: number;
 }
 
-const KNOWN_OPTIONS = new Set(['ttlMs', 'waitMs', 'signal', 'owner']);
+const KNOWN_OPTIONS = new Set(['ttlMs', 'waitMs', 'signal', 'owner', 'lockDelayMs']);
 
 /** Checks options once for every backend; unknown names are refused so a typo is not silently ignored. */
 export function validateAcquireOptions(
@@ -135,6 +160,7 @@ export function validateAcquireOptions(
       ttlGiven: defaultTtlGiven,
       signal: undefined,
       owner: undefined,
+      lockDelayMs: 0,
     };
   if (typeof opts !== 'object' || opts === null)
     throw new InvalidArgumentError('options', 'expected an object');
@@ -147,5 +173,6 @@ export function validateAcquireOptions(
     waitMs: opts.waitMs === undefined ? defaults.waitMs : validateWaitMs(opts.waitMs),
     signal: validateSignal(opts.signal),
     owner: validateOwner(opts.owner),
+    lockDelayMs: validateLockDelayMs(opts.lockDelayMs),
   };
 }

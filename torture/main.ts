@@ -11,6 +11,7 @@ import type { WorkloadName } from './workloads/workload.js';
 const USAGE = `npm run torture -- --backend <name|all> [--workload <name,…|all>] [--seconds N] [--workers N]
   [--seed S] [--faults a,b] [--no-fencing] [--no-nemesis] [--unsafe VARIANT] [--json] [--lib DIR]
   [--min-grants N]  (the quiet tail lasts until every workload made N grants, at most 60 s more)
+  [--min-faults N]  (the faulted part lasts until N faults were injected, at most 60 s more)
 backends: memory, redis, postgres, etcd, zookeeper, redlock, all
 workloads: ${Object.keys(WORKLOADS).join(', ')}, all
 docs/torture.md describes the workloads, their rules, the faults and the controls.`;
@@ -33,6 +34,7 @@ function parseOptions() {
         faults: { type: 'string' },
         json: { type: 'boolean', default: false },
         'min-grants': { type: 'string' },
+        'min-faults': { type: 'string' },
         /** Drive another checkout's build (e.g. a worktree of an old commit) instead of this one's. */
         lib: { type: 'string' },
       },
@@ -77,6 +79,7 @@ for (const backend of backends) {
     seconds: Number(values.seconds),
     workers: Number(values.workers),
     ...(values['min-grants'] ? { minGrants: Number(values['min-grants']) } : {}),
+    ...(values['min-faults'] ? { minFaults: Number(values['min-faults']) } : {}),
     seed,
     workerScript: resolve(import.meta.dirname, 'worker-main.js'),
     fencing: !values['no-fencing'],

@@ -36,6 +36,11 @@ export interface TortureOptions {
    * (at most MIN_GRANTS_WAIT_MS longer): a busy machine makes a short run slow, not wrong.
    */
   minGrants?: number;
+  /**
+   * The faulted part lasts until the nemesis has injected this many faults (at most
+   * MIN_FAULTS_WAIT_MS longer): on a busy machine the first grant, and so the first fault, come late.
+   */
+  minFaults?: number;
   /** Where the history goes as JSONL (default: none). */
   historyDir?: string;
   log?: (line: string) => void;
@@ -122,6 +127,7 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
             stopping.signal,
           );
     await sleep(options.seconds * 1_000);
+    if (options.minFaults && options.nemesis !== false) await untilFaults(pool, options.minFaults);
     stopping.abort();
     await nemesis;
     // Quiet tail: every fault has healed; grants must resume within the bound.
@@ -169,6 +175,15 @@ async function untilGrants(
     if (performance.now() > giveUpAt) return; // the checker judges what there is
     await sleep(250);
   }
+}
+
+const MIN_FAULTS_WAIT_MS = 60_000;
+
+/** Waits until the history holds `count` faults, or MIN_FAULTS_WAIT_MS passed (the test judges). */
+async function untilFaults(pool: WorkerPool, count: number): Promise<void> {
+  const giveUpAt = performance.now() + MIN_FAULTS_WAIT_MS;
+  while (pool.history.filter((e) => e.type === 'fault').length < count && performance.now() < giveUpAt)
+    await sleep(250);
 }
 
 /**

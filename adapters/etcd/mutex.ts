@@ -2,6 +2,7 @@ import {
   CompareResult,
   CompareTarget,
   type Etcd3,
+  type IKeyValue,
   type IRangeRequest,
   type ITxnResponse,
   SortOrder,
@@ -28,6 +29,8 @@ export interface MutexCall {
   callTimeoutMs: number;
   /** Counts predecessor deletions this process was woken by (the herd check). */
   onWake: () => void;
+  /** A key the enqueue Txn reads too, in the same revision (a lock's lock-delay marker). */
+  alsoRead?: Buffer;
 }
 
 export interface Queued {
@@ -36,6 +39,8 @@ export interface Queued {
   revision: bigint;
   /** True when no key with a smaller create revision exists. */
   owner: boolean;
+  /** MutexCall.alsoRead as the enqueue Txn found it (undefined: absent), and that Txn's revision. */
+  alsoRead?: { kv: IKeyValue | undefined; revision: bigint };
 }
 
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
@@ -61,12 +66,17 @@ export interface EnqueueAttempt {
 export function sendEnqueue(call: MutexCall): EnqueueAttempt {
   const key = call.key;
   const head = { request_range: queueRange(call.prefix) };
+  const also = call.alsoRead ? [{ request_range: { key: call.alsoRead } }] : [];
   const options = callOptions(call.callTimeoutMs);
   const txn = call.client.kv.txn(
     {
       compare: [{ key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 }],
-      success: [{ request_put: { key, value: Buffer.from(call.value), lease: call.session.leaseId } }, head],
-      failure: [{ request_range: { key } }, head],
+      success: [
+        { request_put: { key, value: Buffer.from(call.value), lease: call.session.leaseId } },
+        head,
+        ...also,
+      ],
+      failure: [{ request_range: { key } }, head, ...also],
     },
     options,
   );
@@ -97,7 +107,10 @@ export async function enqueue(
   const revision = enqueuedRevision(res);
   if (revision === undefined) throw new BackendUnavailableError('etcd: could not create the lock key');
   const first = res.responses[1]?.response_range.kvs[0];
-  return { key, revision, owner: first !== undefined && BigInt(first.create_revision) === revision };
+  const owner = first !== undefined && BigInt(first.create_revision) === revision;
+  if (!call.alsoRead) return { key, revision, owner };
+  const alsoRead = { kv: res.responses[2]?.response_range.kvs[0], revision: BigInt(res.header.revision) };
+  return { key, revision, owner, alsoRead };
 }
 
 /** The create revision of our key after an answered enqueue Txn (put now, or adopted). */
@@ -209,7 +222,7 @@ function queueRange(prefix: string, before?: bigint): IRangeRequest {
  * retry its creation forever while etcd is unreachable. Rejects when signal aborts. The cancel is
  * not awaited: its round trip must not delay the grant.
  */
-async function afterDeletion<T>(
+export async function afterDeletion<T>(
   call: MutexCall,
   key: Buffer,
   fromRevision: bigint,

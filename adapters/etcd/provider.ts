@@ -25,6 +25,14 @@ import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { heldNamesRange, heldReadWriteNames } from './list.js';
+import {
+  clearLockDelay,
+  delayedUntil,
+  markerKey,
+  parseMarker,
+  releaseWithMarker,
+  startDelay,
+} from './lock-delay.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import { EtcdReadWriteAdapter, readWriteFolder } from './read-write.js';
 import { refusedOr, unexplainedConnectFailure } from './refusal.js';
@@ -65,6 +73,7 @@ export interface EtcdProviderOptions extends ProviderDefaults {
  */
 export class EtcdLockProvider extends BaseLockProvider {
   readonly backend = 'etcd' as const;
+  protected override readonly lockDelaySupported = true;
   readonly client: Etcd3;
   readonly namespace: string;
   /** host:port of each endpoint, for errors. */
@@ -112,20 +121,36 @@ export class EtcdLockProvider extends BaseLockProvider {
     this.assertOpen();
     const prefix = Buffer.from(namePrefix(this.namespace, key));
     let kvs: Array<{ value: Buffer; create_revision: string }>;
+    let until: Date | undefined;
     try {
-      ({ kvs } = await this.client.kv.range(
+      // The queue and the lock-delay marker in one read.
+      const res = await this.client.kv.txn(
         {
-          key: prefix,
-          range_end: prefixEnd(prefix),
-          sort_order: SortOrder.Ascend,
-          sort_target: SortTarget.Create,
+          compare: [],
+          success: [
+            {
+              request_range: {
+                key: prefix,
+                range_end: prefixEnd(prefix),
+                sort_order: SortOrder.Ascend,
+                sort_target: SortTarget.Create,
+              },
+            },
+            { request_range: { key: markerKey(this.namespace, key) } },
+          ],
+          failure: [],
         },
         { deadline: new Date(Date.now() + this.callTimeoutMs) },
-      ));
+      );
+      kvs = res.responses[0]?.response_range.kvs ?? [];
+      const marker = parseMarker(res.responses[1]?.response_range.kvs[0]);
+      const headRevision = kvs[0] === undefined ? undefined : BigInt(kvs[0].create_revision);
+      until = await delayedUntil(this.client, marker, headRevision, this.callTimeoutMs);
     } catch (error) {
       throw await this.#refused(unavailable('inspect failed', error));
     }
     const [head, ...waiters] = kvs;
+    if (until) return { key, holder: null, waiters: kvs.length, delayedUntil: until }; // the head waits too
     if (!head) return null;
     const stored = decodeHolder(head.value);
     return {
@@ -157,12 +182,18 @@ export class EtcdLockProvider extends BaseLockProvider {
       const [head] = kvs;
       if (!head) return null;
       const revision = expected ?? BigInt(head.create_revision);
-      const { succeeded } = await this.client
+      const marker = markerKey(this.namespace, key);
+      const { succeeded, responses } = await this.client
         .if(head.key, 'Create', '==', revision.toString())
-        .then(this.client.delete().key(head.key))
+        .then(this.client.delete().key(head.key), this.client.get(marker))
         .options(deadline())
         .commit();
       if (!succeeded) return null;
+      // The holder's lock-delay starts now (else the next head would start it).
+      const held = parseMarker(responses[1]?.response_range.kvs[0]);
+      if (held?.state === 'held' && held.revision === revision) {
+        await startDelay(this.client, marker, held, this.callTimeoutMs);
+      }
       const stored = decodeHolder(head.value);
       return { owner: stored.owner, since: stored.since, fencingToken: revision };
     } catch (error) {
@@ -254,6 +285,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       onWake: () => {
         this.wakeups += 1;
       },
+      alsoRead: markerKey(this.namespace, req.key),
     };
     let queued: Queued;
     // Subscribed before the Txn is sent: a delete of our key before the grant is seen too.
@@ -267,21 +299,35 @@ export class EtcdLockProvider extends BaseLockProvider {
       await this.#handOff(session.removeEnqueued(call.key, attempt), session, leave, signal);
       throw error;
     }
-    if (!queued.owner) {
-      if (!req.wait) {
-        deletion.stop();
-        await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
+    const giveBack = async () => {
+      deletion.stop();
+      // Timed out, aborted or cut off: take our queue entry back (closing: the lease's revoke
+      // deletes it with the rest, no need to wait).
+      await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
+    };
+    if (!queued.owner && !req.wait) {
+      await giveBack();
+      return null;
+    }
+    try {
+      if (!queued.owner) await waitForTurn(call, queued, signal);
+      // The marker the enqueue read is current only if we headed the queue then.
+      const seen = queued.owner ? queued.alsoRead : undefined;
+      const delay = { delayMs: req.lockDelayMs, wait: req.wait, signal };
+      if (
+        !(await clearLockDelay(
+          { ...call, alsoRead: markerKey(this.namespace, req.key) },
+          queued,
+          delay,
+          seen,
+        ))
+      ) {
+        await giveBack();
         return null;
       }
-      try {
-        await waitForTurn(call, queued, signal);
-      } catch (error) {
-        deletion.stop();
-        // Timed out, aborted or cut off: take our queue entry back (closing: the lease's revoke
-        // deletes it with the rest, no need to wait).
-        await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
-        throw error;
-      }
+    } catch (error) {
+      await giveBack();
+      throw error;
     }
     return this.#grant(req, session, queued, leave, deletion);
   }
@@ -327,6 +373,25 @@ export class EtcdLockProvider extends BaseLockProvider {
       trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
       releaseOnBackend: async () => {
+        // With a lock-delay: key and marker in one Txn (a clean release starts no delay). Unanswered,
+        // the session deletes the key alone, and the next holder waits out a delay it need not.
+        const marker = markerKey(this.namespace, req.key);
+        if (req.lockDelayMs > 0) {
+          const answered = await releaseWithMarker(
+            this.client,
+            key,
+            revision,
+            marker,
+            this.callTimeoutMs,
+          ).then(
+            () => true,
+            () => false,
+          );
+          if (answered) {
+            leave();
+            return;
+          }
+        }
         if (!(await this.#handOff(session.remove(key, revision), session, leave))) {
           throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
         }

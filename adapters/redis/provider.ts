@@ -71,6 +71,7 @@ const SHUTDOWN_MS = 800;
  */
 export class RedisLockProvider extends BaseLockProvider {
   readonly backend = 'redis' as const;
+  protected override readonly lockDelaySupported = true;
   readonly redis: Redis | Cluster;
   readonly prefix: string;
   /** Whether close() quits this.redis (false for a client passed in). */
@@ -130,11 +131,12 @@ export class RedisLockProvider extends BaseLockProvider {
   async inspect(key: string): Promise<LockInfo | null> {
     validateKey(key, 'key', { allowReserved: true }); // reads only: reaches no semaphore's nodes
     this.assertOpen();
-    const [pttl, token, owner, since, waiters] = await this.#call('inspect', () =>
+    const [pttl, token, owner, since, waiters, , delayLeftMs] = await this.#call('inspect', () =>
       this.#scripts.inspect(this.keys(key)),
     );
     const held = pttl > 0 && token !== null;
-    if (!held && waiters === 0) return null;
+    const delayed = delayLeftMs > 0;
+    if (!held && waiters === 0 && !delayed) return null;
     const holder = held
       ? {
           owner: owner === '' || owner === null ? undefined : owner,
@@ -143,7 +145,12 @@ export class RedisLockProvider extends BaseLockProvider {
           expiresAt: new Date(Date.now() + pttl),
         }
       : null;
-    return { key, holder, waiters };
+    return {
+      key,
+      holder,
+      waiters,
+      ...(delayed ? { delayedUntil: new Date(Date.now() + delayLeftMs) } : {}),
+    };
   }
 
   /**
@@ -208,6 +215,7 @@ export class RedisLockProvider extends BaseLockProvider {
       fair: this.fair,
       waiterTtlMs: this.#waiterTtlMs,
       channel: req.wait ? this.#notices.channel : '',
+      lockDelayMs: req.lockDelayMs,
     };
     // A retry of this request (same ownerToken) supersedes the clean-up of the failed try before it
     // until it fails: then the clean-up is owed again, also when this try sent nothing. A clean-up

@@ -6,8 +6,15 @@ import { InvalidArgumentError } from '../../src/errors.js';
  * Keys of one name share the hash tag {name}, so they live on one Redis Cluster slot.
  *
  * The keys of a name (see LockKeys) go in this order, each script taking the first ones it uses:
- * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending  KEYS[5] fence.
+ * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending  KEYS[5] fence, and the lock-delay
+ * marker after them (each script names where: `local DELAY = KEYS[n]`).
  * Times come from the server's TIME, never the client's clock.
+ *
+ * Lock-delay: a grant that asked for one writes the marker "ownerToken delayMs" with PX ttl + delay,
+ * and every renewal extends both together. A clean release deletes both. When the grant expires, the
+ * marker outlives it by the delay; a force-release sets the marker's PX to the delay. While a marker
+ * that is not the caller's exists, the name is busy: nobody is granted and nothing is handed over,
+ * and waiters poll until it expires (their refusal says how long it has left).
  */
 
 const NOW = `
@@ -15,22 +22,37 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `;
 
-/** ours(value, ownerToken): whether a lock value belongs to that grant. */
+/**
+ * ours(value, ownerToken): whether a lock value (or a lock-delay marker) belongs to that grant.
+ * delayed(ownerToken): whether another grant's lock-delay keeps the name (needs DELAY).
+ * keepDelay(ownerToken, ttl): extends our marker, if any, to ttl + its delay (needs DELAY).
+ */
 const OURS = `
 local function ours(value, id)
   return value and string.sub(value, 1, #id + 1) == id .. ' '
 end
+local function delayed(id)
+  local marker = redis.call('GET', DELAY)
+  return marker and not ours(marker, id)
+end
+local function keepDelay(id, ttl)
+  local marker = redis.call('GET', DELAY)
+  if ours(marker, id) then
+    redis.call('PEXPIRE', DELAY, tonumber(ttl) + tonumber(string.match(marker, ' (%d+)$')))
+  end
+end
 `;
 
 /**
- * grant(ownerToken, ttl, owner): a new token, and the lock key that says who holds it.
+ * grant(ownerToken, ttl, owner, delay): a new token, the lock key that says who holds it, and the
+ * grant's lock-delay marker when it asked for one.
  * A counter that INCR finds missing (a new name, or one Redis lost: restart without AOF, eviction)
  * starts at the server's TIME in microseconds, so tokens never go backwards after such a loss as
  * long as the server's clock does not and a name gets fewer than a million grants a second.
  * Numbers stay below 2^53, exact in Lua; '%.0f' prints them without an exponent.
  */
 const GRANT = `
-local function grant(id, ttl, owner)
+local function grant(id, ttl, owner, delay)
   local token = redis.call('INCR', KEYS[5])
   if token == 1 then
     local t = redis.call('TIME')
@@ -39,6 +61,9 @@ local function grant(id, ttl, owner)
   end
   token = string.format('%.0f', token)
   redis.call('SET', KEYS[1], id .. ' ' .. token .. ' ' .. now .. ' ' .. owner, 'PX', ttl)
+  if tonumber(delay) > 0 then
+    redis.call('SET', DELAY, id .. ' ' .. delay, 'PX', tonumber(ttl) + tonumber(delay))
+  end
   return token
 end
 `;
@@ -58,42 +83,50 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do unqueu
 `;
 
 /**
- * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair ('1'/'0')  6 waiter TTL ms
- * 7 the pub/sub channel that reaches this waiter ('' if none).
- * Returns the fencing token (string) when granted, else { −(ms until the current grant expires), at
- * most −1; the fence counter } (and, when waiting, our place is kept or refreshed). The counter
+ * KEYS[6] lock-delay marker. ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair
+ * ('1'/'0')  6 waiter TTL ms  7 the pub/sub channel that reaches this waiter ('' if none)
+ * 8 lock-delay ms.
+ * Returns the fencing token (string) when granted, else { −(ms until the current grant, or else the
+ * lock-delay, expires), at most −1; the fence counter } (and, when waiting, our place is kept or refreshed). The counter
  * lets a waiter tell a hand-over notice made after this refusal (higher token) from a stale one. A grant that already exists for
  * ownerToken (an earlier reply was lost, or a release handed the key to us) is returned with its
  * expiry pushed to ttlMs from now, so the caller may count its lease from this call. A free key
  * with nobody queued takes the short path.
  */
-export const ACQUIRE = `${OURS}
+export const ACQUIRE = `local DELAY = KEYS[6]
+${OURS}
 local me = ARGV[1]
 local held = redis.call('GET', KEYS[1])
 if ours(held, me) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  keepDelay(me, ARGV[2])
   return string.match(held, '^%S+ (%d+)')
 end
 ${NOW}
 ${GRANT}
-if not held and redis.call('EXISTS', KEYS[2]) == 0 then return grant(me, ARGV[2], ARGV[3]) end
+local busy = held or delayed(me)
+if not busy and redis.call('EXISTS', KEYS[2]) == 0 then return grant(me, ARGV[2], ARGV[3], ARGV[8]) end
 ${UNQUEUE}
 ${PRUNE}
 local first = redis.call('LINDEX', KEYS[2], 0)
-if not held and (ARGV[5] == '0' or first == false or first == me) then
+if not busy and (ARGV[5] == '0' or first == false or first == me) then
   unqueue(me)
-  return grant(me, ARGV[2], ARGV[3])
+  return grant(me, ARGV[2], ARGV[3], ARGV[8])
 end
 if ARGV[4] == '1' then
   local waiterTtl = tonumber(ARGV[6])
   if redis.call('ZADD', KEYS[3], now + waiterTtl, me) == 1 then
     redis.call('RPUSH', KEYS[2], me)
-    redis.call('HSET', KEYS[4], me, ARGV[2] .. ' ' .. #ARGV[7] .. ' ' .. ARGV[7] .. ' ' .. ARGV[3])
+    -- "ttl[:delay] channel-length channel owner": a delay only when asked for, as before it.
+    local spec = ARGV[2]
+    if tonumber(ARGV[8]) > 0 then spec = spec .. ':' .. ARGV[8] end
+    redis.call('HSET', KEYS[4], me, spec .. ' ' .. #ARGV[7] .. ' ' .. ARGV[7] .. ' ' .. ARGV[3])
   end
   -- The waiting keys vanish by themselves once nobody refreshes them.
   for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
 end
-return { -math.max(redis.call('PTTL', KEYS[1]), 1), redis.call('GET', KEYS[5]) or '0' }
+local busyMs = redis.call('PTTL', held and KEYS[1] or DELAY)
+return { -math.max(busyMs, 1), redis.call('GET', KEYS[5]) or '0' }
 `;
 
 /**
@@ -101,16 +134,18 @@ return { -math.max(redis.call('PTTL', KEYS[1]), 1), redis.call('GET', KEYS[5]) o
  * waiter's owner text, and its ttl but no longer than its place in the queue would have lived) and the notice "ownerToken token" on that waiter's channel tells it
  * so, which saves the waiter a round trip; otherwise the notice "ownerToken" invites it to try.
  * Nobody queued means nobody listens: every waiter queues before it waits, and one whose place
- * lapsed polls. Needs OURS and UNQUEUE defined before it.
+ * lapsed polls. While a lock-delay runs, nothing is handed over: the first waiter takes the key
+ * when its poll finds the marker gone. Needs OURS and UNQUEUE defined before it.
  */
 const HAND_OVER = `
 ${NOW}
 ${GRANT}
 ${PRUNE}
-local nextId = redis.call('LINDEX', KEYS[2], 0)
+local nextId = redis.call('EXISTS', DELAY) == 0 and redis.call('LINDEX', KEYS[2], 0)
 local spec = nextId and redis.call('HGET', KEYS[4], nextId)
 if spec then
-  local ttl, length, rest = string.match(spec, '^(%d+) (%d+) (.*)$')
+  local ttl, delay, length, rest = string.match(spec, '^(%d+):?(%d*) (%d+) (.*)$')
+  if delay == '' then delay = '0' end
   local channel = string.sub(rest, 1, tonumber(length))
   local owner = string.sub(rest, tonumber(length) + 2)
   local notice = nextId
@@ -120,20 +155,23 @@ if spec then
     local alive = tonumber(redis.call('ZSCORE', KEYS[3], nextId) or 0) - now
     if alive > 0 and alive < tonumber(ttl) then ttl = tostring(math.floor(alive)) end
     unqueue(nextId)
-    notice = nextId .. ' ' .. grant(nextId, ttl, owner)
+    notice = nextId .. ' ' .. grant(nextId, ttl, owner, delay)
   end
   if channel ~= '' then redis.call('PUBLISH', channel, notice) end
 end
 `;
 
 /**
- * ARGV: 1 ownerToken  2 fair ('1'/'0'). Compare-and-delete, then hand over to the next waiter.
+ * KEYS[6] lock-delay marker. ARGV: 1 ownerToken  2 fair ('1'/'0'). Compare-and-delete of the grant
+ * and its lock-delay marker (a clean release starts no delay), then hand over to the next waiter.
  * 1 = deleted, 0 = not ours.
  */
-export const RELEASE = `${OURS}
+export const RELEASE = `local DELAY = KEYS[6]
+${OURS}
 ${UNQUEUE}
 if not ours(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1])
+if ours(redis.call('GET', DELAY), ARGV[1]) then redis.call('DEL', DELAY) end
 if redis.call('EXISTS', KEYS[2]) == 1 then
 ${HAND_OVER}
 end
@@ -141,27 +179,32 @@ return 1
 `;
 
 /**
- * KEYS[1] lock  KEYS[2] revoked. ARGV: 1 ownerToken  2 ttlMs. Compare-and-PEXPIRE: 1 = extended,
- * 0 = not ours, -1 = not ours because an operator removed this grant (force-release's marker).
+ * KEYS[1] lock  KEYS[2] revoked  KEYS[3] lock-delay marker. ARGV: 1 ownerToken  2 ttlMs.
+ * Compare-and-PEXPIRE of the grant and its lock-delay marker (ttl + delay): 1 = extended, 0 = not
+ * ours, -1 = not ours because an operator removed this grant (force-release's marker).
  */
-export const RENEW = `${OURS}
+export const RENEW = `local DELAY = KEYS[3]
+${OURS}
 if not ours(redis.call('GET', KEYS[1]), ARGV[1]) then
   if redis.call('GET', KEYS[2]) == ARGV[1] then return -1 end
   return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+keepDelay(ARGV[1], ARGV[2])
 return 1
 `;
 
 /**
- * KEYS: lock queue waiters pending fence revoked. ARGV: 1 the holder's ownerToken ('' = whoever
+ * KEYS: lock queue waiters pending fence revoked lock-delay. ARGV: 1 the holder's ownerToken ('' = whoever
  * holds it)  2 fair  3 its fencing token ('' = any)  4 how long the marker outlives the lease (ms).
  * An operator's compare-and-delete: removes the grant only if it is that one, leaves the holder's
  * ownerToken in the revoked marker for as long as the holder may still renew (so its next renewal
- * learns why), and hands the key over as a release does. Returns { ownerToken, token, since, owner }
+ * learns why), starts the grant's lock-delay (its marker now expires after the delay), and hands the
+ * key over as a release does (not during the delay). Returns { ownerToken, token, since, owner }
  * of the removed grant, or nil.
  */
-export const FORCE_RELEASE = `${OURS}
+export const FORCE_RELEASE = `local DELAY = KEYS[7]
+${OURS}
 ${UNQUEUE}
 local held = redis.call('GET', KEYS[1])
 if not held then return false end
@@ -172,6 +215,8 @@ end
 local pttl = redis.call('PTTL', KEYS[1])
 redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[6], id, 'PX', math.max(pttl, 1) + tonumber(ARGV[4]))
+local marker = redis.call('GET', DELAY)
+if ours(marker, id) then redis.call('PEXPIRE', DELAY, string.match(marker, ' (%d+)$')) end
 if redis.call('EXISTS', KEYS[2]) == 1 then
 ${HAND_OVER}
 end
@@ -179,14 +224,19 @@ return { id, token, since, owner }
 `;
 
 /**
- * ARGV: 1 ownerToken  2 fair. Leaves the queue, and gives back a grant a release handed us in the
- * meantime; if the key is free then, hands it over to whoever is first now.
+ * KEYS[6] lock-delay marker. ARGV: 1 ownerToken  2 fair. Leaves the queue, and gives back a grant
+ * a release handed us in the meantime (with its marker: never used, so nothing to drain); if the
+ * key is free then, hands it over to whoever is first now.
  */
-export const LEAVE = `${OURS}
+export const LEAVE = `local DELAY = KEYS[6]
+${OURS}
 ${UNQUEUE}
 unqueue(ARGV[1])
 local held = redis.call('GET', KEYS[1])
-if ours(held, ARGV[1]) then redis.call('DEL', KEYS[1]) end
+if ours(held, ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  if ours(redis.call('GET', DELAY), ARGV[1]) then redis.call('DEL', DELAY) end
+end
 if (not held or ours(held, ARGV[1])) and redis.call('EXISTS', KEYS[2]) == 1 then
 ${HAND_OVER}
 end
@@ -194,17 +244,21 @@ return 1
 `;
 
 /**
- * Returns { pttl, token, owner, since, live waiters, holder's ownerToken } (nil fields when nobody
- * holds the key).
+ * KEYS[5] lock-delay marker. Returns { pttl, token, owner, since, live waiters, holder's ownerToken,
+ * ms left of a lost grant's lock-delay (-1: none) } (nil fields when nobody holds the key).
  */
-export const INSPECT = `${NOW}
+export const INSPECT = `local DELAY = KEYS[5]
+${NOW}
+${OURS}
 ${UNQUEUE}
 ${PRUNE}
 local held = redis.call('GET', KEYS[1])
 local id, token, since, owner
 if held then id, token, since, owner = string.match(held, '^(%S+) (%d+) (%d+) (.*)$') end
+local delayMs = -1
+if delayed(id or '') then delayMs = redis.call('PTTL', DELAY) end
 return { redis.call('PTTL', KEYS[1]), token or false, owner or false, since or false,
-  redis.call('ZCOUNT', KEYS[3], now, '+inf'), id or false }
+  redis.call('ZCOUNT', KEYS[3], now, '+inf'), id or false, delayMs }
 `;
 
 /**
@@ -232,6 +286,8 @@ export interface LockKeys {
   fence: string;
   /** The ownerToken of the last force-released grant, kept while its holder may still renew. */
   revoked: string;
+  /** "ownerToken delayMs" of a grant that asked for lock-delay: PX ttl + delay, see above. */
+  delay: string;
   /** The waiting ownerTokens, FIFO. */
   queue: string;
   /** ownerToken → expiry by the server's clock: waiters that stop refreshing drop out. */
@@ -259,6 +315,7 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     lock: `${tag}:lock`,
     fence: `${tag}:fence`,
     revoked: `${tag}:revoked`,
+    delay: `${tag}:delay`,
     queue: `${tag}:queue`,
     waiters: `${tag}:waiters`,
     pending: `${tag}:pending`,
@@ -274,6 +331,8 @@ export interface AcquireArgs {
   waiterTtlMs: number;
   /** Where a release tells this waiter that the key is its own ('' for none). */
   channel: string;
+  /** Lock-delay of the grant (ms); default 0, none. */
+  lockDelayMs?: number;
 }
 
 /** "Not yours": [−(ms until the current grant expires), the fence counter's value]. */
@@ -281,8 +340,16 @@ export type Refusal = [number, string];
 /** The token of our grant (string), or a refusal. */
 export type AcquireAnswer = string | Refusal;
 
-/** inspect's answer: [pttl, token, owner, since, live waiters, holder's ownerToken]. */
-export type InspectAnswer = [number, string | null, string | null, string | null, number, string | null];
+/** inspect's answer: [pttl, token, owner, since, live waiters, holder's ownerToken, delay left ms]. */
+export type InspectAnswer = [
+  number,
+  string | null,
+  string | null,
+  string | null,
+  number,
+  string | null,
+  number,
+];
 
 /** A grant an operator removed, as the lock key said. */
 export interface ForceReleased {
@@ -307,12 +374,12 @@ export class LockScripts {
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('fencekitAcquire', 5, ACQUIRE);
-    define('fencekitRelease', 5, RELEASE);
-    define('fencekitRenew', 2, RENEW);
-    define('fencekitForceRelease', 6, FORCE_RELEASE);
-    define('fencekitLeave', 5, LEAVE);
-    define('fencekitInspect', 4, INSPECT);
+    define('fencekitAcquire', 6, ACQUIRE);
+    define('fencekitRelease', 6, RELEASE);
+    define('fencekitRenew', 3, RENEW);
+    define('fencekitForceRelease', 7, FORCE_RELEASE);
+    define('fencekitLeave', 6, LEAVE);
+    define('fencekitInspect', 5, INSPECT);
     define('fencekitRaiseFence', 2, RAISE_FENCE);
     this.#commands = redis as unknown as Record<string, Call>;
   }
@@ -326,6 +393,7 @@ export class LockScripts {
       k.waiters,
       k.pending,
       k.fence,
+      k.delay,
       a.ownerToken,
       a.ttlMs,
       a.owner,
@@ -333,17 +401,18 @@ export class LockScripts {
       a.fair ? '1' : '0',
       a.waiterTtlMs,
       a.channel,
+      a.lockDelayMs ?? 0,
     ) as Promise<AcquireAnswer>;
   }
 
   /** true = deleted, false = not ours (any more). fair: hand the key to the first waiter. */
   async release(k: LockKeys, ownerToken: string, fair: boolean): Promise<boolean> {
-    return (await this.#run('fencekitRelease', ...this.#all(k), ownerToken, fair ? '1' : '0')) === 1;
+    return (await this.#run('fencekitRelease', ...this.#all(k), k.delay, ownerToken, fair ? '1' : '0')) === 1;
   }
 
   /** true = extended, false = not ours, 'revoked' = an operator removed this grant. */
   async renew(k: LockKeys, ownerToken: string, ttlMs: number): Promise<boolean | 'revoked'> {
-    const answer = await this.#run('fencekitRenew', k.lock, k.revoked, ownerToken, ttlMs);
+    const answer = await this.#run('fencekitRenew', k.lock, k.revoked, k.delay, ownerToken, ttlMs);
     return answer === -1 ? 'revoked' : answer === 1;
   }
 
@@ -357,6 +426,7 @@ export class LockScripts {
       'fencekitForceRelease',
       ...this.#all(k),
       k.revoked,
+      k.delay,
       guard.holder,
       fair ? '1' : '0',
       guard.token,
@@ -368,11 +438,18 @@ export class LockScripts {
   }
 
   async leave(k: LockKeys, ownerToken: string, fair: boolean): Promise<void> {
-    await this.#run('fencekitLeave', ...this.#all(k), ownerToken, fair ? '1' : '0');
+    await this.#run('fencekitLeave', ...this.#all(k), k.delay, ownerToken, fair ? '1' : '0');
   }
 
   inspect(k: LockKeys): Promise<InspectAnswer> {
-    return this.#run('fencekitInspect', k.lock, k.queue, k.waiters, k.pending) as Promise<InspectAnswer>;
+    return this.#run(
+      'fencekitInspect',
+      k.lock,
+      k.queue,
+      k.waiters,
+      k.pending,
+      k.delay,
+    ) as Promise<InspectAnswer>;
   }
 
   async raiseFence(k: LockKeys, token: bigint, ownerToken: string): Promise<void> {

@@ -1,12 +1,14 @@
 import { decodeHolder } from '../../src/holder-record.js';
 import type { HolderInfo } from '../../src/types.js';
 import { type ZkSession, zkCode } from './client.js';
-import { queueOrder, unavailable } from './mutex.js';
+import { type NodeKind, queueOrder, unavailable } from './mutex.js';
 
 /** Folders list() looks into at most: bounded however many names the tree holds. */
 const MAX_FOLDERS = 10_000;
 /** A semaphore's two folders, its mutex and its leases (Curator's InterProcessSemaphoreV2 layout). */
 const SEMAPHORE_FOLDERS: ReadonlySet<string> = new Set(['locks', 'leases']);
+/** The nodes whose queue has a holder whenever it has a node: a lock's, a read-write lock's. */
+const HELD_KINDS: readonly NodeKind[] = ['lock-', '__READ__', '__WRIT__'];
 /** A node of a lock, latch or semaphore queue (Curator's protected names), as opposed to a folder. */
 const QUEUE_NODE = /^_c_[0-9a-f-]{36}-/;
 
@@ -41,9 +43,9 @@ export async function removeHead(
 }
 
 /**
- * The names under `prefix` whose folder has a lock queue (its head holds the name): a walk of the
- * folders below `root` ('' = the tree's root), looking only into folders that can lead to a name
- * under prefix.
+ * The names under `prefix` whose folder has a lock or read-write lock queue (its head holds the
+ * name): a walk of the folders below `root` ('' = the tree's root), looking only into folders that
+ * can lead to a name under prefix.
  */
 export async function heldNamesWalk(session: ZkSession, root: string, prefix: string): Promise<string[]> {
   const names: string[] = [];
@@ -60,7 +62,7 @@ export async function heldNamesWalk(session: ZkSession, root: string, prefix: st
         if (zkCode(error) === 'NO_NODE') continue; // deleted while we walked
         throw error;
       }
-      if (folder.name !== '' && queueOrder(children, 'lock-').length > 0) names.push(folder.name);
+      if (folder.name !== '' && queueOrder(children, HELD_KINDS).length > 0) names.push(folder.name);
       for (const child of children) {
         if (QUEUE_NODE.test(child)) continue;
         // A semaphore's folders, not lock names: validateKey refuses them after a first segment.

@@ -281,7 +281,7 @@ export class ZkSession {
 }
 
 /** The host:port list of a connect string, without its chroot: what an AuthenticationError names. */
-function hostsOf(connectString: string): string {
+export function hostsOf(connectString: string): string {
   const slash = connectString.indexOf('/');
   return slash < 0 ? connectString : connectString.slice(0, slash);
 }

@@ -9,16 +9,25 @@ import type { WatchEvent } from './wire/watches.js';
 
 /**
  * Curator's protected names: `_c_<uuid>-lock-<seq>` for locks, `_c_<uuid>-latch-<seq>` for latches,
- * `_c_<uuid>-lease-<seq>` for semaphore leases (InterProcessSemaphoreV2).
+ * `_c_<uuid>-lease-<seq>` for semaphore leases (InterProcessSemaphoreV2), `_c_<uuid>-__READ__<seq>`
+ * and `_c_<uuid>-__WRIT__<seq>` for the reads and writes of a read-write lock
+ * (InterProcessReadWriteLock), which share one queue.
  */
-export type NodeKind = 'lock-' | 'latch-' | 'lease-';
-const NODE_NAME = /^_c_([0-9a-f-]{36})-(lock-|latch-|lease-)(-?\d+)$/;
+export type NodeKind = 'lock-' | 'latch-' | 'lease-' | '__READ__' | '__WRIT__';
+const NODE_NAME = /^_c_([0-9a-f-]{36})-(lock-|latch-|lease-|__READ__|__WRIT__)(-?\d+)$/;
 
 export interface ZkQueueCall {
   session: ZkSession;
   /** The name's folder, e.g. /fencekit/locks/orders%2F42. */
   parent: string;
   kind: NodeKind;
+  /** The kinds that queue with ours (default: ours alone); a read-write lock's reads and writes share one. */
+  queueKinds?: readonly NodeKind[];
+  /**
+   * The node ours waits for, ours being at `index` of the queue, or undefined when it is our turn.
+   * Default: the node just before ours (a mutex).
+   */
+  blockedBy?: (order: readonly ZkNode[], index: number) => ZkNode | undefined;
   data: Buffer;
   acl: readonly ACL[];
   onWake: () => void;
@@ -50,23 +59,32 @@ export interface ZkQueued {
 export interface ZkNode {
   name: string;
   seq: number;
+  kind: NodeKind;
 }
 
 /**
- * The queue order of a folder's nodes of one kind: exactly Curator's (LockInternals sorts by the
- * text after the kind, compared as a string), so that fencekit and Curator always agree on the head.
+ * The queue order of a folder's nodes of the given kind(s): exactly Curator's (LockInternals sorts by
+ * the text after the kind, compared as a string), so that fencekit and Curator always agree on the head.
  * The suffix is ZooKeeper's zero-padded signed 32-bit sequence (the folder's child-change counter):
  * after 2³¹ changes it wraps to "-…", which sorts before every older node. Neither side reorders at
  * the wrap; see docs/design.md for the limit.
  */
-export function queueOrder(children: string[], kind: NodeKind): ZkNode[] {
+export function queueOrder(children: string[], kinds: NodeKind | readonly NodeKind[]): ZkNode[] {
+  const wanted: readonly string[] = typeof kinds === 'string' ? [kinds] : kinds;
   const nodes: (ZkNode & { suffix: string })[] = [];
   for (const name of children) {
     const m = NODE_NAME.exec(name);
-    if (m && m[2] === kind) nodes.push({ name, seq: Number(m[3]), suffix: m[3] as string });
+    if (m && wanted.includes(m[2] as string)) {
+      nodes.push({ name, seq: Number(m[3]), kind: m[2] as NodeKind, suffix: m[3] as string });
+    }
   }
   nodes.sort((a, b) => (a.suffix < b.suffix ? -1 : a.suffix > b.suffix ? 1 : 0));
-  return nodes.map(({ name, seq }) => ({ name, seq }));
+  return nodes.map(({ name, seq, kind }) => ({ name, seq, kind }));
+}
+
+/** A mutex's rule: the node just before ours, none when ours is first. */
+function predecessor(order: readonly ZkNode[], index: number): ZkNode | undefined {
+  return order[index - 1];
 }
 
 /** Creates of one request's node: each after a lost answer that proved none was made, or a missing folder. */
@@ -216,10 +234,10 @@ export function removeFolderIfEmpty(session: ZkSession, parent: string): Promise
 }
 
 /**
- * Position check, as Curator's mutex: list the folder; first in order holds (after checking the
- * node belongs to our session); otherwise watch only the node just before ours and look again when
- * it goes. Returns the Stat of our node (its czxid is the fencing token), or null when `wait` is
- * false and someone is ahead.
+ * Position check, as Curator's mutex: list the folder; when nothing blocks ours (by `blockedBy`:
+ * for a mutex, when ours is first) it holds, after checking the node belongs to our session;
+ * otherwise watch only the node that blocks ours and look again when it goes. Returns the Stat of
+ * our node (its czxid is the fencing token), or null when `wait` is false and ours is blocked.
  */
 export async function waitForTurn(
   call: ZkQueueCall,
@@ -229,23 +247,26 @@ export async function waitForTurn(
   /** Armed as soon as we have to wait: tells a holder at once when its node is deleted. */
   watch?: OwnNodeWatch,
 ): Promise<Stat | null> {
+  const blockedBy = call.blockedBy ?? predecessor;
   let head = false;
   let woken = false;
   for (;;) {
     cancel.throwIfAborted();
     let index = 0;
-    let order: ZkNode[] = [];
+    let blocker: ZkNode | undefined;
     if (!head) {
       const told = woken ? call.speculate?.() : undefined;
+      let order: ZkNode[] = [];
       try {
-        order = queueOrder(await list(call, cancel), call.kind);
+        order = queueOrder(await list(call, cancel), call.queueKinds ?? call.kind);
       } finally {
         index = order.findIndex((n) => n.name === queued.name);
         told?.(index === 0);
       }
       if (index < 0) throw new BackendUnavailableError('zookeeper: our queue node is gone (session expired)');
+      blocker = blockedBy(order, index);
     }
-    if (index === 0) {
+    if (!blocker) {
       const stat = queued.stat ?? (await ownStat(call, queued, cancel));
       if (stat?.ephemeralOwner !== call.session.sessionId) {
         throw new BackendUnavailableError('zookeeper: our queue node belongs to another session');
@@ -253,11 +274,10 @@ export async function waitForTurn(
       return stat;
     }
     if (!wait) return null;
-    // Sent with the predecessor's watch (one write): no round trip of its own. A lock granted at
+    // Sent with the blocker's watch (one write): no round trip of its own. A lock granted at
     // once arms it after the grant instead (provider.ts).
     watch?.arm();
-    const predecessor = `${call.parent}/${(order[index - 1] as ZkNode).name}`;
-    const gone = await deletion(call, predecessor, cancel);
+    const gone = await deletion(call, `${call.parent}/${blocker.name}`, cancel);
     head = gone && index === 1 && call.headAfterPredecessor === true;
     woken = gone;
   }

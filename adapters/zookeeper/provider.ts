@@ -1,9 +1,9 @@
-import { withinGrace } from '../../src/cancel-grace.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { BackendUnavailableError, InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
-import { OwnedLock } from '../../src/ownership.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import { processSecrets } from '../../src/secret-mask.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { secretsIn } from '../../src/telemetry/redact.js';
@@ -11,23 +11,16 @@ import { type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesWalk, removeHead } from './admin.js';
-import { ZkSession, zkCode } from './client.js';
+import { hostsOf, ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
-import { removeOwned } from './entries.js';
 import { FolderMaker } from './folders.js';
-import {
-  protectedCreate,
-  queueOrder,
-  removeFolderIfEmpty,
-  unavailable,
-  waitForTurn,
-  type ZkQueueCall,
-  type ZkQueued,
-} from './mutex.js';
-import { OwnNodeWatch } from './node-watch.js';
+import { queueOrder, removeFolderIfEmpty, unavailable } from './mutex.js';
+import { ZkReadWriteAdapter } from './read-write.js';
+import { refusedOr } from './refusal.js';
 import { zkSemaphore } from './semaphore.js';
+import { holdTurn, takeTurn } from './turn.js';
 import { isFrameLimit, MAX_FRAME_LIMIT, MIN_FRAME_LIMIT } from './wire/frames.js';
-import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, type Stat } from './wire/ops.js';
+import { type ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE } from './wire/ops.js';
 import { Transaction } from './wire/transaction.js';
 
 /** Options of `new ZooKeeperLockProvider(options)`, and the ZooKeeper options `connect()` passes on. */
@@ -188,6 +181,14 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   async inspect(key: string): Promise<LockInfo | null> {
     validateKey(key);
     this.assertOpen();
+    try {
+      return await this.#inspect(key);
+    } catch (error) {
+      throw this.#refused(error);
+    }
+  }
+
+  async #inspect(key: string): Promise<LockInfo | null> {
     const session = await this.#currentSession();
     const parent = this.folder(key);
     let children: string[];
@@ -215,71 +216,58 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
 
   /** Deletes the holder's node (see admin.ts): its own-node watch tells it 'revoked'. */
   protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
-    return removeHead(await this.#currentSession(), this.folder(key), expected);
+    return removeHead(await this.#currentSession(), this.folder(key), expected).catch((error: unknown) => {
+      throw this.#refused(error);
+    });
   }
 
-  /** The folders under root with a lock queue (names nest as folders). */
+  /** The folders under root with a lock or read-write lock queue (names nest as folders). */
   protected async heldNames(prefix: string): Promise<string[]> {
-    return heldNamesWalk(await this.#currentSession(), this.root, prefix);
+    return heldNamesWalk(await this.#currentSession(), this.root, prefix).catch((error: unknown) => {
+      throw this.#refused(error);
+    });
+  }
+
+  /** The error as callers see it: AUTH_FAILED where a node's ACL refused us (refusal.ts). */
+  #refused(error: unknown): unknown {
+    return refusedOr(error, hostsOf(this.#options.connectString));
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    const session = await this.#currentSession(cancel);
-    const call: ZkQueueCall = {
-      session,
-      parent: this.folder(req.key),
-      // A payload is an election proposal: campaigns queue as Curator's LeaderLatch nodes.
-      kind: req.payload === undefined ? 'lock-' : 'latch-',
-      data: Buffer.from(req.payload ?? encodeHolder(req.owner)),
-      acl: this.#acl,
-      folders: this.#folders,
-      onWake: () => {
-        this.wakeups += 1;
-      },
-    };
-    const queued = await protectedCreate(call, cancel);
-    const watch = new OwnNodeWatch(session, queued.path);
-    let stat: Stat | null;
     try {
-      stat = await waitForTurn(call, queued, req.wait, cancel, watch);
+      return await this.#request(req, cancel);
     } catch (error) {
-      // Timed out, aborted or cut off: take the node back (the session retries it until confirmed,
-      // or its end removes the node). A cancelled caller waits for that only CANCEL_GRACE_MS.
-      const removing = removeOwned(session, queued.path).catch(() => undefined);
-      await (cancel.aborted ? withinGrace(removing) : removing);
-      throw error;
+      // A refusal of who we are is not an outage: the base does not retry it for waitMs.
+      throw this.#refused(error);
     }
-    if (!stat) {
-      await removeOwned(session, queued.path);
-      return null;
-    }
-    return this.#grant(req, session, call.parent, queued, stat.czxid, watch);
   }
 
-  #grant(
-    req: LockRequest,
-    session: ZkSession,
-    parent: string,
-    queued: ZkQueued,
-    token: bigint,
-    watch: OwnNodeWatch,
-  ): OwnedLock {
-    const { path } = queued;
-    const lock = new OwnedLock({
-      key: req.key,
-      fencingToken: token,
-      ownerToken: req.ownerToken,
-      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      releaseOnBackend: async () => {
-        if (!session.alive) return; // the session's end removed the node
-        await removeOwned(session, path); // if it fails, the session retries until confirmed
-        this.#removeFolderLater(session, parent);
+  async #request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const session = await this.#currentSession(cancel);
+    const parent = this.folder(req.key);
+    const turn = await takeTurn(
+      {
+        session,
+        parent,
+        // A payload is an election proposal: campaigns queue as Curator's LeaderLatch nodes.
+        kind: req.payload === undefined ? 'lock-' : 'latch-',
+        data: Buffer.from(req.payload ?? encodeHolder(req.owner)),
+        acl: this.#acl,
+        folders: this.#folders,
+        onWake: () => {
+          this.wakeups += 1;
+        },
       },
+      req.wait,
+      cancel,
+    );
+    if (!turn) return null;
+    const lock = holdTurn(session, turn, {
+      key: req.key,
+      ownerToken: req.ownerToken,
+      released: () => this.#removeFolderLater(session, parent),
     });
-    this.#nodes.set(lock, { session, path });
-    lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
-    lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
-    watch.armSoon();
+    this.#nodes.set(lock, { session, path: turn.queued.path });
     return lock;
   }
 
@@ -315,8 +303,28 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         else this.semaphoreHandoffs += 1;
       },
       removeFolderLater: (session, parent) => this.#removeFolderLater(session, parent),
+      refused: (error) => this.#refused(error),
     });
   }
+
+  /** Readers share, a writer excludes, as Curator's InterProcessReadWriteLock on the name's folder (read-write.ts). */
+  protected override readWriteAdapter(name: string): ReadWriteAdapter {
+    return new ZkReadWriteAdapter(name, {
+      session: (cancel) => this.#currentSession(cancel),
+      folder: (key) => this.folder(key),
+      acl: this.#acl,
+      folders: this.#folders,
+      reachable: () => this.backendReachable(),
+      woken: () => {
+        this.readWriteWakeups += 1;
+      },
+      removeFolderLater: (session, parent) => this.#removeFolderLater(session, parent),
+      refused: (error) => this.#refused(error),
+    });
+  }
+
+  /** Read-write lock waiters woken by the deletion of the node they watched. */
+  readWriteWakeups = 0;
 
   /** Semaphore waiters woken by a lease change (at most one per permit), and by the mutex handed on. */
   semaphoreWakeups = 0;

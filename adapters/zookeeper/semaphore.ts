@@ -42,6 +42,8 @@ export interface ZkSemaphoreClient {
   woken(kind: 'release' | 'handoff'): void;
   /** Deletes the folder if it is still empty after the provider's folderLingerMs. */
   removeFolderLater(session: ZkSession, parent: string): void;
+  /** The error as the caller sees it: AUTH_FAILED where a node's ACL refused us. */
+  refused(error: unknown): unknown;
 }
 
 /**
@@ -92,6 +94,14 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
   }
 
   async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+    try {
+      return await this.#inspect(signal);
+    } catch (error) {
+      throw this.#c.refused(error);
+    }
+  }
+
+  async #inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
     const session = await this.#c.session(signal);
     const { client } = session;
     const children = async (path: string) =>
@@ -139,6 +149,15 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
   }
 
   async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    try {
+      return await this.#request(req, cancel);
+    } catch (error) {
+      // A refusal of who we are is not an outage: the loop does not retry it for waitMs.
+      throw this.#c.refused(error);
+    }
+  }
+
+  async #request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const session = await this.#c.session(cancel);
     const mutex: ZkQueueCall = {
       session,

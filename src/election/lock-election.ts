@@ -36,6 +36,7 @@ export class LockElection implements Election {
       ...(this.options.ttlMs === undefined ? {} : { ttlMs: this.options.ttlMs }),
       ...(opts.waitMs === undefined ? {} : { waitMs: opts.waitMs }),
       ...(opts.signal === undefined ? {} : { signal: opts.signal }),
+      ...(opts.lockDelayMs === undefined ? {} : { lockDelayMs: opts.lockDelayMs }),
     })) as OwnedLock;
     return leadershipOf(this.name, lock, async () => {
       throw new NotImplementedError(

@@ -14,6 +14,12 @@ export interface CampaignOptions {
   waitMs?: number;
   /** Cancels the campaign with AbortError; the candidacy is withdrawn. */
   signal?: AbortSignal;
+  /**
+   * Lock-delay of the term (see AcquireOptions.lockDelayMs): after a leader's term is lost rather
+   * than resigned, nobody leads until this long after the loss. Where the election is not a lock
+   * that keeps it, the campaign is refused with NotImplementedError.
+   */
+  lockDelayMs?: number;
 }
 
 /** One term as leader. */

@@ -36,6 +36,7 @@ export interface MemoryProviderOptions extends ProviderDefaults {
  */
 export class MemoryLockProvider extends BaseLockProvider {
   readonly backend = 'memory' as const;
+  protected override readonly lockDelaySupported = true;
   readonly server: MemoryLockServer;
   readonly #clientId: number;
 

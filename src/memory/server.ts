@@ -10,6 +10,8 @@ export interface MemoryLease {
   readonly owner: string | undefined;
   readonly fencingToken: bigint;
   readonly ttlMs: number;
+  /** Lock-delay this grant asked for: how long its loss keeps the key from everybody. */
+  readonly lockDelayMs: number;
   readonly since: Date;
   /** Monotonic time of the grant: the lease runs from here. */
   readonly grantedAt: number;
@@ -22,12 +24,15 @@ interface Waiter {
   readonly ownerToken: string;
   readonly owner: string | undefined;
   readonly ttlMs: number;
+  readonly lockDelayMs: number;
   readonly granted: (lease: MemoryLease) => void;
 }
 
 interface KeyState {
   holder: MemoryLease | null;
   readonly queue: Waiter[];
+  /** A lost grant's lock-delay runs: nobody is granted the key before it ends. */
+  delay: { until: Date; timer: NodeJS.Timeout } | null;
 }
 
 export interface MemoryRequest {
@@ -36,6 +41,7 @@ export interface MemoryRequest {
   ownerToken: string;
   owner: string | undefined;
   ttlMs: number;
+  lockDelayMs: number;
 }
 
 /**
@@ -66,7 +72,10 @@ export class MemoryLockServer {
   tryGrant(req: MemoryRequest): MemoryLease | null {
     this.#reachable(req.clientId);
     const state = this.#state(req.key);
-    if (state.holder !== null || state.queue.length > 0) return null;
+    if (state.holder !== null || state.queue.length > 0 || state.delay !== null) {
+      this.#forgetIfIdle(req.key, state);
+      return null;
+    }
     return this.#grant(req.key, state, req);
   }
 
@@ -106,7 +115,7 @@ export class MemoryLockServer {
     this.#reachable(clientId);
     const state = this.#keys.get(key);
     if (!state?.holder || state.holder.ownerToken !== ownerToken) return false;
-    this.#endLease(key, state);
+    this.#endLease(key, state, 'released');
     return true;
   }
 
@@ -120,7 +129,7 @@ export class MemoryLockServer {
     const lease = state?.holder;
     if (!state || !lease || (expected !== undefined && lease.fencingToken !== expected)) return null;
     this.#revocationWatches.get(lease.ownerToken)?.();
-    this.#endLease(key, state);
+    this.#endLease(key, state, 'lost');
     return {
       owner: lease.owner,
       fencingToken: lease.fencingToken,
@@ -152,7 +161,12 @@ export class MemoryLockServer {
       since: state.holder.since,
       expiresAt: new Date(state.holder.expiresAt),
     };
-    return { key, holder, waiters: state.queue.length };
+    return {
+      key,
+      holder,
+      waiters: state.queue.length,
+      ...(state.delay ? { delayedUntil: state.delay.until } : {}),
+    };
   }
 
   /** Fault injection: the client's process died. Its waiters leave; its leases run out unrenewed. */
@@ -179,7 +193,7 @@ export class MemoryLockServer {
   #state(key: string): KeyState {
     let state = this.#keys.get(key);
     if (!state) {
-      state = { holder: null, queue: [] };
+      state = { holder: null, queue: [], delay: null };
       this.#keys.set(key, state);
     }
     return state;
@@ -194,6 +208,7 @@ export class MemoryLockServer {
       owner: req.owner,
       fencingToken: this.#lastToken,
       ttlMs: req.ttlMs,
+      lockDelayMs: req.lockDelayMs,
       since: new Date(),
       grantedAt: monotonicNow(),
       expiresAt: Date.now() + req.ttlMs,
@@ -207,15 +222,48 @@ export class MemoryLockServer {
   #expiryTimer(lease: MemoryLease): NodeJS.Timeout {
     const timer = setTimeout(() => {
       const state = this.#keys.get(lease.key);
-      if (state?.holder === lease) this.#endLease(lease.key, state);
+      if (state?.holder === lease) this.#endLease(lease.key, state, 'lost');
     }, lease.ttlMs);
     return timer;
   }
 
-  /** Ends the current lease and hands the key to the first waiter only: no herd. */
-  #endLease(key: string, state: KeyState): void {
-    if (state.holder) clearTimeout(state.holder.timer);
+  /**
+   * Ends the current lease and hands the key to the first waiter only: no herd. A lease that is
+   * lost (expired, force-released) rather than released starts its lock-delay first: the hand-over
+   * waits for it.
+   */
+  #endLease(key: string, state: KeyState, how: 'released' | 'lost'): void {
+    const ended = state.holder;
+    if (ended) clearTimeout(ended.timer);
     state.holder = null;
+    if (how === 'lost' && ended && ended.lockDelayMs > 0) {
+      state.delay = {
+        until: new Date(Date.now() + ended.lockDelayMs),
+        timer: this.#delayTimer(key, state, monotonicNow() + ended.lockDelayMs),
+      };
+      return;
+    }
+    this.#handOver(key, state);
+  }
+
+  /** Ends the delay at `endsAt` (monotonic): a timer that fires early (ms granularity) is set again. */
+  #delayTimer(key: string, state: KeyState, endsAt: number): NodeJS.Timeout {
+    const timer = setTimeout(
+      () => {
+        if (!state.delay) return;
+        if (monotonicNow() < endsAt) {
+          state.delay.timer = this.#delayTimer(key, state, endsAt);
+          return;
+        }
+        state.delay = null;
+        this.#handOver(key, state);
+      },
+      Math.max(1, Math.ceil(endsAt - monotonicNow())),
+    );
+    return timer; // ref'd: a waiter's process stays up for the delay (at most a minute)
+  }
+
+  #handOver(key: string, state: KeyState): void {
     const next = state.queue.shift();
     if (next) {
       const lease = this.#grant(key, state, next);
@@ -226,6 +274,6 @@ export class MemoryLockServer {
   }
 
   #forgetIfIdle(key: string, state: KeyState): void {
-    if (state.holder === null && state.queue.length === 0) this.#keys.delete(key);
+    if (state.holder === null && state.queue.length === 0 && state.delay === null) this.#keys.delete(key);
   }
 }

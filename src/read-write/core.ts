@@ -3,7 +3,7 @@ import { type GrantContext, HeldGrants, noteReached, obtainGrant } from '../gran
 import type { OwnedLock } from '../ownership.js';
 import { withDeadline } from '../semaphore/deadline.js';
 import type { AcquireOptions, Lock } from '../types.js';
-import { validateAcquireOptions, validateKey } from '../validate.js';
+import { refuseLockDelay, validateAcquireOptions, validateKey } from '../validate.js';
 import { ContinuedGrant } from './continuation.js';
 import type { ReadOptions, ReadWriteInfo, ReadWriteLock } from './types.js';
 
@@ -135,6 +135,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
     wait: boolean,
   ): Promise<Lock | null> {
     const options = validateAcquireOptions(opts, this.#ctx);
+    refuseLockDelay(options, 'read-write locks');
     this.#assertOpen();
     const request: ReadWriteRequest = {
       name: this.name,
@@ -172,6 +173,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
   /** A read that continues a write grant we hold: granted at once, nothing asked of the backend. */
   async #downgrade(write: Lock, opts: AcquireOptions): Promise<Lock> {
     const options = validateAcquireOptions(opts, this.#ctx);
+    refuseLockDelay(options, 'read-write locks');
     this.#assertOpen();
     const origin = writes.get(write);
     if (!origin || origin.name !== this.name || origin.closeSignal !== this.#ctx.closeSignal) {

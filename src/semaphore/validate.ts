@@ -1,5 +1,10 @@
 import { InvalidArgumentError } from '../errors.js';
-import { type ValidAcquireOptions, validateAcquireOptions, validateKey } from '../validate.js';
+import {
+  refuseLockDelay,
+  type ValidAcquireOptions,
+  validateAcquireOptions,
+  validateKey,
+} from '../validate.js';
 import type { PermitOptions, SemaphoreOptions } from './types.js';
 
 /** Most permits one name may have: a slot table or a ZSET of this size is still cheap to scan. */
@@ -43,5 +48,7 @@ export function validatePermitOptions(
       `expected an integer 1..${limit} (the limit), got ${String(permits)}`,
     );
   }
-  return { ...validateAcquireOptions(opts === undefined ? undefined : rest, defaults), permits };
+  const options = validateAcquireOptions(opts === undefined ? undefined : rest, defaults);
+  refuseLockDelay(options, 'semaphore permits');
+  return { ...options, permits };
 }

@@ -13,6 +13,7 @@ import {
   uniqueKey,
   waitersReach,
 } from './helpers.js';
+import { describeLockDelay } from './lock-delay-conformance.js';
 import type { ConformanceTarget, TestApi } from './target.js';
 
 const INVALID_KEYS: Array<[string, unknown]> = [
@@ -426,6 +427,7 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
     });
 
     describeAdministration(target, t, open);
+    describeLockDelay(target, t, open);
 
     const faults = target.faults;
     t.describe('failures', () => {

@@ -165,6 +165,11 @@ describe('ZooKeeper over mutual TLS with digest credentials', () => {
       expect(error.message).toMatch(new RegExp(`^zookeeper at 127\\.0\\.0\\.1:\\d+: .*${why.source}`));
       expect(ms).toBeLessThan(30_000);
       expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
+      // A read-write lock meets the same refusal, also at once.
+      const rw = provider.readWriteLock?.(uniqueKey('refused-rw'));
+      const read = await failure(async () => rw?.acquireRead({ waitMs: 60_000 }));
+      expect(read.error.code, read.error.message).toBe('AUTH_FAILED');
+      expect(read.ms).toBeLessThan(30_000);
     } finally {
       await provider.close();
     }

@@ -166,6 +166,57 @@ describe('ZooKeeper adapter on a real server', () => {
     await lock.release();
   });
 
+  it('creator-only ACL: another identity cannot delete a read-write lock node', async () => {
+    const provider = open({ digest: 'alice:secret', creatorOnlyAcl: true });
+    const rw = provider.readWriteLock(uniqueKey('rw-acl'));
+    const write = await rw.acquireWrite();
+    const alice = await rawClient(connectString, 'alice:secret');
+    const [node] = await children(alice, provider.folder(rw.name));
+    alice.close();
+    expect(node).toMatch(/-__WRIT__\d+$/);
+    await expect(children(raw, provider.folder(rw.name))).rejects.toMatchObject({ name: 'NO_AUTH' });
+    const mallory = await rawClient(connectString, 'mallory:guess');
+    try {
+      const error = await new Promise<zookeeper.Exception | null>((ok) =>
+        mallory.remove(`${provider.folder(rw.name)}/${node}`, -1, (e) => ok(e as zookeeper.Exception | null)),
+      );
+      expect(error?.getName()).toBe('NO_AUTH');
+      expect(write.held).toBe(true);
+    } finally {
+      mallory.close();
+    }
+    await write.release();
+  });
+
+  it("creator-only ACL: another identity's acquire, inspect, read-write lock and semaphore are AUTH_FAILED at once, not retried", async () => {
+    const alice = open({ digest: 'alice:secret', creatorOnlyAcl: true });
+    const mallory = open({ digest: 'mallory:guess', creatorOnlyAcl: true });
+    const key = uniqueKey('acl-refused');
+    const lock = await alice.acquire(key);
+    const rw = await alice.readWriteLock(uniqueKey('acl-refused-rw')).acquireWrite();
+    const sem = await alice.semaphore(uniqueKey('acl-refused-sem'), { limit: 1 }).acquire();
+    try {
+      const uses: Record<string, () => Promise<unknown>> = {
+        acquire: () => mallory.acquire(key, { waitMs: 60_000 }),
+        inspect: () => mallory.inspect(key),
+        'read-write': () => mallory.readWriteLock(rw.key).acquireRead({ waitMs: 60_000 }),
+        semaphore: () => mallory.semaphore(sem.key, { limit: 1 }).acquire({ waitMs: 60_000 }),
+      };
+      for (const [what, use] of Object.entries(uses)) {
+        const started = performance.now();
+        const error = await use().then(
+          () => undefined,
+          (e: unknown) => e as { code?: string; message?: string },
+        );
+        expect(error?.code, `${what}: ${error?.message}`).toBe('AUTH_FAILED');
+        expect(error?.message).toMatch(/^zookeeper at 127\.0\.0\.1:\d+: a node's ACL refuses/);
+        expect(performance.now() - started, what).toBeLessThan(30_000);
+      }
+    } finally {
+      await Promise.all([lock.release(), rw.release(), sem.release()]);
+    }
+  });
+
   it('guardedMulti commits only while the lock is held', async () => {
     const [host = '', port = ''] = connectString.split(':');
     const proxy = await FaultProxy.start({ host, port: Number(port) });

@@ -206,6 +206,35 @@ describe('the fencekit command', () => {
     expect(both.code).toBe(64);
   });
 
+  it('etcd: inspect --read-write shows the readers, then the writer, with their tokens', async () => {
+    const key = name('rw-inspect');
+    const file = log();
+    const holdAndShow = async (mode: 'read' | 'write', tag: string) => {
+      const holder = cli.start([
+        'lock',
+        `--${mode}`,
+        key,
+        '--url',
+        etcdUrl,
+        '--',
+        ...loggingCommand(file, tag, 60_000, 'none'),
+      ]);
+      await until(`${tag} runs`, () => logLines(file).some((l) => l.startsWith(`start ${tag}`)));
+      const shown = await cli.run(['inspect', '--read-write', key, '--url', etcdUrl, '--json']);
+      expect(shown.code, shown.stderr).toBe(0);
+      const token = logLines(file)
+        .find((l) => l.startsWith(`start ${tag}`))
+        ?.split(' ')[2];
+      expect(JSON.parse(shown.stdout)).toMatchObject([{ name: key, mode, token, waiters: 0 }]);
+      holder.child.kill('SIGTERM');
+      await holder.exited();
+    };
+    await holdAndShow('read', 'R');
+    await holdAndShow('write', 'W');
+    const table = await cli.run(['inspect', '--read-write', key, '--url', etcdUrl]);
+    expect(table.stdout).toMatch(/^NAME\s+MODE\s+HOLDER/);
+  });
+
   describe('a lost lock stops the command', () => {
     it('the key deleted on Redis: the command gets SIGKILL (exit 137)', async () => {
       const key = name('lost');

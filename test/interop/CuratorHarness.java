@@ -8,18 +8,22 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 /**
- * Drives Apache Curator's InterProcessMutex and InterProcessSemaphoreV2 for fencekit's interop
- * tests. One command per stdin line, "<id> <verb> <args…>", each run on its own thread; one reply
- * per command on stdout, "<id> <result>":
- *   <id> mutex <handle> <path>             → ok
- *   <id> semaphore <handle> <path> <limit> → ok
- *   <id> acquire <handle> <timeoutMs>      → granted | timeout   (a semaphore handle holds one lease)
- *   <id> release <handle>                  → released
+ * Drives Apache Curator's InterProcessMutex, InterProcessReadWriteLock and InterProcessSemaphoreV2
+ * for fencekit's interop tests. One command per stdin line, "<id> <verb> <handle> <args…>"; one
+ * reply per command on stdout, "<id> <result>":
+ *   <id> mutex <handle> <path>                → ok
+ *   <id> rwlock <handle> <path> <read|write>  → ok   (the read or the write lock of its own InterProcessReadWriteLock)
+ *   <id> semaphore <handle> <path> <limit>    → ok
+ *   <id> acquire <handle> <timeoutMs>         → granted | timeout   (a semaphore handle holds one lease)
+ *   <id> release <handle>                     → released
+ * Each handle's commands run in order on a thread of its own: Curator's locks must be released by
+ * the thread that acquired them. Handles run in parallel.
  */
 public final class CuratorHarness {
   private static final Map<String, InterProcessMutex> mutexes = new ConcurrentHashMap<>();
@@ -30,14 +34,16 @@ public final class CuratorHarness {
     CuratorFramework client = CuratorFrameworkFactory.newClient(args[0], 4000, 4000, new ExponentialBackoffRetry(100, 3));
     client.start();
     client.blockUntilConnected(20, TimeUnit.SECONDS);
-    ExecutorService pool = Executors.newCachedThreadPool();
+    Map<String, ExecutorService> lanes = new ConcurrentHashMap<>();
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
     String line;
     while ((line = in.readLine()) != null && !line.equals("quit")) {
       final String[] words = line.trim().split(" ");
-      pool.submit(() -> reply(words[0], run(client, words)));
+      String handle = words.length > 2 ? words[2] : "";
+      lanes.computeIfAbsent(handle, h -> Executors.newSingleThreadExecutor())
+          .submit(() -> reply(words[0], run(client, words)));
     }
-    pool.shutdownNow();
+    for (ExecutorService lane : lanes.values()) lane.shutdownNow();
     client.close();
   }
 
@@ -52,6 +58,11 @@ public final class CuratorHarness {
         case "mutex":
           mutexes.put(w[2], new InterProcessMutex(client, w[3]));
           return "ok";
+        case "rwlock": {
+          InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, w[3]);
+          mutexes.put(w[2], w[4].equals("read") ? rw.readLock() : rw.writeLock());
+          return "ok";
+        }
         case "semaphore":
           semaphores.put(w[2], new InterProcessSemaphoreV2(client, w[3], Integer.parseInt(w[4])));
           return "ok";

@@ -178,11 +178,14 @@ describe('telemetry on Redlock', () => {
 
   it('counts a grant, its renewals and its release', async () => {
     await expectGrantAndRelease(provider, 'redlock', collect);
-    const lock = await provider.acquire(uniqueKey('telemetry-renew'), { ttlMs: 300 });
+    // A lease long enough that a slow machine still renews it in time (a 300 ms one was lost
+    // before its first renewal under load), and a patient wait for that renewal.
+    const lock = await provider.acquire(uniqueKey('telemetry-renew'), { ttlMs: 3_000 });
     await eventually(
       'a renewal counted',
       async () =>
         (await collect()).total(METRIC_NAMES.renewals, { backend: 'redlock', outcome: 'renewed' }) > 0,
+      20_000,
     );
     await lock.release();
   });

@@ -92,7 +92,7 @@ describe('torture suite', () => {
     ['memory', 6, without('cli')],
     ['redis', 10, ALL],
     ['postgres', 10, ALL],
-    ['etcd', 12, without('idempotency')],
+    ['etcd', 12, ALL],
     ['zookeeper', 12, without('idempotency')],
     ['redlock', 10, without('idempotency', 'semaphore')],
   ];
@@ -109,6 +109,9 @@ describe('torture suite', () => {
         // Every workload must show its pipeline works: the run waits for grants, not for a time.
         '--min-grants',
         '3',
+        // … and for faults: the first comes after the first grant, late on a busy machine.
+        '--min-faults',
+        '1',
       ]);
       expect(reports.map((r) => r.workload)).toEqual(expected);
       for (const report of reports) {

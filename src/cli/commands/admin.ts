@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { InvalidArgumentError, NotImplementedError } from '../../errors.js';
-import type { HolderInfo, LockInfo } from '../../types.js';
+import type { ReadWriteInfo } from '../../read-write/types.js';
+import type { HolderInfo, LockInfo, LockProvider } from '../../types.js';
 import { cliAction } from '../action.js';
 import { type ConnectionFlags, connectionOptions, withProvider } from '../connection.js';
 import { EXIT } from '../exit-codes.js';
@@ -10,6 +11,8 @@ import { formatTable } from '../table.js';
 /** One row of `inspect`: the same fields in the table and in --json. */
 export interface InspectRow {
   name: string;
+  /** With --read-write only: 'write' or 'read' for a holder's row, null for a name nobody holds. */
+  mode?: 'write' | 'read' | null;
   holder: string | null;
   token: string | null;
   since: string | null;
@@ -22,17 +25,24 @@ export function registerAdminCommands(program: Command): void {
   connectionOptions(program.command('inspect'))
     .description('show holder, fencing token, age, expiry and waiters of locks')
     .argument('<name...>', 'lock names')
-    .option('--json', 'a JSON array of {name, holder, token, since, ageMs, expiresAt, waiters}')
+    .option('--read-write', "the names' read-write locks: a row for the writer or each reader, with MODE")
+    .option('--json', 'a JSON array of {name, holder, token, since, ageMs, expiresAt, waiters} (and mode)')
     .action(
-      cliAction((_interrupts, names: string[], flags: ConnectionFlags & { json?: boolean }) =>
-        withProvider(flags, async (provider) => {
-          const now = Date.now();
-          const rows: InspectRow[] = [];
-          for (const name of names) rows.push(inspectRow(name, await provider.inspect(name), now));
-          if (flags.json) console.log(JSON.stringify(rows, null, 2));
-          else console.log(formatTable(TABLE_HEADER, rows.map(tableCells)));
-          return EXIT.ok;
-        }),
+      cliAction(
+        (_interrupts, names: string[], flags: ConnectionFlags & { json?: boolean; readWrite?: boolean }) =>
+          withProvider(flags, async (provider) => {
+            const now = Date.now();
+            const rows: InspectRow[] = [];
+            for (const name of names) {
+              if (!flags.readWrite) rows.push(inspectRow(name, await provider.inspect(name), now));
+              else rows.push(...readWriteRows(await readWriteInfo(provider, name), now));
+            }
+            if (flags.json) console.log(JSON.stringify(rows, null, 2));
+            else if (flags.readWrite)
+              console.log(formatTable(['NAME', 'MODE', ...TABLE_HEADER.slice(1)], rows.map(readWriteCells)));
+            else console.log(formatTable(TABLE_HEADER, rows.map(tableCells)));
+            return EXIT.ok;
+          }),
       ),
     );
 
@@ -106,6 +116,28 @@ export function inspectRow(name: string, info: LockInfo | null, now: number): In
     expiresAt: holder?.expiresAt?.toISOString() ?? null,
     waiters: info?.waiters ?? 0,
   };
+}
+
+async function readWriteInfo(provider: LockProvider, name: string): Promise<ReadWriteInfo> {
+  if (!provider.readWriteLock)
+    throw new NotImplementedError(`read-write locks on the ${provider.backend} provider`);
+  return provider.readWriteLock(name).inspect();
+}
+
+/** The writer's row, or a row per reader, or one empty row; each with the name's waiters. */
+export function readWriteRows(info: ReadWriteInfo, now: number): InspectRow[] {
+  const row = (mode: 'write' | 'read' | null, holder: HolderInfo | null): InspectRow => {
+    const { name, ...fields } = inspectRow(info.name, { key: info.name, holder, waiters: info.waiters }, now);
+    return { name, mode, ...fields };
+  };
+  if (info.writer) return [row('write', info.writer)];
+  if (info.readers.length > 0) return info.readers.map((reader) => row('read', reader));
+  return [row(null, null)];
+}
+
+function readWriteCells(row: InspectRow): string[] {
+  const [name = '', ...rest] = tableCells(row);
+  return [name, row.mode ?? '-', ...rest];
 }
 
 function tableCells(row: InspectRow): string[] {

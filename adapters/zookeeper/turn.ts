@@ -1,0 +1,72 @@
+import { withinGrace } from '../../src/cancel-grace.js';
+import { OwnedLock } from '../../src/ownership.js';
+import type { ZkSession } from './client.js';
+import { removeOwned } from './entries.js';
+import { protectedCreate, waitForTurn, type ZkQueueCall, type ZkQueued } from './mutex.js';
+import { OwnNodeWatch } from './node-watch.js';
+
+/** A queued node of ours whose turn came: its czxid is the fencing token. */
+export interface ZkTurn {
+  queued: ZkQueued;
+  token: bigint;
+  /** The watch on our node, armed while we waited or soon after the grant. */
+  watch: OwnNodeWatch;
+}
+
+/**
+ * One request's node, from its creation to its grant or its removal, for locks and read-write
+ * locks alike: the node is created once (protectedCreate) and waits by `call`'s rule (waitForTurn).
+ * Resolves with the turn, or null when `wait` is false and ours is blocked. A node that is not
+ * granted goes: the session retries its delete until confirmed, or its end removes the node.
+ */
+export async function takeTurn(
+  call: ZkQueueCall,
+  wait: boolean,
+  cancel: AbortSignal,
+): Promise<ZkTurn | null> {
+  const { session } = call;
+  const queued = await protectedCreate(call, cancel);
+  const watch = new OwnNodeWatch(session, queued.path);
+  try {
+    const stat = await waitForTurn(call, queued, wait, cancel, watch);
+    if (stat) return { queued, token: stat.czxid, watch };
+  } catch (error) {
+    // Timed out, aborted or cut off. A cancelled caller waits for the delete only CANCEL_GRACE_MS.
+    const removing = removeOwned(session, queued.path).catch(() => undefined);
+    await (cancel.aborted ? withinGrace(removing) : removing);
+    throw error;
+  }
+  await removeOwned(session, queued.path);
+  return null;
+}
+
+/** What a grant of a turn is told: the name it holds, its request's token, what to do once released. */
+export interface TurnGrant {
+  key: string;
+  ownerToken: string;
+  /** After the node is deleted on release (e.g. delete the folder later if it stays empty). */
+  released: () => void;
+}
+
+/**
+ * The grant of a turn: trusted while the session lives, lost with it ('session-lost') or when the
+ * node is deleted behind our back ('revoked', by the node's watch); its release deletes the node.
+ */
+export function holdTurn(session: ZkSession, turn: ZkTurn, grant: TurnGrant): OwnedLock {
+  const lock = new OwnedLock({
+    key: grant.key,
+    fencingToken: turn.token,
+    ownerToken: grant.ownerToken,
+    trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
+    releaseOnBackend: async () => {
+      if (!session.alive) return; // the session's end removed the node
+      await removeOwned(session, turn.queued.path); // if it fails, the session retries until confirmed
+      grant.released();
+    },
+  });
+  lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+  lock.onEnd(turn.watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
+  // As with Curator, a grant released before the next turn of the event loop costs no watch call.
+  turn.watch.armSoon();
+  return lock;
+}

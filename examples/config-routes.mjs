@@ -4,7 +4,7 @@
 // is never starved and no reader ever sees a half-written table. Each write stores the writer's
 // fencing token with the table: a write with an older token is refused, as a storage would.
 //
-// Run: npm run build && node examples/config-routes.mjs [url]    (default: memory://; etcd:// works too)
+// Run: npm run build && node examples/config-routes.mjs [url]    (default: memory://; etcd:// and redis:// work too)
 import { connect } from 'fencekit';
 
 const url = process.argv[2] ?? 'memory://';

@@ -6,6 +6,7 @@ import { InvalidArgumentError } from '../../src/errors.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
+import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
@@ -13,11 +14,13 @@ import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
 import { extendHanded, type HandedGrant, WaiterInbox } from './hand-over.js';
 import { Leftovers } from './leftovers.js';
-import { heldNamesScan } from './list.js';
+import { heldNamesScan, LOCK_HELD_SUFFIX } from './list.js';
 import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
 import { WaiterNotices } from './notices.js';
+import { RedisReadWriteAdapter, type RedisReadWriteClient } from './read-write.js';
+import { READ_WRITE_HELD_SUFFIX } from './read-write-scripts.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
-import { redisSemaphore } from './semaphore.js';
+import { type RedisSemaphoreClient, redisSemaphore } from './semaphore.js';
 import { redisTls } from './tls.js';
 
 /** Options of `new RedisLockProvider(options)`, and the Redis options `connect()` passes on. */
@@ -162,21 +165,36 @@ export class RedisLockProvider extends BaseLockProvider {
     return removed && { owner: removed.owner, fencingToken: removed.token, since: removed.since };
   }
 
-  /** SCAN for the lock keys under the prefix (every master of a cluster); a lock key exists only while held. */
+  /**
+   * SCAN for the lock keys and read-write grants keys under the prefix (every master of a cluster);
+   * each exists only while its name is held.
+   */
   protected async heldNames(prefix: string): Promise<string[]> {
     const call = <T>(what: string, run: () => Promise<T>) => this.#call(what, run);
     const { redis } = this;
-    if (!(redis instanceof Cluster)) return heldNamesScan([redis], this.prefix, prefix, call);
+    const suffixes = [LOCK_HELD_SUFFIX, READ_WRITE_HELD_SUFFIX];
+    const scan = { keyPrefix: this.prefix, namePrefix: prefix, suffixes, call };
+    if (!(redis instanceof Cluster)) return heldNamesScan({ nodes: [redis], ...scan });
     // The client knows every master once it has loaded the slots: a command through the cluster
     // waits for that (a client seeded with one node would otherwise scan that node alone).
     await call('list', () => redis.ping());
-    return heldNamesScan(redis.nodes('master'), this.prefix, prefix, call);
+    return heldNamesScan({ nodes: redis.nodes('master'), ...scan });
   }
 
   /** "At most `limit` at once" under `name`: see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    return redisSemaphore(name, options, this.semaphoreContext(), this.#queuedClient());
+  }
+
+  /** Readers share, a writer excludes, in request order: see read-write.ts. */
+  protected override readWriteAdapter(name: string): ReadWriteAdapter {
+    return new RedisReadWriteAdapter(name, this.#queuedClient());
+  }
+
+  /** What semaphores and read-write locks borrow: the connection, notices, clean-up owner. */
+  #queuedClient(): RedisSemaphoreClient & RedisReadWriteClient {
     const { driftRate, redis, prefix } = this;
-    return redisSemaphore(name, options, this.semaphoreContext(), {
+    return {
       ...{ redis, prefix, driftRate, notices: this.#notices, leftovers: this.#leftovers },
       ...{ maxPollMs: this.#maxPollMs, waiterTtlMs: this.#waiterTtlMs, callTimeoutMs: this.callTimeoutMs },
       call: (what, run, cancel) => this.#call(what, run, cancel),
@@ -184,7 +202,7 @@ export class RedisLockProvider extends BaseLockProvider {
       woken: () => {
         this.wakeups += 1;
       },
-    });
+    };
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

@@ -170,9 +170,12 @@ export class RedlockProvider extends BaseLockProvider {
   /** Names whose lock key exists on a majority of the instances (SCAN on each). */
   protected async heldNames(prefix: string): Promise<string[]> {
     const perInstance = await this.#onAll((_, i) =>
-      heldNamesScan([this.instances[i] as Redis], this.prefix, prefix, (what, run) =>
-        this.#bounded(i, what, run),
-      ),
+      heldNamesScan({
+        nodes: [this.instances[i] as Redis],
+        keyPrefix: this.prefix,
+        namePrefix: prefix,
+        call: (what, run) => this.#bounded(i, what, run),
+      }),
     );
     const answered = perInstance.filter((a): a is { ok: true; value: string[] } => a.ok);
     if (answered.length < this.quorum) {

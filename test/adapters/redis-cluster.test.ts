@@ -1,6 +1,7 @@
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RedisLockProvider } from '../../adapters/redis/index.js';
+import { readWriteKeys } from '../../adapters/redis/read-write-scripts.js';
 import { lockKeys } from '../../adapters/redis/scripts.js';
 import { connect, type LockLostError, type LockProvider } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
@@ -37,6 +38,9 @@ describe('Redis Cluster', () => {
       );
     for (const name of ['}x', '}', '}}a{b}', 'a}b', '{x}', 'x{}y', 'plain/name']) {
       const slots = await slotsOf(name);
+      for (const key of readWriteKeys('fencekit:', name)) {
+        slots.add((await raw.call('CLUSTER', 'KEYSLOT', key)) as number);
+      }
       expect({ name, slots: [...slots] }).toEqual({ name, slots: [expect.any(Number)] });
     }
     // The escape keeps names apart: '}x' and ' }x' (not a valid name) would be the only clash.
@@ -91,5 +95,27 @@ describe('Redis Cluster', () => {
     expect((first.signal.reason as LockLostError).reason).toBe('revoked');
     await Promise.all([...locks, braced, next].map((lock) => lock.release()));
     expect(await operator.list?.(prefix)).toEqual([]);
+  });
+
+  it('read-write locks: readers share, a waiting writer is handed the name, list() sees it, on names across every master', async () => {
+    const [a, b] = [await open(), await open()];
+    const prefix = `${uniqueKey('cluster-rw')}/`;
+    // 30 names: every master serves some (all missing one master: < 1e-5).
+    const names = Array.from({ length: 30 }, (_, i) => `${prefix}n${i}`);
+    names.push(`}${uniqueKey('cluster-rw-brace')}`);
+    for (const name of names) {
+      const [ra, rb] = [a.readWriteLock?.(name), b.readWriteLock?.(name)];
+      if (!ra || !rb) throw new Error('no readWriteLock()');
+      const reads = [await ra.acquireRead({ ttlMs: 5_000 }), await rb.acquireRead({ ttlMs: 5_000 })];
+      const writing = rb.acquireWrite({ ttlMs: 5_000, waitMs: 5_000 });
+      await eventually('the writer queued', async () => (await ra.inspect()).waiters === 1);
+      expect(await ra.tryAcquireRead({ ttlMs: 5_000 })).toBeNull();
+      await Promise.all(reads.map((read) => read.release()));
+      const write = await writing;
+      for (const read of reads) expect(write.fencingToken).toBeGreaterThan(read.fencingToken);
+      expect((await a.list?.(name))?.includes(name)).toBe(true);
+      await write.release();
+    }
+    expect(await a.list?.(prefix)).toEqual([]);
   });
 });

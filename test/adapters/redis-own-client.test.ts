@@ -80,6 +80,15 @@ describe('a Redis client of the app’s own', () => {
         expect(a.wakeups).toBe(1);
         await second.release();
         expect(await a.inspect(key)).toBeNull();
+        // A read-write lock through the same client: a's queued writer is handed the name.
+        const name = uniqueKey('own-client-rw');
+        const read = await b.readWriteLock(name).acquireRead({ ttlMs: 5_000 });
+        const writing = a.readWriteLock(name).acquireWrite({ ttlMs: 5_000, waitMs: 5_000 });
+        await eventually('a queued', async () => (await b.readWriteLock(name).inspect()).waiters === 1);
+        await read.release();
+        const write = await writing;
+        expect(write.fencingToken).toBeGreaterThan(read.fencingToken);
+        await write.release();
       } finally {
         await Promise.all([a.close(), b.close()]);
       }

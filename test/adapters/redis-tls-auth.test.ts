@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotencyStore } from '../../src/idempotency/index.js';
 import { connect, createElection } from '../../src/index.js';
-import { uniqueKey } from '../../src/testing/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { makeTestCertificates, type TestCertificates } from '../servers/certs.js';
 import { startSecureRedis } from '../servers/redis-secure.js';
 import type { ServerGroup } from '../servers/types.js';
@@ -48,6 +48,21 @@ describe('Redis over TLS with an ACL user', () => {
 
       const permit = await provider.semaphore(uniqueKey('tls-sem'), { limit: 2 }).acquire();
       await permit.release();
+
+      // Every read-write script: acquire, queue, hand-over with its notice, renew, inspect, list.
+      const rw = provider.readWriteLock?.(uniqueKey('tls-rw'));
+      if (!rw) throw new Error('no readWriteLock()');
+      const read = await rw.acquireRead({ ttlMs: 1_000 });
+      const writing = rw.acquireWrite({ waitMs: 10_000 });
+      await eventually('the writer queued', async () => (await rw.inspect()).waiters === 1);
+      // Past the lease: only renewals the ACL allows keep the read.
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(read.held).toBe(true);
+      expect(await provider.list('')).toContain(rw.name);
+      await read.release();
+      const write = await writing;
+      expect(write.fencingToken).toBeGreaterThan(read.fencingToken);
+      await write.release();
 
       const leadership = await createElection(provider, uniqueKey('tls-election')).campaign('me');
       expect(leadership.signal.aborted).toBe(false);
@@ -147,6 +162,27 @@ describe('what Redis refuses is AUTH_FAILED, at once, and shows no secret', () =
       expect(error.code, error.message).toBe('AUTH_FAILED');
       expect(error.message).toMatch(new RegExp(`^redis at 127\\.0\\.0\\.1:\\d+: .*${why.source}`));
       expect(ms).toBeLessThan(30_000);
+      expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it.each([
+    ['a wrong password', () => `rediss://fencekit:not-the-${PASSWORD}@${hostOf(single)}?${files()}`],
+    [
+      'keys outside the ACL',
+      () => `rediss://fencekit:${PASSWORD}@${hostOf(single)}?${files()}&prefix=other:`,
+    ],
+  ])('read-write locks: %s is AUTH_FAILED at once too', async (_what, url) => {
+    const provider = await connect(url());
+    try {
+      const rw = provider.readWriteLock?.(uniqueKey('refused-rw'));
+      if (!rw) throw new Error('no readWriteLock()');
+      const { error, ms } = await failure(() => rw.acquireWrite({ waitMs: 60_000 }));
+      expect(error.code, error.message).toBe('AUTH_FAILED');
+      expect(ms).toBeLessThan(30_000);
+      expect((await failure(() => rw.inspect())).error.code).toBe('AUTH_FAILED');
       expectNoSecret(error, { password: PASSWORD, key: certs.client.key });
     } finally {
       await provider.close();

@@ -125,7 +125,7 @@ async function runReadWriteWorker(ctx: WorkerContext): Promise<void> {
   /**
    * One grant's critical section, up to the end of its holder's belief (recorded before release()
    * is called). A write may be downgraded: the read continues it and reads on after the write is
-   * released; the read is released here, the write by the caller (again: release is idempotent).
+   * released (here; the caller's release() of the write after that does nothing), then goes too.
    */
   const hold = async (rw: ReadWriteLock, mode: Mode, lock: Lock, mayDowngrade: boolean) => {
     const grant = grants.granted(lock.key, mode, tokenOf(lock), lock.signal);

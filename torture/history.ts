@@ -4,8 +4,11 @@
  * stamp events on a common time line without any hand-shake.
  */
 
-/** lock: a lock; term: a leader's term; permit: semaphore permits; run: an idempotent run's fn. */
-export type GrantKind = 'lock' | 'term' | 'permit' | 'run';
+/**
+ * lock: a lock; term: a leader's term; permit: semaphore permits; run: an idempotent run's fn;
+ * read, write: the grants of a read-write lock.
+ */
+export type GrantKind = 'lock' | 'term' | 'permit' | 'run' | 'read' | 'write';
 
 export type TortureEvent =
   | {
@@ -36,6 +39,8 @@ export type TortureEvent =
       lockAborted?: boolean;
       /** Permits only: how many of the limit this grant takes. */
       permits?: number;
+      /** Reads only: the write grant this read continues (a downgrade), which it shares a token with. */
+      downgradeOf?: string;
     }
   | { type: 'abort'; t: number; worker: string; grant: string; reason: string }
   | {
@@ -53,6 +58,23 @@ export type TortureEvent =
       result: 'accepted' | 'rejected' | 'error';
     }
   | { type: 'release'; t: number; worker: string; grant: string }
+  /**
+   * read-write workload: a reader read the name's storage row (plain, no fencing). `t` is when it
+   * checked its signal, just before; `seen` the token the row carried (null: never written).
+   */
+  | {
+      type: 'read';
+      t: number;
+      tEnd: number;
+      worker: string;
+      key: string;
+      grant: string;
+      token: string;
+      /** !signal.aborted at t. */
+      live: boolean;
+      /** Absent when the storage failed to answer. */
+      seen?: string | null;
+    }
   | { type: 'acquire-error'; t: number; worker: string; key: string; code: string }
   /** The worker process ended without being asked (or was SIGKILLed by the nemesis). */
   | { type: 'crash'; t: number; worker: string; detail: string }

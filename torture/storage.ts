@@ -49,6 +49,21 @@ export class FencedStorage {
     }
   }
 
+  /** A plain read of `key`'s row: its token (null: never written); throws when the storage fails. */
+  async read(key: string): Promise<{ value: string | null; token: string | null }> {
+    try {
+      const client = await this.#connect();
+      const { rows } = await client.query(
+        `SELECT value, fence_token::text AS token FROM ${TABLE} WHERE key = $1`,
+        [key],
+      );
+      return rows[0] ?? { value: null, token: null };
+    } catch (error) {
+      this.#drop();
+      throw error;
+    }
+  }
+
   /** The rows whose key starts with `prefix`: who wrote each last, with which token (null: never). */
   async rows(prefix: string): Promise<{ key: string; value: string | null; token: string | null }[]> {
     const client = await this.#connect();

@@ -3,6 +3,7 @@ import { electionWorkload } from './election.js';
 import { facadesWorkload } from './facades.js';
 import { idempotencyWorkload } from './idempotency.js';
 import { lockWorkload } from './lock.js';
+import { readWriteWorkload } from './read-write.js';
 import { semaphoreWorkload } from './semaphore.js';
 import type { Workload, WorkloadName } from './workload.js';
 
@@ -10,6 +11,7 @@ import type { Workload, WorkloadName } from './workload.js';
 export const WORKLOADS: Partial<Record<WorkloadName, Workload>> = {
   lock: lockWorkload,
   semaphore: semaphoreWorkload,
+  'read-write': readWriteWorkload,
   election: electionWorkload,
   facades: facadesWorkload,
   idempotency: idempotencyWorkload,

@@ -7,27 +7,30 @@ import { byKey, type Fault, frozenBetween, type Grant, type Violation, type Writ
  * together reach two processes in either order.
  */
 
-/** One permit grant's believed interval: from its grant to the last instant its holder saw it live. */
-interface Believed {
+/** A holder's look at its signal just before it acts (a write, or a reader's read). */
+export type LiveCheck = Pick<Write, 'grant' | 'live' | 'worker' | 't'>;
+
+/** One grant's believed interval: from its grant to the last instant its holder saw it live. */
+export interface Believed {
   grant: Grant;
   end: number;
 }
 
 /**
  * The believed intervals of `grants`, as checkOverlaps draws them for locks: from the grant (unless
- * handed out already lost) to the last write checked live. A holder acts on its belief only where
+ * handed out already lost) to the last write (or read, for a reader) checked live. A holder acts on its belief only where
  * it checks it, so a signal's abort stamp (a timer, late on a busy machine) is not the end; a
  * write after the holder was frozen is not its own view (a frozen process cannot run the timers
  * that end its belief).
  */
 export function believedIntervals(
   grants: readonly Grant[],
-  writes: readonly Write[],
+  checks: readonly LiveCheck[],
   faults: readonly Fault[],
 ): Believed[] {
   const byGrant = new Map<string, Believed>();
   for (const g of grants) if (!g.abortedAtGrant) byGrant.set(g.grant, { grant: g, end: g.t });
-  for (const w of writes) {
+  for (const w of checks) {
     const believed = byGrant.get(w.grant);
     if (!believed || !w.live || frozenBetween(faults, w.worker, believed.grant.t, w.t)) continue;
     believed.end = Math.max(believed.end, w.t);

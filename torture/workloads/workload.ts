@@ -7,11 +7,19 @@ import type { StallSwitch } from '../stall.js';
 import type { FencedStorage } from '../storage.js';
 import type { WorkerConfig } from '../worker.js';
 
-export type WorkloadName = 'lock' | 'semaphore' | 'election' | 'idempotency' | 'cli' | 'facades';
+export type WorkloadName =
+  | 'lock'
+  | 'semaphore'
+  | 'read-write'
+  | 'election'
+  | 'idempotency'
+  | 'cli'
+  | 'facades';
 
 export const WORKLOAD_NAMES: readonly WorkloadName[] = [
   'lock',
   'semaphore',
+  'read-write',
   'election',
   'idempotency',
   'cli',

@@ -90,10 +90,10 @@ describe('torture suite', () => {
   const without = (...skipped: string[]) => ALL.filter((w) => !skipped.includes(w));
   const cases: [TortureBackend, number, string[]][] = [
     ['memory', 6, without('cli')],
-    ['redis', 10, without('read-write')],
+    ['redis', 10, ALL],
     ['postgres', 10, ALL],
     ['etcd', 12, ALL],
-    ['zookeeper', 12, without('idempotency', 'read-write')],
+    ['zookeeper', 12, without('idempotency')],
     ['redlock', 10, without('idempotency', 'semaphore', 'read-write')],
   ];
   it.each(cases)(

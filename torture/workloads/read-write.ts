@@ -37,7 +37,7 @@ type Api = 'acquire' | 'try' | 'with';
 export const readWriteWorkload: Workload = {
   name: 'read-write',
   // Backends whose provider has readWriteLock; a backend that gains it is one more entry here.
-  backends: ['memory', 'etcd', 'postgres'],
+  backends: ['memory', 'redis', 'postgres', 'etcd', 'zookeeper'],
   unsafe: ['write-shares', 'token-reuse'],
   storageKeys: NAMES,
   mode: (index) => (index % 3 === 2 ? 'writer' : 'reader'),

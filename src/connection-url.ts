@@ -49,6 +49,8 @@ const SCHEMES: Record<string, BackendName> = {
 
 // The user-info runs to the last '@' before the path, as WHATWG URL (and so pg) reads it.
 const URL_SHAPE = /^([a-z][a-z0-9+.-]*):\/\/(?:([^/?#]*)@)?([^/?#@]*)(\/[^?#]*)?(?:\?([^#]*))?$/i;
+/** ASCII and C1 control characters: never part of a URL as written (RFC 3986). */
+const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
 /** The form every "not a URL" error names; an error never quotes the URL (or any part of it). */
 const URL_FORM = 'scheme://host[:port][/path][?query] (user:password@ may precede the host)';
 
@@ -60,6 +62,14 @@ const URL_FORM = 'scheme://host[:port][/path][?query] (user:password@ may preced
 export function parseConnectionUrl(url: string): ConnectionSpec {
   if (typeof url !== 'string' || url.trim() === '')
     throw new InvalidArgumentError('url', 'must be a non-empty string');
+  // A control character (a raw tab or line end) is something WHATWG URL deletes, so a client that
+  // parses the URL that way (pg does) would read another URL than this one: `ssl\tmode=` would be
+  // its sslmode= while we saw none. Refused, never quoted; %-encode it where one is meant.
+  if (CONTROL_CHARS.test(url.trim()))
+    throw new InvalidArgumentError(
+      'url',
+      'contains a control character (a raw tab or line end): %-encode it',
+    );
   const match = URL_SHAPE.exec(url.trim());
   if (!match)
     throw new InvalidArgumentError('url', `the URL is not of the form ${URL_FORM}${escapeHint(url)}`);

@@ -3,6 +3,16 @@ import { connect } from '../../src/index.js';
 import { parseConnectionUrl } from '../../src/provider-kit.js';
 
 describe('parseConnectionUrl', () => {
+  it("refuses a control character, which a WHATWG URL parser (pg's) would delete and so read another URL", () => {
+    for (const url of [
+      'postgres://u:p@db/x?tls=1&ssl\tmode=disable',
+      'etcd://h\n:2379',
+      'redis://h/0?x=\r1',
+    ]) {
+      expect(() => parseConnectionUrl(url), JSON.stringify(url)).toThrow(/contains a control character/);
+    }
+  });
+
   it('reads every scheme of DESIGN §2', () => {
     const etcd = parseConnectionUrl('etcd://h1:2379,h2:2380?namespace=app/');
     expect(etcd.backend).toBe('etcd');

@@ -4,6 +4,7 @@
 import { isIPv6 } from 'node:net';
 import { InvalidArgumentError } from './errors.js';
 import type { BackendName } from './types.js';
+import { CONTROL_CHARS } from './validate.js';
 
 /** One host of a connection URL, with its port (the backend's default when the URL has none). */
 export interface HostPort {
@@ -49,8 +50,6 @@ const SCHEMES: Record<string, BackendName> = {
 
 // The user-info runs to the last '@' before the path, as WHATWG URL (and so pg) reads it.
 const URL_SHAPE = /^([a-z][a-z0-9+.-]*):\/\/(?:([^/?#]*)@)?([^/?#@]*)(\/[^?#]*)?(?:\?([^#]*))?$/i;
-/** ASCII and C1 control characters: never part of a URL as written (RFC 3986). */
-const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
 /** The form every "not a URL" error names; an error never quotes the URL (or any part of it). */
 const URL_FORM = 'scheme://host[:port][/path][?query] (user:password@ may precede the host)';
 

@@ -4,6 +4,7 @@
  * `rediss://`). Each adapter hands the result to its client.
  */
 import { readFile } from 'node:fs/promises';
+import { createSecureContext } from 'node:tls';
 import type { ConnectionSpec } from './connection-url.js';
 import { InvalidArgumentError } from './errors.js';
 import { processSecrets } from './secret-mask.js';
@@ -136,6 +137,28 @@ export function validateTlsOptions(tls: unknown): asserts tls is TlsOptions {
   const { cert, key } = tls as TlsOptions;
   if ((cert === undefined) !== (key === undefined))
     throw new InvalidArgumentError('tls', 'cert and key go together (a client certificate and its key)');
+}
+
+/**
+ * Refuses PEM that Node cannot use (not PEM, a key that does not match its certificate) here, as
+ * bad input, instead of at each connection attempt, where it would throw from inside a client or
+ * be retried as an outage. The error gives OpenSSL's code, never the PEM.
+ */
+export function assertUsable(tls: TlsOptions): void {
+  const { ca, cert, key } = tls;
+  if (ca === undefined && cert === undefined) return;
+  try {
+    createSecureContext({
+      ...(ca === undefined ? {} : { ca }),
+      ...(cert === undefined ? {} : { cert, key }),
+    });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unusable';
+    throw new InvalidArgumentError(
+      'tls',
+      `the certificate authorities, certificate or key cannot be used (${code}): PEM files, and the key of that certificate`,
+    );
+  }
 }
 
 /**

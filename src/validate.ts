@@ -13,7 +13,7 @@ export const MAX_TTL_MS = 86_400_000;
 export const MAX_LOCK_DELAY_MS = 60_000;
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
-const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
+export const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**
  * Segments reserved after a name's first one. On ZooKeeper a name is a folder and a semaphore `s`

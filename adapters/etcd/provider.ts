@@ -15,7 +15,7 @@ import { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
-import { nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
+import { assertUsable, nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
@@ -104,6 +104,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     this.#sessions = new EtcdSessions(this.#sessionTtlMs, (ttlMs) => this.#openSession(ttlMs));
     const given = tlsOption(options.tls);
     if (given) {
+      assertUsable(given); // bad PEM is bad input (the probe below would throw it untyped)
       const hosts = options.endpoints.map(endpointHost);
       const timeoutMs = Math.min(this.callTimeoutMs, PROBE_TIMEOUT_MS);
       this.#probe = () => probeCertificates(hosts, nodeTlsOptions(given), timeoutMs);

@@ -7,7 +7,7 @@ import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import { processSecrets } from '../../src/secret-mask.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { secretsIn } from '../../src/telemetry/redact.js';
-import { type TlsOptions, tlsOption } from '../../src/tls.js';
+import { assertUsable, type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { heldNamesWalk, removeHead } from './admin.js';
@@ -123,6 +123,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     this.#folderLingerMs = options.folderLingerMs ?? 1_000;
     this.#acl = options.creatorOnlyAcl ? CREATOR_ALL_ACL : OPEN_ACL_UNSAFE;
     this.#tls = tlsOption(options.tls);
+    if (this.#tls) assertUsable(this.#tls); // bad PEM is bad input, not an outage to retry
   }
 
   /**

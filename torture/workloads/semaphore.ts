@@ -14,9 +14,9 @@ const NAMES = Object.keys(LIMITS);
 /**
  * How long the probe's request for every permit of a name may wait (see checkPermitsReturn): a
  * liveness bound, generous so that a machine busy with every workload at once (6.2 s seen on etcd)
- * is not a violation, while permits that never come back still are.
+ * is not a violation, while permits that never come back still are (the long-lease control).
  */
-const PERMITS_RETURN_BOUND_MS = 12_000;
+const PERMITS_RETURN_BOUND_MS = 8_000;
 
 /**
  * The control variants: 'over-grant' asks the backend for one permit fewer than it records (so

@@ -1,4 +1,5 @@
 import { Cluster, type Redis, type RedisOptions } from 'ioredis';
+import { guardSockets } from '../../src/ioredis-sockets.js';
 
 /**
  * Release notices over pub/sub, one channel per provider: a waiter queues with its provider's
@@ -19,10 +20,11 @@ export class WaiterNotices {
   constructor(redis: Redis | Cluster, prefix: string, options: RedisOptions = {}) {
     this.channel = `${prefix}inbox:${crypto.randomUUID()}`;
     // A Cluster delivers PUBLISH to every node: a subscriber on any of them hears it.
-    this.#subscriber =
+    this.#subscriber = guardSockets(
       redis instanceof Cluster
         ? redis.duplicate([], { lazyConnect: true })
-        : redis.duplicate({ ...options, lazyConnect: true });
+        : redis.duplicate({ ...options, lazyConnect: true }),
+    );
     this.#subscriber.on('error', () => undefined);
     this.#subscriber.on('message', (_channel: string, message: string) => {
       this.#listeners.get(message.split(' ', 1)[0] as string)?.(message);

@@ -3,6 +3,7 @@ import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
 import { InvalidArgumentError } from '../../src/errors.js';
+import { guardSockets } from '../../src/ioredis-sockets.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
@@ -108,14 +109,16 @@ export class RedisLockProvider extends BaseLockProvider {
     const own = options.client;
     this.redis =
       (isNodeRedisClient(own) ? asIoredis(own, this.callTimeoutMs) : own) ??
-      (options.cluster
-        ? new Cluster(options.cluster.nodes, {
-            ...options.cluster.options,
-            redisOptions: { ...redisOptions, ...options.cluster.options?.redisOptions },
-          })
-        : options.url
-          ? clientForUrl(options.url, redisOptions)
-          : new Redis(redisOptions));
+      guardSockets(
+        options.cluster
+          ? new Cluster(options.cluster.nodes, {
+              ...options.cluster.options,
+              redisOptions: { ...redisOptions, ...options.cluster.options?.redisOptions },
+            })
+          : options.url
+            ? clientForUrl(options.url, redisOptions)
+            : new Redis(redisOptions),
+      );
     this.redis.on('error', () => undefined); // reconnects by itself; calls report their own errors
     this.#reachability = new Reachability(this.redis, 'redis');
     this.#reachability.onceConnected(() => this.noteReached());

@@ -2,6 +2,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { guardSockets } from '../../src/ioredis-sockets.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
@@ -89,8 +90,9 @@ export class RedlockProvider extends BaseLockProvider {
       const url = typeof target === 'string' ? target : undefined;
       const tls = redisTls(options.tls, url);
       const own = { ...common, ...(tls ? { tls } : {}) };
-      const redis =
-        url !== undefined ? new Redis(url, own) : new Redis({ ...own, ...(target as RedisOptions) });
+      const redis = guardSockets(
+        url !== undefined ? new Redis(url, own) : new Redis({ ...own, ...(target as RedisOptions) }),
+      );
       this.#owned.add(redis);
       return redis;
     });

@@ -1,5 +1,6 @@
 import { parseConnectionUrl, requirePeer } from '../connect.js';
 import { InvalidArgumentError } from '../errors.js';
+import { guardSockets } from '../ioredis-sockets.js';
 import { postgresTls } from '../postgres-tls.js';
 import { processSecrets } from '../secret-mask.js';
 import { nodeTlsOptions, resolveTls, type TlsOptions } from '../tls.js';
@@ -56,21 +57,23 @@ export async function createIdempotencyStore(
         import('./redis-records.js'),
       ]);
       const host = spec.hosts[0] as { host: string; port: number };
-      const client = new Redis({
-        host: host.host,
-        port: host.port,
-        username: spec.username,
-        password: spec.password,
-        db: spec.path === '' ? 0 : Number(spec.path),
-        lazyConnect: true,
-        // Fail fast while disconnected, and never replay a script whose answer was lost: the store's
-        // deadline and the caller decide what happens next.
-        enableOfflineQueue: false,
-        autoResendUnfulfilledCommands: false,
-        maxRetriesPerRequest: 0,
-        connectTimeout: timeout,
-        ...(tls ? { tls: nodeTlsOptions(tls) } : {}),
-      });
+      const client = guardSockets(
+        new Redis({
+          host: host.host,
+          port: host.port,
+          username: spec.username,
+          password: spec.password,
+          db: spec.path === '' ? 0 : Number(spec.path),
+          lazyConnect: true,
+          // Fail fast while disconnected, and never replay a script whose answer was lost: the store's
+          // deadline and the caller decide what happens next.
+          enableOfflineQueue: false,
+          autoResendUnfulfilledCommands: false,
+          maxRetriesPerRequest: 0,
+          connectTimeout: timeout,
+          ...(tls ? { tls: nodeTlsOptions(tls) } : {}),
+        }),
+      );
       records = new RedisRecords(client, { prefix: options.prefix });
       break;
     }

@@ -158,8 +158,25 @@ export class EtcdRecords implements RecordBackend {
         this.#readOps(key),
       );
       this.#hashes.delete(run); // answered either way: the run is over for this store
-      if (!stored.succeeded) return completion(seenIn(stored), token);
-      return { stored: true };
+      if (stored.succeeded) return { stored: true };
+      const seen = seenIn(stored);
+      // The claim's lease ran out and nobody took the run over: the record is still the one this
+      // run's start wrote (its mod revision is the token) and no claim is there. The run may still
+      // complete, as on the other stores; only a takeover (a newer start) fences it out.
+      if (
+        !seen.claim &&
+        seen.record?.mod_revision === String(token) &&
+        decode<RecordValue>(seen.record).s === 'r'
+      ) {
+        const late = await this.#txn(
+          [sameMod(this.#record(key), String(token)), absent(this.#claim(key))],
+          [put(this.#record(key), done, retention)],
+          this.#readOps(key),
+        );
+        if (late.succeeded) return { stored: true };
+        return completion(seenIn(late), token);
+      }
+      return completion(seen, token);
     });
   }
 

@@ -74,6 +74,25 @@ describe('idempotency records on etcd', () => {
     }
   });
 
+  it('a run whose claim ran out, with nobody taking over, still completes, as on the other stores', async () => {
+    // Before: refused with its own token given as the "current" one.
+    const k = key('lapsed');
+    const { zombie, token } = await crashedRun(k, 1_000);
+    try {
+      await eventually(
+        'the claim ended with its lease',
+        async () => (await claimOf(k)) === undefined,
+        15_000,
+      );
+      expect(await zombie.complete(k, token, { kind: 'value', body: '"late"' }, 60_000)).toEqual({
+        stored: true,
+      });
+      expect(await store.execute(k, 'p', () => 'again')).toEqual({ value: 'late', replayed: true });
+    } finally {
+      await zombie.close();
+    }
+  });
+
   it('after a takeover the old run can neither renew, complete nor abandon', async () => {
     const k = key('stale');
     const { zombie, token } = await crashedRun(k, 1_000);

@@ -22,7 +22,7 @@ export async function terminateHolder(
   name: string,
   expected: bigint | undefined,
   timeoutMs: number,
-): Promise<HolderInfo | null> {
+): Promise<(HolderInfo & { pids: number[] }) | null> {
   const run = (sql: string, values: unknown[] = []) => conn.query(sql, values, timeoutMs, 'force-release');
   await run('BEGIN');
   try {
@@ -34,14 +34,15 @@ export async function terminateHolder(
     }
     const { classid, objid } = lockRowIds(advisoryKey(name));
     const ended = await run(
-      `SELECT pg_terminate_backend(pid) AS ended FROM pg_locks
+      `SELECT pid, pg_terminate_backend(pid) AS ended FROM pg_locks
         WHERE locktype = 'advisory' AND granted AND classid::bigint = $1 AND objid::bigint = $2
           AND objsubid = 1 AND pid <> pg_backend_pid()`,
       [classid, objid],
     );
     await run('COMMIT');
-    if (!ended.rows.some((r) => r.ended === true)) return null;
-    return { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since };
+    const pids = ended.rows.filter((r) => r.ended === true).map((r) => r.pid as number);
+    if (pids.length === 0) return null;
+    return { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since, pids };
   } catch (error) {
     conn.discard(); // the transaction's state is unknown: the connection goes, and its row lock with it
     throw error;
@@ -66,4 +67,32 @@ export async function heldNamesJoin(
     'list',
   );
   return rows.map((r) => r.name);
+}
+
+/**
+ * After a force-release: once the terminated backends are gone (their locks with them), starts the
+ * holder's lock-delay with `stampSql` ($1 name, $2 token) by the server's clock, so from a moment
+ * after the loss. Best effort within timeoutMs: otherwise the next holder starts it.
+ */
+export async function stampWhenGone(
+  conn: Checkout,
+  stampSql: string,
+  name: string,
+  removed: { fencingToken: bigint; pids: number[] },
+  timeoutMs: number,
+): Promise<void> {
+  const giveUpAt = performance.now() + timeoutMs;
+  while (performance.now() < giveUpAt) {
+    const { rowCount } = await conn.query(
+      'SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1::integer[])',
+      [removed.pids],
+      timeoutMs,
+      'force-release',
+    );
+    if (rowCount === 0) {
+      await conn.query(stampSql, [name, removed.fencingToken.toString()], timeoutMs, 'force-release');
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }

@@ -1,4 +1,5 @@
 import type { KeyedFifo } from '../../src/keyed-fifo.js';
+import type { Checkout } from './checkout.js';
 
 /**
  * One session advisory grant as the provider's request path takes it (in-process line, waiting
@@ -25,6 +26,12 @@ export interface AdvisoryGrant {
   grantSql(blocking: boolean): string;
   /** Values after $1..$3 in grantSql. */
   moreValues: unknown[];
+  /**
+   * With it, grantSql answers a row (ok, token) even when it took the lock without a token (a
+   * lock-delay marker to look at): settle then runs on the lock's connection, holding the lock, and
+   * resolves with the token, or null once it gave lock and connection back (lock-delay.ts).
+   */
+  settle?: (conn: Checkout, cancel: AbortSignal) => Promise<bigint | null>;
   /** The statement that gives the grant back on its own connection, and its values. */
   releaseOf(token: bigint, advisory: string): { sql: string; values: unknown[] };
 }

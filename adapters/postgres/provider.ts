@@ -14,12 +14,13 @@ import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
-import { heldNamesJoin, terminateHolder } from './admin.js';
+import { heldNamesJoin, stampWhenGone, terminateHolder } from './admin.js';
 import type { AdvisoryGrant } from './advisory-grant.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey, lockRowIds } from './keyspace.js';
+import { type LockDelayTable, lockDelayTableBeside } from './lock-delay.js';
 import { PostgresReadWriteAdapter, READ_WRITE_PREFIX, readWriteTableBeside } from './read-write.js';
 import { postgresSemaphore } from './semaphore.js';
 import { semaphoreTableBeside } from './semaphore-table.js';
@@ -84,6 +85,8 @@ export interface PostgresProviderOptions extends ProviderDefaults {
  */
 export class PostgresLockProvider extends BaseLockProvider {
   readonly backend = 'postgres' as const;
+  /** A marker row per name, beside the token rows (lock-delay.ts). */
+  protected override readonly lockDelaySupported = true;
   readonly pool: Pool;
   /** Spare connections for inspect(), for creating the token table and for ending waits. */
   readonly #control: pg.Pool;
@@ -95,6 +98,7 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly #slots: Slots;
   readonly #waiting: WaitingConnections;
   readonly #fence: FenceTable;
+  readonly #markers: LockDelayTable;
   readonly #healthIntervalMs: number;
   readonly #healthTimeoutMs: number;
   readonly #holding = new Set<Checkout>();
@@ -156,6 +160,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       pool.on('remove', (client) => this.#clients.delete(client));
     }
     this.#fence = new FenceTable(options.table ?? 'fencekit_fencing_tokens');
+    this.#markers = lockDelayTableBeside(this.#fence);
   }
 
   /**
@@ -171,6 +176,7 @@ export class PostgresLockProvider extends BaseLockProvider {
     this.assertOpen();
     const { classid, objid } = lockRowIds(advisoryKey(key));
     await this.#fence.ensure(this.#control, this.callTimeoutMs);
+    await this.#markers.ensure(this.#control, this.callTimeoutMs);
     const conn = await checkOut(this.#control, this.callTimeoutMs);
     const run = <R extends pg.QueryResultRow>(sql: string, values: unknown[]) =>
       conn.query<R>(sql, values, this.callTimeoutMs, 'inspect');
@@ -189,8 +195,20 @@ export class PostgresLockProvider extends BaseLockProvider {
     const row = holding
       ? (await run(`SELECT token, owner, since FROM ${this.#fence.table} WHERE name = $1`, [key])).rows[0]
       : undefined;
+    const marker = (
+      await run<{ delay_ms: number; lost: boolean; until: Date | null; now: Date }>(
+        this.#markers.inspectSql,
+        [key],
+      )
+    ).rows[0];
     conn.giveBack();
     this.#serverAnswered();
+    // A delay runs once its marker's holder is lost: stamped (lost_at), or no one holds the lock.
+    // Whoever holds the lock then is the next holder waiting it out.
+    if (marker && (marker.lost ? (marker.until as Date) > marker.now : !holding)) {
+      const delayedUntil = marker.lost ? (marker.until as Date) : new Date(Date.now() + marker.delay_ms);
+      return { key, holder: null, waiters: waiters + (holding ? 1 : 0), delayedUntil };
+    }
     if (!holding && waiters === 0) return null;
     const holder = row
       ? { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since as Date }
@@ -205,11 +223,18 @@ export class PostgresLockProvider extends BaseLockProvider {
    */
   protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
     await this.#fence.ensure(this.#control, this.callTimeoutMs);
+    await this.#markers.ensure(this.#control, this.callTimeoutMs);
     const conn = await checkOut(this.#control, this.callTimeoutMs);
     const removed = await terminateHolder(conn, this.#fence.table, key, expected, this.callTimeoutMs);
+    if (removed) {
+      // The holder's lock-delay starts once its backend is gone (else the next holder starts it).
+      await stampWhenGone(conn, this.#markers.stampSql, key, removed, this.callTimeoutMs);
+    }
     conn.giveBack();
     this.#serverAnswered();
-    return removed;
+    if (!removed) return null;
+    const { pids: _pids, ...holder } = removed;
+    return holder;
   }
 
   /**
@@ -267,6 +292,9 @@ export class PostgresLockProvider extends BaseLockProvider {
   }
 
   protected request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    const withDelay = req.lockDelayMs > 0;
+    const fence = this.#fence.table;
+    const advisory = advisoryKey(req.key).toString();
     return this.#grant(
       {
         key: req.key,
@@ -275,9 +303,23 @@ export class PostgresLockProvider extends BaseLockProvider {
         owner: req.owner,
         ownerToken: req.ownerToken,
         wait: req.wait,
-        grantSql: (blocking) => this.#fence.grantSql(blocking ? 'pg_advisory_lock' : 'pg_try_advisory_lock'),
-        moreValues: [],
-        releaseOf: (_token, advisory) => ({ sql: 'SELECT pg_advisory_unlock($1)', values: [advisory] }),
+        grantSql: (blocking) =>
+          this.#markers.grantSql(fence, blocking ? 'pg_advisory_lock' : 'pg_try_advisory_lock', withDelay),
+        moreValues: withDelay ? [req.lockDelayMs] : [],
+        settle: (conn, signal) =>
+          this.#markers.settle(
+            conn,
+            {
+              ...{ fence, name: req.key, owner: req.owner, advisory, delayMs: req.lockDelayMs },
+              ...{ wait: req.wait, callTimeoutMs: this.callTimeoutMs, pollMs: this.#healthIntervalMs },
+            },
+            signal,
+          ),
+        // A grant that wrote a marker deletes it with its unlock: a clean release starts no delay.
+        releaseOf: (token, key) =>
+          withDelay
+            ? { sql: this.#markers.releaseSql, values: [req.key, token.toString(), key] }
+            : { sql: 'SELECT pg_advisory_unlock($1)', values: [key] },
       },
       cancel,
     );
@@ -332,8 +374,9 @@ export class PostgresLockProvider extends BaseLockProvider {
 
   /** The token table exists; when that took a call, the server answered it. */
   async #ensureFenceTable(cancel: AbortSignal): Promise<void> {
-    if (this.#fence.created) return;
+    if (this.#fence.created && this.#markers.created) return;
     await this.#fence.ensure(this.#control, this.callTimeoutMs, cancel);
+    await this.#markers.ensure(this.#control, this.callTimeoutMs, cancel);
     this.#serverAnswered();
   }
 
@@ -355,7 +398,7 @@ export class PostgresLockProvider extends BaseLockProvider {
     const conn = await this.#connection(connectionWaitMs, cancel);
     const key = advisoryKey(req.fenceName).toString();
     const rows = await conn
-      .query<{ token: string }>(
+      .query<{ ok?: boolean; token: string | null }>(
         req.grantSql(false),
         [req.fenceName, req.owner ?? null, key, ...req.moreValues],
         this.callTimeoutMs,
@@ -390,23 +433,32 @@ export class PostgresLockProvider extends BaseLockProvider {
     return this.#holdIfGranted(conn, req, key, rows, cancel);
   }
 
-  #holdIfGranted(
+  async #holdIfGranted(
     conn: Checkout,
     req: AdvisoryGrant,
     key: string,
-    rows: Array<{ token: string }>,
+    rows: Array<{ ok?: boolean; token: string | null }>,
     cancel: AbortSignal,
-  ): OwnedLock | null {
+  ): Promise<OwnedLock | null> {
     // A grant that raced in with the cancel: closing the connection gives it back.
     if (cancel.aborted) {
       conn.discard();
       throw cancel.reason;
     }
-    if (rows[0] === undefined) {
+    const row = rows[0];
+    if (row === undefined || row.ok === false) {
       conn.giveBack();
       return null;
     }
-    return this.#hold(conn, req, key, BigInt(rows[0].token));
+    if (row.token !== null) return this.#hold(conn, req, key, BigInt(row.token));
+    // Locked without a token: a lock-delay marker to look at, holding the lock (settle gives it
+    // back, with the connection, when it answers null or fails).
+    const token = req.settle ? await req.settle(conn, cancel) : null;
+    if (token === null) {
+      if (!req.settle) conn.giveBack();
+      return null;
+    }
+    return this.#hold(conn, req, key, token);
   }
 
   /**
@@ -419,8 +471,8 @@ export class PostgresLockProvider extends BaseLockProvider {
     sql: string,
     values: unknown[],
     cancel: AbortSignal,
-  ): Promise<Array<{ token: string }>> {
-    const granted = conn.client.query<{ token: string }>(sql, values);
+  ): Promise<Array<{ ok?: boolean; token: string | null }>> {
+    const granted = conn.client.query<{ ok?: boolean; token: string | null }>(sql, values);
     // Ends the wait on cancel or on a failed probe. Built by hand rather than with AbortSignal.any,
     // so that no listener outlives the wait on a long-lived cancel signal.
     const stopWaiting = new AbortController();

@@ -1,6 +1,7 @@
 import { decodeHolder } from '../../src/holder-record.js';
 import type { HolderInfo } from '../../src/types.js';
 import { type ZkSession, zkCode } from './client.js';
+import { MARKER_NAME, stampAfterRemoval } from './lock-delay.js';
 import { type NodeKind, queueOrder, unavailable } from './mutex.js';
 
 /** Folders list() looks into at most: bounded however many names the tree holds. */
@@ -17,10 +18,14 @@ async function catchUp(session: ZkSession): Promise<void> {
   await session.client.multi([{ op: 'check', path: '/', version: -1 }]);
 }
 
+/** The queues a force-release ends the head of: a lock's, an election's (its leader). */
+const FORCIBLE_KINDS: readonly NodeKind[] = ['lock-', 'latch-'];
+
 /**
- * Deletes the head of `parent`'s lock queue if its czxid is `expected` (or whatever it is). The
- * node's path is unique to its grant (uuid and sequence), so deleting that path can never remove a
- * grant made after the read; the holder's own-node watch aborts its signal with 'revoked'.
+ * Deletes the head of `parent`'s lock (or election) queue if its czxid is `expected` (or whatever
+ * it is). The node's path is unique to its grant (uuid and sequence), so deleting that path can never
+ * remove a grant made after the read; the holder's own-node watch aborts its signal with 'revoked'.
+ * A lock-delay marker the grant wrote is stamped at once (lock-delay.ts), so the delay starts now.
  */
 export async function removeHead(
   session: ZkSession,
@@ -29,13 +34,18 @@ export async function removeHead(
 ): Promise<HolderInfo | null> {
   try {
     await catchUp(session);
-    const [head] = queueOrder(await session.client.getChildren(parent), 'lock-');
+    const children = await session.client.getChildren(parent);
+    const [head] = queueOrder(children, FORCIBLE_KINDS);
     if (!head) return null;
     const path = `${parent}/${head.name}`;
     const { data, stat } = await session.client.getData(path);
     if (expected !== undefined && stat.czxid !== expected) return null;
     await session.client.delete(path, -1);
-    return { ...decodeHolder(data), fencingToken: stat.czxid };
+    if (children.includes(MARKER_NAME)) {
+      // Best effort: the next head stamps it anyway.
+      await stampAfterRemoval(session, parent, head.name).catch(() => undefined);
+    }
+    return { ...decodeHolder(data), fencingToken: stat.czxid }; // an election's proposal reads as owner
   } catch (error) {
     if (zkCode(error) === 'NO_NODE') return null; // no such name, or released meanwhile
     throw unavailable('force-release failed', error);

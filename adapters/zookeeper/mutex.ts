@@ -47,6 +47,8 @@ export interface ZkQueueCall {
    * listing's answer (false: not our turn after all, or the listing failed).
    */
   speculate?: () => (head: boolean) => void;
+  /** Told every listing of the folder, marker and all (lock-delay.ts reads the marker only when listed). */
+  listed?: (children: readonly string[]) => void;
 }
 
 export interface ZkQueued {
@@ -258,7 +260,9 @@ export async function waitForTurn(
       const told = woken ? call.speculate?.() : undefined;
       let order: ZkNode[] = [];
       try {
-        order = queueOrder(await list(call, cancel), call.queueKinds ?? call.kind);
+        const children = await list(call, cancel);
+        call.listed?.(children);
+        order = queueOrder(children, call.queueKinds ?? call.kind);
       } finally {
         index = order.findIndex((n) => n.name === queued.name);
         told?.(index === 0);

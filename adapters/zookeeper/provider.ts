@@ -14,6 +14,7 @@ import { heldNamesWalk, removeHead } from './admin.js';
 import { hostsOf, ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
 import { FolderMaker } from './folders.js';
+import { clearLockDelay, delayedUntil, MARKER_NAME, readMarker } from './lock-delay.js';
 import { queueOrder, removeFolderIfEmpty, unavailable } from './mutex.js';
 import { ZkReadWriteAdapter } from './read-write.js';
 import { refusedOr } from './refusal.js';
@@ -66,6 +67,8 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   /** A semaphore `s` keeps its nodes in `s/locks` and `s/leases`: such names would reach them. */
   protected override readonly reservedNamesCollide = true;
   readonly backend = 'zookeeper' as const;
+  /** A marker node per name, beside the lock nodes (lock-delay.ts). */
+  protected override readonly lockDelaySupported = true;
   readonly root: string;
   readonly #options: ZooKeeperProviderOptions;
   readonly #sessionTimeoutMs: number;
@@ -203,7 +206,14 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       if (zkCode(error) === 'NO_NODE') return null;
       throw unavailable('inspect failed', error);
     }
-    const [head, ...waiters] = queueOrder(children, 'lock-');
+    const order = queueOrder(children, 'lock-');
+    const [head, ...waiters] = order;
+    // Only a folder that lists a marker costs a read of it.
+    if (children.includes(MARKER_NAME)) {
+      const until = delayedUntil(await readMarker(session, parent), head?.name);
+      // The head waits the delay out: it counts as a waiter, nobody holds.
+      if (until) return { key, holder: null, waiters: order.length, delayedUntil: until };
+    }
     if (!head) return null;
     try {
       const { data, stat } = await session.client.getData(`${parent}/${head.name}`);
@@ -246,6 +256,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   async #request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const session = await this.#currentSession(cancel);
     const parent = this.folder(req.key);
+    let markerListed = false;
     const turn = await takeTurn(
       {
         session,
@@ -258,15 +269,24 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         onWake: () => {
           this.wakeups += 1;
         },
+        listed: (children) => {
+          markerListed = children.includes(MARKER_NAME);
+        },
       },
       req.wait,
       cancel,
+      (queued) =>
+        clearLockDelay(queued, {
+          ...{ session, parent, acl: this.#acl, delayMs: req.lockDelayMs },
+          ...{ markerListed, wait: req.wait, signal: cancel },
+        }),
     );
     if (!turn) return null;
     const lock = holdTurn(session, turn, {
       key: req.key,
       ownerToken: req.ownerToken,
       released: () => this.#removeFolderLater(session, parent),
+      ...(req.lockDelayMs > 0 ? { markerIn: parent } : {}),
     });
     this.#nodes.set(lock, { session, path: turn.queued.path });
     return lock;

@@ -2,6 +2,7 @@ import { withinGrace } from '../../src/cancel-grace.js';
 import { OwnedLock } from '../../src/ownership.js';
 import type { ZkSession } from './client.js';
 import { removeOwned } from './entries.js';
+import { releaseWithMarker } from './lock-delay.js';
 import { protectedCreate, waitForTurn, type ZkQueueCall, type ZkQueued } from './mutex.js';
 import { OwnNodeWatch } from './node-watch.js';
 
@@ -18,18 +19,21 @@ export interface ZkTurn {
  * locks alike: the node is created once (protectedCreate) and waits by `call`'s rule (waitForTurn).
  * Resolves with the turn, or null when `wait` is false and ours is blocked. A node that is not
  * granted goes: the session retries its delete until confirmed, or its end removes the node.
+ * `atHead`, when given, runs once ours heads the queue (a lock-delay to wait out): false refuses the
+ * turn as a blocked one is refused.
  */
 export async function takeTurn(
   call: ZkQueueCall,
   wait: boolean,
   cancel: AbortSignal,
+  atHead?: (queued: ZkQueued) => Promise<boolean>,
 ): Promise<ZkTurn | null> {
   const { session } = call;
   const queued = await protectedCreate(call, cancel);
   const watch = new OwnNodeWatch(session, queued.path);
   try {
     const stat = await waitForTurn(call, queued, wait, cancel, watch);
-    if (stat) return { queued, token: stat.czxid, watch };
+    if (stat && (!atHead || (await atHead(queued)))) return { queued, token: stat.czxid, watch };
   } catch (error) {
     // Timed out, aborted or cut off. A cancelled caller waits for the delete only CANCEL_GRACE_MS.
     const removing = removeOwned(session, queued.path).catch(() => undefined);
@@ -46,6 +50,8 @@ export interface TurnGrant {
   ownerToken: string;
   /** After the node is deleted on release (e.g. delete the folder later if it stays empty). */
   released: () => void;
+  /** The name's folder when the grant wrote a lock-delay marker: a clean release deletes it too. */
+  markerIn?: string;
 }
 
 /**
@@ -60,7 +66,15 @@ export function holdTurn(session: ZkSession, turn: ZkTurn, grant: TurnGrant): Ow
     trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
     releaseOnBackend: async () => {
       if (!session.alive) return; // the session's end removed the node
-      await removeOwned(session, turn.queued.path); // if it fails, the session retries until confirmed
+      const { markerIn } = grant;
+      // Unanswered, the node goes alone: the next holder waits a delay it need not (never shorter).
+      const both = markerIn
+        ? await releaseWithMarker(session, markerIn, turn.queued.path).then(
+            () => true,
+            () => false,
+          )
+        : false;
+      if (!both) await removeOwned(session, turn.queued.path); // if it fails, the session retries until confirmed
       grant.released();
     },
   });

@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { ScriptCommands } from './script-commands.js';
 
 /**
  * The read-write lock's Lua scripts. Keys of one name share the hash tag {name} (one Redis Cluster
@@ -240,28 +241,21 @@ export interface RwAcquireArgs {
   channel: string;
 }
 
-type Call = (...args: Array<string | number>) => Promise<unknown>;
-
 /** The scripts as commands of one client (EVALSHA, loaded on first use). */
 export class ReadWriteScripts {
-  readonly #redis: Redis | Cluster;
-  readonly #commands: Record<string, Call>;
+  readonly #scripts: ScriptCommands;
 
   constructor(redis: Redis | Cluster) {
-    this.#redis = redis;
-    // defineCommand is idempotent per name: every read-write lock of a provider shares them.
-    const commands = redis as unknown as Record<string, Call | undefined>;
-    if (!commands.fencekitRwAcquire) {
-      redis.defineCommand('fencekitRwAcquire', { numberOfKeys: 7, lua: RW_ACQUIRE });
-      redis.defineCommand('fencekitRwRelease', { numberOfKeys: 7, lua: RW_RELEASE });
-      redis.defineCommand('fencekitRwRenew', { numberOfKeys: 7, lua: RW_RENEW });
-      redis.defineCommand('fencekitRwInspect', { numberOfKeys: 7, lua: RW_INSPECT });
-    }
-    this.#commands = commands as Record<string, Call>;
+    this.#scripts = new ScriptCommands(redis, {
+      fencekitRwAcquire: { numberOfKeys: 7, lua: RW_ACQUIRE },
+      fencekitRwRelease: { numberOfKeys: 7, lua: RW_RELEASE },
+      fencekitRwRenew: { numberOfKeys: 7, lua: RW_RENEW },
+      fencekitRwInspect: { numberOfKeys: 7, lua: RW_INSPECT },
+    });
   }
 
   acquire(keys: string[], a: RwAcquireArgs): Promise<RwAcquireAnswer> {
-    return this.#run('fencekitRwAcquire', keys, [
+    return this.#scripts.run('fencekitRwAcquire', keys, [
       a.ownerToken,
       a.ttlMs,
       a.owner,
@@ -274,18 +268,14 @@ export class ReadWriteScripts {
 
   /** true = our grant was dropped; false = none was ours (our place, if any, is gone too). */
   async release(keys: string[], ownerToken: string): Promise<boolean> {
-    return (await this.#run('fencekitRwRelease', keys, [ownerToken])) === 1;
+    return (await this.#scripts.run('fencekitRwRelease', keys, [ownerToken])) === 1;
   }
 
   async renew(keys: string[], ownerToken: string, ttlMs: number): Promise<boolean> {
-    return (await this.#run('fencekitRwRenew', keys, [ownerToken, ttlMs])) === 1;
+    return (await this.#scripts.run('fencekitRwRenew', keys, [ownerToken, ttlMs])) === 1;
   }
 
   inspect(keys: string[]): Promise<RwInspectAnswer> {
-    return this.#run('fencekitRwInspect', keys, []) as Promise<RwInspectAnswer>;
-  }
-
-  #run(name: string, keys: string[], args: Array<string | number>): Promise<unknown> {
-    return (this.#commands[name] as Call).apply(this.#redis, [...keys, ...args]);
+    return this.#scripts.run('fencekitRwInspect', keys, []) as Promise<RwInspectAnswer>;
   }
 }

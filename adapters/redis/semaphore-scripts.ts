@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { ScriptCommands } from './script-commands.js';
 
 /**
  * The semaphore's Lua scripts. Keys of one name share the hash tag {name} (one Redis
@@ -216,24 +217,17 @@ export type SemAcquireAnswer = string | [number, string] | ['limit', string];
 /** [live waiters, holders as [permits, token, since ms, owner, expiry ms]]. */
 export type SemInspectAnswer = [number, Array<[string, string, string, string, string]>];
 
-type Call = (...args: Array<string | number>) => Promise<unknown>;
-
 /** The scripts as commands of one client (EVALSHA, loaded on first use). */
 export class SemaphoreScripts {
-  readonly #redis: Redis | Cluster;
-  readonly #commands: Record<string, Call>;
+  readonly #scripts: ScriptCommands;
 
   constructor(redis: Redis | Cluster) {
-    this.#redis = redis;
-    // defineCommand is idempotent per name: every semaphore of a provider shares the definitions.
-    const commands = redis as unknown as Record<string, Call | undefined>;
-    if (!commands.fencekitSemAcquire) {
-      redis.defineCommand('fencekitSemAcquire', { numberOfKeys: 7, lua: SEM_ACQUIRE });
-      redis.defineCommand('fencekitSemRelease', { numberOfKeys: 7, lua: SEM_RELEASE });
-      redis.defineCommand('fencekitSemRenew', { numberOfKeys: 7, lua: SEM_RENEW });
-      redis.defineCommand('fencekitSemInspect', { numberOfKeys: 7, lua: SEM_INSPECT });
-    }
-    this.#commands = commands as Record<string, Call>;
+    this.#scripts = new ScriptCommands(redis, {
+      fencekitSemAcquire: { numberOfKeys: 7, lua: SEM_ACQUIRE },
+      fencekitSemRelease: { numberOfKeys: 7, lua: SEM_RELEASE },
+      fencekitSemRenew: { numberOfKeys: 7, lua: SEM_RENEW },
+      fencekitSemInspect: { numberOfKeys: 7, lua: SEM_INSPECT },
+    });
   }
 
   acquire(
@@ -242,7 +236,7 @@ export class SemaphoreScripts {
     waiterTtlMs: number,
     channel: string,
   ): Promise<SemAcquireAnswer> {
-    return this.#run('fencekitSemAcquire', keys, [
+    return this.#scripts.run('fencekitSemAcquire', keys, [
       a.ownerToken,
       a.ttlMs,
       a.owner,
@@ -255,18 +249,14 @@ export class SemaphoreScripts {
   }
 
   async release(keys: string[], ownerToken: string, limit: number): Promise<boolean> {
-    return (await this.#run('fencekitSemRelease', keys, [ownerToken, limit])) === 1;
+    return (await this.#scripts.run('fencekitSemRelease', keys, [ownerToken, limit])) === 1;
   }
 
   async renew(keys: string[], ownerToken: string, ttlMs: number): Promise<boolean> {
-    return (await this.#run('fencekitSemRenew', keys, [ownerToken, ttlMs])) === 1;
+    return (await this.#scripts.run('fencekitSemRenew', keys, [ownerToken, ttlMs])) === 1;
   }
 
   inspect(keys: string[]): Promise<SemInspectAnswer> {
-    return this.#run('fencekitSemInspect', keys, []) as Promise<SemInspectAnswer>;
-  }
-
-  #run(name: string, keys: string[], args: Array<string | number>): Promise<unknown> {
-    return (this.#commands[name] as Call).apply(this.#redis, [...keys, ...args]);
+    return this.#scripts.run('fencekitSemInspect', keys, []) as Promise<SemInspectAnswer>;
   }
 }

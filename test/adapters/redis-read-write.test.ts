@@ -48,7 +48,11 @@ describe('Redis read-write locks', () => {
     raw = new Redis(url);
   });
   afterEach(async () => {
-    for (const step of cleanUp.splice(0).reverse()) await step().catch(() => undefined);
+    // Every step runs; a provider's close() that fails (it must not) fails the test afterwards.
+    const failed: unknown[] = [];
+    for (const step of cleanUp.splice(0).reverse())
+      await step().catch((error: unknown) => failed.push(error));
+    expect(failed).toEqual([]);
   });
   afterAll(async () => {
     raw?.disconnect();
@@ -169,7 +173,11 @@ describe('Redis read-write locks', () => {
 describe('Redis read-write locks across a restart without AOF', () => {
   const cleanUp: Array<() => Promise<unknown>> = [];
   afterEach(async () => {
-    for (const step of cleanUp.splice(0).reverse()) await step().catch(() => undefined);
+    // Every step runs; a provider's close() that fails (it must not) fails the test afterwards.
+    const failed: unknown[] = [];
+    for (const step of cleanUp.splice(0).reverse())
+      await step().catch((error: unknown) => failed.push(error));
+    expect(failed).toEqual([]);
   });
 
   it('the restarted Redis forgot the grants and the counter, but no token is given again', async () => {

@@ -46,9 +46,10 @@ export type {
 export { FencedStore } from './fencing/fenced-store.js';
 export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';
 export type { ProviderDefaults } from './provider-base.js';
-export type { ReadOptions, ReadWriteInfo, ReadWriteLock } from './read-write/types.js';
+export type { DelayedGrant, ReadOptions, ReadWriteInfo, ReadWriteLock } from './read-write/types.js';
 export {
   createTenantLimiter,
+  type DelayedPermits,
   MAX_SEMAPHORE_LIMIT,
   type Permit,
   type PermitOptions,

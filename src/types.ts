@@ -26,8 +26,10 @@ export interface AcquireOptions {
    * than released (its lease expired, its session was lost, an operator force-released it), the
    * name is granted to nobody until this long after the loss, so that work the lost holder still
    * has in flight drains first. A clean release frees the name at once. Counted by the backend's
-   * clock where it has one, from a moment after the loss (never shorter). Redlock, semaphores and
-   * read-write locks refuse a delay above 0 with NotImplementedError.
+   * clock where it has one, from a moment after the loss (never shorter). On a semaphore the lost
+   * grant's permits stay taken for the delay; on a read-write lock a lost write keeps out readers
+   * and writers, a lost read keeps out writers. Redlock refuses a delay above 0 with
+   * NotImplementedError.
    */
   lockDelayMs?: number;
 }

@@ -1,4 +1,4 @@
-import { InvalidArgumentError, NotImplementedError } from './errors.js';
+import { InvalidArgumentError } from './errors.js';
 import type { AcquireOptions } from './types.js';
 
 /** Longest key in UTF-8 bytes: leaves room under etcd/ZooKeeper/Redis path limits for prefixes. */
@@ -111,11 +111,6 @@ export function validateLockDelayMs(lockDelayMs: unknown): number {
     );
   }
   return Math.ceil(lockDelayMs);
-}
-
-/** For grants that have no lock-delay (semaphore permits, read-write locks): a typed refusal, never ignored. */
-export function refuseLockDelay(options: { lockDelayMs: number }, what: string): void {
-  if (options.lockDelayMs > 0) throw new NotImplementedError(`lockDelayMs on ${what}`);
 }
 
 export function validateOwner(owner: unknown): string | undefined {

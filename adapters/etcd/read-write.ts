@@ -3,8 +3,7 @@ import { CANCEL_GRACE_MS, withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
-import type { ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
-import type { ReadWriteInfo } from '../../src/read-write/types.js';
+import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import type { HolderInfo } from '../../src/types.js';
 import { namePrefix, prefixEnd } from './keys.js';
@@ -51,7 +50,7 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
     this.#queue = namePrefix(readWriteFolder(client.namespace), name);
   }
 
-  async inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>> {
+  async inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
     const queue = Buffer.from(this.#queue);
     const { kvs } = await withDeadline(
       () =>
@@ -72,7 +71,7 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
         error instanceof BackendUnavailableError ? error : unavailable('read-write inspect failed', error),
       );
     });
-    const info: Omit<ReadWriteInfo, 'name'> = { writer: null, readers: [], waiters: 0 };
+    const info: AdapterReadWriteInfo = { writer: null, readers: [], waiters: 0 };
     let writeSeen = false;
     for (const [index, kv] of kvs.entries()) {
       const isWrite = kv.key.subarray(queue.length).toString('utf8').startsWith('write-');

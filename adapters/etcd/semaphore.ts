@@ -4,6 +4,7 @@ import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
 import {
+  type AdapterSemaphoreInfo,
   GenericSemaphore,
   type PermitRequest,
   type SemaphoreAdapter,
@@ -11,12 +12,7 @@ import {
 } from '../../src/semaphore/core.js';
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type {
-  Semaphore,
-  SemaphoreHolder,
-  SemaphoreInfo,
-  SemaphoreOptions,
-} from '../../src/semaphore/types.js';
+import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import type { EtcdSession } from './session.js';
@@ -88,7 +84,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     this.#leases = Buffer.from(`${base}leases/`);
   }
 
-  async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+  async inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo> {
     const locks = Buffer.from(this.#locks);
     const res = await withDeadline(
       () =>

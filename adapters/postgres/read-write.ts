@@ -1,8 +1,7 @@
 import type pg from 'pg';
 import type { KeyedFifo } from '../../src/keyed-fifo.js';
 import type { OwnedLock } from '../../src/ownership.js';
-import type { ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
-import type { ReadWriteInfo } from '../../src/read-write/types.js';
+import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import type { HolderInfo } from '../../src/types.js';
 import type { AdvisoryGrant } from './advisory-grant.js';
 import { checkOut } from './checkout.js';
@@ -137,7 +136,7 @@ export class PostgresReadWriteAdapter implements ReadWriteAdapter {
     );
   }
 
-  async inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>> {
+  async inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
     const { grants, control, callTimeoutMs } = this.#c;
     await grants.ensure(control, callTimeoutMs, signal);
     const advisory = advisoryKey(this.#fenceName);

@@ -3,13 +3,14 @@ import { AuthenticationError, BackendUnavailableError } from '../../src/errors.j
 import type { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
 import {
+  type AdapterSemaphoreInfo,
   GenericSemaphore,
   type PermitRequest,
   type SemaphoreAdapter,
   type SemaphoreContext,
 } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type { Semaphore, SemaphoreInfo, SemaphoreOptions } from '../../src/semaphore/types.js';
+import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import type { FenceTable } from './fence-table.js';
@@ -111,7 +112,7 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     this.#c.answered();
   }
 
-  async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+  async inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo> {
     await this.#ensureTables(signal);
     const queue = advisoryKey(`/semaphore/${this.#name}/queue`).toString();
     const conn = await checkOut(this.#c.control, this.#ctx.callTimeoutMs, signal);

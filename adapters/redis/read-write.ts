@@ -1,7 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { OwnedLock } from '../../src/ownership.js';
-import type { ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
-import type { ReadWriteInfo } from '../../src/read-write/types.js';
+import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import type { HolderInfo } from '../../src/types.js';
 import { type QueuedGrantClient, requestQueuedGrant } from './queued-grant.js';
 import { ReadWriteScripts, readWriteKeys } from './read-write-scripts.js';
@@ -36,13 +35,13 @@ export class RedisReadWriteAdapter implements ReadWriteAdapter {
     return this.#client.reachable();
   }
 
-  async inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>> {
+  async inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
     const [waiters, holders] = await this.#client.call(
       'read-write inspect',
       () => this.#scripts.inspect(this.#keys),
       signal,
     );
-    const info: Omit<ReadWriteInfo, 'name'> = { writer: null, readers: [], waiters };
+    const info: AdapterReadWriteInfo = { writer: null, readers: [], waiters };
     const sorted = [...holders].sort(([, a], [, b]) => (BigInt(a) < BigInt(b) ? -1 : 1));
     for (const [mode, token, since, owner, expiry] of sorted) {
       const holder: HolderInfo = {

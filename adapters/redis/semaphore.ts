@@ -1,13 +1,14 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { OwnedLock } from '../../src/ownership.js';
 import {
+  type AdapterSemaphoreInfo,
   GenericSemaphore,
   type PermitRequest,
   type SemaphoreAdapter,
   type SemaphoreContext,
 } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type { Semaphore, SemaphoreInfo, SemaphoreOptions } from '../../src/semaphore/types.js';
+import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { type QueuedGrantClient, type QueuedRefusal, requestQueuedGrant } from './queued-grant.js';
 import { SemaphoreScripts, semaphoreKeys } from './semaphore-scripts.js';
 
@@ -50,7 +51,7 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
     return this.#client.reachable();
   }
 
-  async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+  async inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo> {
     const [waiters, holders] = await this.#client.call(
       'semaphore inspect',
       () => this.#scripts.inspect(this.#keys),

@@ -1,8 +1,7 @@
 import { withinGrace } from '../../src/cancel-grace.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import type { OwnedLock } from '../../src/ownership.js';
-import type { ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
-import type { ReadWriteInfo } from '../../src/read-write/types.js';
+import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import type { HolderInfo } from '../../src/types.js';
 import { type ZkSession, zkCode } from './client.js';
 import { removeOwned } from './entries.js';
@@ -66,7 +65,7 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
     return this.#c.reachable();
   }
 
-  async inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>> {
+  async inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
     try {
       return await this.#inspect(signal);
     } catch (error) {
@@ -74,7 +73,7 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
     }
   }
 
-  async #inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>> {
+  async #inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
     const session = await this.#c.session(signal);
     const { client } = session;
     let children: string[];

@@ -3,18 +3,14 @@ import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
 import {
+  type AdapterSemaphoreInfo,
   GenericSemaphore,
   type PermitRequest,
   type SemaphoreAdapter,
   type SemaphoreContext,
 } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type {
-  Semaphore,
-  SemaphoreHolder,
-  SemaphoreInfo,
-  SemaphoreOptions,
-} from '../../src/semaphore/types.js';
+import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { type ZkSession, zkCode } from './client.js';
 import { removeOwned, removeOwnedByPrefix } from './entries.js';
 import type { FolderMaker } from './folders.js';
@@ -93,7 +89,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     return this.#c.reachable();
   }
 
-  async inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+  async inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo> {
     try {
       return await this.#inspect(signal);
     } catch (error) {
@@ -101,7 +97,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
-  async #inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>> {
+  async #inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo> {
     const session = await this.#c.session(signal);
     const { client } = session;
     const children = async (path: string) =>

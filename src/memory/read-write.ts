@@ -1,6 +1,5 @@
 import type { OwnedLock } from '../ownership.js';
-import type { ReadWriteAdapter, ReadWriteRequest } from '../read-write/core.js';
-import type { ReadWriteInfo } from '../read-write/types.js';
+import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../read-write/core.js';
 import { MemorySemaphoreAdapter, type MemorySemaphoreClient } from './semaphore.js';
 import { readWriteServerOf } from './semaphore-server.js';
 
@@ -14,6 +13,7 @@ const ALL = Number.MAX_SAFE_INTEGER;
 
 /** The read-write locks of the embedded provider. */
 export class MemoryReadWriteAdapter implements ReadWriteAdapter {
+  readonly keepsLockDelay = true;
   readonly #permits: MemorySemaphoreAdapter;
 
   constructor(name: string, client: MemorySemaphoreClient) {
@@ -29,13 +29,17 @@ export class MemoryReadWriteAdapter implements ReadWriteAdapter {
     return this.#permits.request({ ...rest, limit: ALL, permits: mode === 'read' ? 1 : ALL }, cancel);
   }
 
-  async inspect(): Promise<Omit<ReadWriteInfo, 'name'>> {
-    const { holders, waiters } = await this.#permits.inspect();
+  async inspect(): Promise<AdapterReadWriteInfo> {
+    const { holders, waiters, delayed } = await this.#permits.inspect();
     const grants = holders.map(({ permits, ...holder }) => ({ permits, holder }));
     return {
       writer: grants.find((grant) => grant.permits === ALL)?.holder ?? null,
       readers: grants.filter((grant) => grant.permits !== ALL).map((grant) => grant.holder),
       waiters,
+      delayed: delayed.map(({ permits, delayedUntil }) => ({
+        mode: permits === ALL ? ('write' as const) : ('read' as const),
+        delayedUntil,
+      })),
     };
   }
 }

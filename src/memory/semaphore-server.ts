@@ -1,6 +1,6 @@
 import { monotonicNow } from '../clock.js';
 import { SemaphoreLimitMismatchError } from '../semaphore/errors.js';
-import type { SemaphoreHolder } from '../semaphore/types.js';
+import type { DelayedPermits as DelayedPermitsInfo, SemaphoreHolder } from '../semaphore/types.js';
 import type { MemoryLockServer } from './server.js';
 
 /** One grant of permits as the in-process server keeps it. */
@@ -11,6 +11,8 @@ export interface MemoryPermitLease {
   readonly permits: number;
   readonly fencingToken: bigint;
   readonly ttlMs: number;
+  /** Kept this long after a loss (expiry), not after a release. */
+  readonly lockDelayMs: number;
   readonly since: Date;
   /** Monotonic time of the grant: the lease runs from here. */
   readonly grantedAt: number;
@@ -26,6 +28,7 @@ export interface MemoryPermitRequest {
   ownerToken: string;
   owner: string | undefined;
   ttlMs: number;
+  lockDelayMs: number;
 }
 
 interface Waiter {
@@ -38,7 +41,15 @@ interface NameState {
   readonly limit: number;
   readonly holders: Map<string, MemoryPermitLease>;
   readonly queue: Waiter[];
+  /** Permits of lost grants kept out of the limit by their lock-delay (counted in `used`). */
+  readonly delayed: Set<DelayedPermits>;
   used: number;
+}
+
+interface DelayedPermits {
+  readonly permits: number;
+  /** Wall clock, for inspect(). */
+  readonly until: Date;
 }
 
 /**
@@ -111,9 +122,9 @@ export class MemorySemaphoreServer {
     return [...this.#names].filter(([, state]) => state.holders.size > 0).map(([name]) => name);
   }
 
-  inspect(name: string): { holders: SemaphoreHolder[]; waiters: number } {
+  inspect(name: string): { holders: SemaphoreHolder[]; waiters: number; delayed: DelayedPermitsInfo[] } {
     const state = this.#names.get(name);
-    if (!state) return { holders: [], waiters: 0 };
+    if (!state) return { holders: [], waiters: 0, delayed: [] };
     const holders = [...state.holders.values()].map((lease) => ({
       owner: lease.owner,
       fencingToken: lease.fencingToken,
@@ -121,7 +132,8 @@ export class MemorySemaphoreServer {
       expiresAt: new Date(lease.expiresAt),
       permits: lease.permits,
     }));
-    return { holders, waiters: state.queue.length };
+    const delayed = [...state.delayed].map((d) => ({ permits: d.permits, delayedUntil: d.until }));
+    return { holders, waiters: state.queue.length, delayed };
   }
 
   // The lock server keeps its partitions private; a renew of a key nobody can hold ('' is never a
@@ -133,7 +145,7 @@ export class MemorySemaphoreServer {
   #state(req: MemoryPermitRequest): NameState {
     let state = this.#names.get(req.name);
     if (!state) {
-      state = { limit: req.limit, holders: new Map(), queue: [], used: 0 };
+      state = { limit: req.limit, holders: new Map(), queue: [], delayed: new Set(), used: 0 };
       this.#names.set(req.name, state);
     }
     if (state.limit !== req.limit) throw new SemaphoreLimitMismatchError(req.name, req.limit, state.limit);
@@ -149,6 +161,7 @@ export class MemorySemaphoreServer {
       permits: req.permits,
       fencingToken: this.#lastToken,
       ttlMs: req.ttlMs,
+      lockDelayMs: req.lockDelayMs,
       since: new Date(),
       grantedAt: monotonicNow(),
       expiresAt: Date.now() + req.ttlMs,
@@ -161,15 +174,27 @@ export class MemorySemaphoreServer {
   }
 
   #expiryTimer(lease: MemoryPermitLease): NodeJS.Timeout {
-    return setTimeout(() => this.#end(lease.name, lease.ownerToken), lease.ttlMs);
+    return setTimeout(() => this.#end(lease.name, lease.ownerToken, 'lost'), lease.ttlMs);
   }
 
-  #end(name: string, ownerToken: string): boolean {
+  #end(name: string, ownerToken: string, how: 'released' | 'lost' = 'released'): boolean {
     const state = this.#names.get(name);
     const lease = state?.holders.get(ownerToken);
     if (!state || !lease) return false;
     clearTimeout(lease.timer);
     state.holders.delete(ownerToken);
+    if (how === 'lost' && lease.lockDelayMs > 0) {
+      // Lock-delay: the permits stay taken (still in `used`) until the delay has passed.
+      const delayed = { permits: lease.permits, until: new Date(Date.now() + lease.lockDelayMs) };
+      state.delayed.add(delayed);
+      setTimeout(() => {
+        state.delayed.delete(delayed);
+        state.used -= delayed.permits;
+        this.#pump(state);
+        this.#forgetIfIdle(name, state);
+      }, lease.lockDelayMs);
+      return true;
+    }
     state.used -= lease.permits;
     this.#pump(state);
     this.#forgetIfIdle(name, state);
@@ -189,7 +214,9 @@ export class MemorySemaphoreServer {
   }
 
   #forgetIfIdle(name: string, state: NameState): void {
-    if (state.holders.size === 0 && state.queue.length === 0) this.#names.delete(name);
+    if (state.holders.size === 0 && state.queue.length === 0 && state.delayed.size === 0) {
+      this.#names.delete(name);
+    }
   }
 }
 

@@ -29,6 +29,7 @@ export function memorySemaphore(
 
 /** Requests of one name to an in-process semaphore server (the semaphores', or the read-write locks'). */
 export class MemorySemaphoreAdapter implements SemaphoreAdapter {
+  readonly keepsLockDelay = true;
   readonly #name: string;
   readonly #server: MemorySemaphoreServer;
   readonly #client: MemorySemaphoreClient;

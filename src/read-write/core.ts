@@ -1,9 +1,9 @@
-import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
+import { InvalidArgumentError, LockTimeoutError, NotImplementedError } from '../errors.js';
 import { type GrantContext, HeldGrants, noteReached, obtainGrant } from '../grant-loop.js';
 import type { OwnedLock } from '../ownership.js';
 import { withDeadline } from '../semaphore/deadline.js';
 import type { AcquireOptions, Lock } from '../types.js';
-import { refuseLockDelay, validateAcquireOptions, validateKey } from '../validate.js';
+import { validateAcquireOptions, validateKey } from '../validate.js';
 import { ContinuedGrant } from './continuation.js';
 import type { ReadOptions, ReadWriteInfo, ReadWriteLock } from './types.js';
 
@@ -20,6 +20,11 @@ export interface ReadWriteRequest {
   owner: string | undefined;
   /** Unique per request (and so per grant): the backend's id of the grant. */
   ownerToken: string;
+  /**
+   * Lock-delay of the grant (0 = none): a lost grant is kept this long after the loss, a write
+   * against everybody, a read against writers.
+   */
+  lockDelayMs: number;
   wait: boolean;
 }
 
@@ -41,13 +46,19 @@ export interface ReadWriteRequest {
  */
 export interface ReadWriteAdapter {
   request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
-  /** The writer, the readers and the waiters; `signal` carries the caller's deadline. */
-  inspect(signal: AbortSignal): Promise<Omit<ReadWriteInfo, 'name'>>;
+  /** The writer, the readers, the waiters and delays (default none); `signal` carries the deadline. */
+  inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo>;
+  /** Whether the adapter keeps lock-delay (ReadWriteRequest.lockDelayMs); if not, a delay is refused. */
+  readonly keepsLockDelay?: boolean;
   /** Whether the backend is reachable as far as the adapter knows. Default: reachable. */
   reachable?(): boolean;
   /** Whether the backend answered before (in process: always). Default: tracked per provider. */
   reached?(): boolean;
 }
+
+/** What an adapter's inspect answers: the info without the name; `delayed` may be left out. */
+export type AdapterReadWriteInfo = Omit<ReadWriteInfo, 'name' | 'delayed'> &
+  Partial<Pick<ReadWriteInfo, 'delayed'>>;
 
 /** Write handles this process handed out, and the grant each continues (for downgradeFrom). */
 const writes = new WeakMap<Lock, { name: string; closeSignal: AbortSignal; grant: ContinuedGrant }>();
@@ -103,7 +114,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
       `inspect read-write lock "${this.name}"`,
     );
     noteReached(this.#ctx);
-    return { name: this.name, ...info };
+    return { name: this.name, ...info, delayed: info.delayed ?? [] };
   }
 
   #read(opts: ReadOptions | undefined, wait: boolean): Promise<Lock | null> {
@@ -135,7 +146,9 @@ export class GenericReadWriteLock implements ReadWriteLock {
     wait: boolean,
   ): Promise<Lock | null> {
     const options = validateAcquireOptions(opts, this.#ctx);
-    refuseLockDelay(options, 'read-write locks');
+    if (options.lockDelayMs > 0 && !this.#adapter.keepsLockDelay) {
+      throw new NotImplementedError(`lockDelayMs on ${this.#ctx.backend} read-write locks`);
+    }
     this.#assertOpen();
     const request: ReadWriteRequest = {
       name: this.name,
@@ -144,6 +157,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
       ttlGiven: options.ttlGiven,
       owner: options.owner,
       ownerToken: crypto.randomUUID(),
+      lockDelayMs: options.lockDelayMs,
       wait: false,
     };
     const adapter = this.#adapter;
@@ -173,7 +187,10 @@ export class GenericReadWriteLock implements ReadWriteLock {
   /** A read that continues a write grant we hold: granted at once, nothing asked of the backend. */
   async #downgrade(write: Lock, opts: AcquireOptions): Promise<Lock> {
     const options = validateAcquireOptions(opts, this.#ctx);
-    refuseLockDelay(options, 'read-write locks');
+    if (options.lockDelayMs > 0) {
+      // Nothing new is granted on the backend: if the grant is lost, the write's delay applies.
+      throw new InvalidArgumentError('lockDelayMs', 'a downgrade continues the write: give the delay to it');
+    }
     this.#assertOpen();
     const origin = writes.get(write);
     if (!origin || origin.name !== this.name || origin.closeSignal !== this.#ctx.closeSignal) {

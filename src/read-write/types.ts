@@ -20,6 +20,18 @@ export interface ReadWriteInfo {
   readers: HolderInfo[];
   /** Requests queued for a read or a write. */
   waiters: number;
+  /**
+   * Lost grants still kept by lock-delay (see AcquireOptions.lockDelayMs): a lost write keeps out
+   * readers and writers until `delayedUntil`, a lost read keeps out writers. Empty when none.
+   */
+  delayed: DelayedGrant[];
+}
+
+/** A lost read or write grant whose lock-delay runs until `delayedUntil`. */
+export interface DelayedGrant {
+  mode: 'read' | 'write';
+  /** When the delay ends, by the backend's clock. */
+  delayedUntil: Date;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
+import { InvalidArgumentError, LockTimeoutError, NotImplementedError } from '../errors.js';
 import { type GrantContext, HeldGrants, noteReached, obtainGrant } from '../grant-loop.js';
 import type { OwnedLock } from '../ownership.js';
 import { withDeadline } from './deadline.js';
@@ -17,6 +17,8 @@ export interface PermitRequest {
   owner: string | undefined;
   /** Unique per request (and so per grant): the backend's id of the grant. */
   ownerToken: string;
+  /** Lock-delay of the grant (0 = none): a lost grant keeps its permits this long after the loss. */
+  lockDelayMs: number;
   wait: boolean;
 }
 
@@ -30,14 +32,20 @@ export interface PermitRequest {
  */
 export interface SemaphoreAdapter {
   request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
-  /** Holders and waiters; `signal` carries the caller's deadline. */
-  inspect(signal: AbortSignal): Promise<Omit<SemaphoreInfo, 'name' | 'limit'>>;
+  /** Holders, waiters and delayed permits (default none); `signal` carries the caller's deadline. */
+  inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo>;
+  /** Whether the adapter keeps lock-delay (PermitRequest.lockDelayMs); if not, a delay is refused. */
+  readonly keepsLockDelay?: boolean;
   /** Whether the backend is reachable as far as the adapter knows: a wait that runs out while it
    * is not ends with BackendUnavailableError instead of a timeout. Default: reachable. */
   reachable?(): boolean;
   /** Whether the backend answered before (in process: always). Default: tracked per provider here. */
   reached?(): boolean;
 }
+
+/** What an adapter's inspect answers: the info without the name and limit; `delayed` may be left out. */
+export type AdapterSemaphoreInfo = Omit<SemaphoreInfo, 'name' | 'limit' | 'delayed'> &
+  Partial<Pick<SemaphoreInfo, 'delayed'>>;
 
 /** What the provider lends its semaphores: the context of the shared acquire loop. */
 export type SemaphoreContext = GrantContext;
@@ -95,7 +103,7 @@ export class GenericSemaphore implements Semaphore {
       `inspect semaphore "${this.name}"`,
     );
     noteReached(this.#ctx);
-    return { name: this.name, limit: this.limit, ...info };
+    return { name: this.name, limit: this.limit, ...info, delayed: info.delayed ?? [] };
   }
 
   #assertOpen(): void {
@@ -104,6 +112,9 @@ export class GenericSemaphore implements Semaphore {
 
   async #obtain(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
     const options = validatePermitOptions(opts, this.limit, this.#ctx);
+    if (options.lockDelayMs > 0 && !this.#adapter.keepsLockDelay) {
+      throw new NotImplementedError(`lockDelayMs on ${this.#ctx.backend} semaphores`);
+    }
     this.#assertOpen();
     const request: PermitRequest = {
       name: this.name,
@@ -113,6 +124,7 @@ export class GenericSemaphore implements Semaphore {
       ttlGiven: options.ttlGiven,
       owner: options.owner,
       ownerToken: crypto.randomUUID(),
+      lockDelayMs: options.lockDelayMs,
       wait: false,
     };
     const lock = await obtainGrant(this.#ctx, {

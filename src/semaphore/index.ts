@@ -8,6 +8,7 @@ export { withDeadline } from './deadline.js';
 export { SemaphoreLimitMismatchError } from './errors.js';
 export { createTenantLimiter, type TenantLimiter, type TenantLimiterOptions } from './tenant-limiter.js';
 export type {
+  DelayedPermits,
   Permit,
   PermitOptions,
   Semaphore,

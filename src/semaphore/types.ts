@@ -34,6 +34,18 @@ export interface SemaphoreInfo {
   holders: SemaphoreHolder[];
   /** Requests queued for permits. */
   waiters: number;
+  /**
+   * Permits kept from everybody by lock-delay (see PermitOptions.lockDelayMs): each lost grant
+   * that asked for a delay, with how many permits it took and when they come back. Empty when none.
+   */
+  delayed: DelayedPermits[];
+}
+
+/** Permits of a lost grant, kept out of the limit until `delayedUntil` (lock-delay). */
+export interface DelayedPermits {
+  permits: number;
+  /** When the permits come back, by the backend's clock. */
+  delayedUntil: Date;
 }
 
 /**

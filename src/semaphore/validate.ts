@@ -1,10 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import {
-  refuseLockDelay,
-  type ValidAcquireOptions,
-  validateAcquireOptions,
-  validateKey,
-} from '../validate.js';
+import { type ValidAcquireOptions, validateAcquireOptions, validateKey } from '../validate.js';
 import type { PermitOptions, SemaphoreOptions } from './types.js';
 
 /** Most permits one name may have: a slot table or a ZSET of this size is still cheap to scan. */
@@ -49,6 +44,5 @@ export function validatePermitOptions(
     );
   }
   const options = validateAcquireOptions(opts === undefined ? undefined : rest, defaults);
-  refuseLockDelay(options, 'semaphore permits');
   return { ...options, permits };
 }

@@ -3,6 +3,7 @@ import type { LockLostError } from '../errors.js';
 import type { ReadWriteLock } from '../read-write/types.js';
 import type { Lock, LockProvider } from '../types.js';
 import { eventually, rejectsWith, releaseStale, uniqueKey } from './helpers.js';
+import { describeReadWriteLockDelay } from './recipe-lock-delay-conformance.js';
 import type { SemaphoreConformanceTarget } from './semaphore-conformance.js';
 import type { TestApi } from './target.js';
 
@@ -295,5 +296,7 @@ export function describeReadWriteConformance(target: ReadWriteConformanceTarget,
         },
       );
     }
+
+    describeReadWriteLockDelay(target, t, open);
   });
 }

@@ -4,6 +4,7 @@ import type { Permit, Semaphore } from '../semaphore/types.js';
 import type { LockProvider } from '../types.js';
 import { eventually, rejectsWith, releaseStale, sleep, uniqueKey } from './helpers.js';
 import { PermitChecker } from './permit-checker.js';
+import { describeSemaphoreLockDelay } from './recipe-lock-delay-conformance.js';
 import type { TestApi } from './target.js';
 
 /** What a backend tells the semaphore conformance suite about itself. */
@@ -438,5 +439,7 @@ export function describeSemaphoreConformance(target: SemaphoreConformanceTarget,
         });
       }
     }
+
+    describeSemaphoreLockDelay(target, t, open);
   });
 }

@@ -4,6 +4,7 @@ import { benchEtcd } from './etcd.mjs';
 import { benchFailover } from './failover.mjs';
 import { benchIdempotency } from './idempotency.mjs';
 import { benchMemory } from './memory.mjs';
+import { benchNames } from './names.mjs';
 import { benchPostgres } from './postgres.mjs';
 import { benchFacade, benchRedis } from './redis.mjs';
 import { benchScale } from './scale.mjs';
@@ -23,6 +24,7 @@ const all = {
   idempotency: benchIdempotency,
   tenants: benchTenantIsolation,
   scale: benchScale,
+  names: benchNames,
 };
 const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
 for (const [name, run] of Object.entries(all)) {

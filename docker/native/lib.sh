@@ -57,13 +57,28 @@ start_bg() {
   echo $! >"$dir/$name.pid"
 }
 
+# Whether process $1 runs (a zombie, not yet reaped by this shell, does not).
+_running() {
+  local stat
+  stat=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [[ $stat != Z* ]]
+}
+
 # Retries "$@" until it succeeds or SECONDS_LIMIT (default 30) pass; then prints the log and fails.
+# With WAIT_PID set, it fails at once when that process has exited (e.g. a port taken meanwhile)
+# instead of waiting out the limit.
 wait_until() {
   local what=$1 log=$2
   shift 2
   local limit=${SECONDS_LIMIT:-30}
   local deadline=$((SECONDS + limit))
+  local pid=${WAIT_PID:-}
   until "$@" >/dev/null 2>&1; do
+    if [[ -n $pid ]] && ! _running "$pid"; then
+      echo "$what exited before it came up; last lines of $log:" >&2
+      tail -n 30 "$log" >&2 || true
+      return 1
+    fi
     if ((SECONDS >= deadline)); then
       echo "$what did not come up within ${limit}s; last lines of $log:" >&2
       tail -n 30 "$log" >&2 || true

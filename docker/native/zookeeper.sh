@@ -99,8 +99,11 @@ if [[ -n $tls_dir ]]; then
       grep -Eq '^Mode: (standalone|leader|follower)'
   }
 fi
+# An ensemble's first election can take long on a loaded machine (JVMs starting beside other test
+# servers): a generous limit, left at once if the node exited (a port taken meanwhile, say).
 for ((i = 1; i <= nodes; i++)); do
-  wait_until "ZooKeeper node n$i" "$dir/n$i.log" serving "${ports[$(((i - 1) * 3))]}"
+  WAIT_PID=$(cat "$dir/n$i.pid") SECONDS_LIMIT=${SECONDS_LIMIT:-60} \
+    wait_until "ZooKeeper node n$i" "$dir/n$i.log" serving "${ports[$(((i - 1) * 3))]}"
 done
 echo "STATE_DIR=$dir"
 echo "ZK_CONNECT=$(IFS=,; echo "${connect[*]}")"

@@ -3,6 +3,7 @@ import { openSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { eventually } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup } from '../servers/index.js';
+import { ENSEMBLE_DEADLINE_MS } from '../servers/zk-quorum.js';
 
 /** The servers of a group by pid, which this file can kill and start again (the start script's pid files follow). */
 export function controls(group: ServerGroup) {
@@ -46,7 +47,7 @@ export function controls(group: ServerGroup) {
       pids[i] = child.pid as number;
       writeFileSync(`${stateDir}/${member.name}.pid`, String(child.pid)); // stop.sh ends this one too
       try {
-        await eventually('the server serves again', () => serving(member.address), 30_000);
+        await eventually('the server serves again', () => serving(member.address), ENSEMBLE_DEADLINE_MS);
       } catch (error) {
         // A member that does not come back is rare (seen once in CI): say why, from its own log.
         const tail = readFileSync(`${stateDir}/${member.name}.log`, 'utf8').split('\n').slice(-25).join('\n');

@@ -365,7 +365,7 @@ describe('ZooKeeper 3-node ensemble member faults', () => {
   let ensemble: ServerGroup;
   beforeAll(async () => {
     ensemble = await startServers('zookeeper', { size: 3, faults: true });
-  });
+  }, 180_000); // the script, then the ensemble serving (each within 60 s; zk-quorum.ts)
   afterAll(() => ensemble?.stop());
 
   it(

@@ -8,6 +8,7 @@ import { connect, type LeaderInfo } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { stopChild } from '../servers/processes.js';
+import { awaitEnsembleServing } from '../servers/zk-quorum.js';
 import { contendThroughLeaderKill, expectOneWakeupPerRelease } from './scenarios.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -383,7 +384,7 @@ describe('ZooKeeper adapter on a 3-node ensemble with faults', () => {
   let ensemble: ServerGroup;
   beforeAll(async () => {
     ensemble = await startServers('zookeeper', { size: 3, faults: true });
-  });
+  }, 180_000); // the script, then the ensemble serving (each within 60 s; zk-quorum.ts)
   afterAll(() => ensemble?.stop());
 
   it('killing the leader during contention: no overlapping grants, tokens still rise', async () => {
@@ -400,19 +401,6 @@ describe('ZooKeeper adapter on a 3-node ensemble with faults', () => {
 });
 
 async function findLeader(group: ServerGroup): Promise<number> {
-  const net = await import('node:net');
-  for (const [index, member] of group.members.entries()) {
-    const [host = '', port = ''] = member.address.split(':');
-    const answer = await new Promise<string>((ok) => {
-      let text = '';
-      const socket = net.connect(Number(port), host, () => socket.end('srvr'));
-      socket.on('data', (d) => {
-        text += d;
-      });
-      socket.on('close', () => ok(text));
-      socket.on('error', () => ok(''));
-    });
-    if (/Mode: leader/.test(answer)) return index;
-  }
-  throw new Error('no leader');
+  // One leader, the others following and serving writes (within a generous deadline).
+  return (await awaitEnsembleServing(group.members.map((m) => m.address))).leader;
 }

@@ -64,7 +64,7 @@ describe('ZooKeeper 3-node ensemble', () => {
   let zk: ServerGroup;
   beforeAll(async () => {
     zk = await startServers('zookeeper', { size: 3 });
-  });
+  }, 180_000); // the script, then the ensemble serving (each within 60 s; zk-quorum.ts)
   afterAll(() => zk?.stop());
   describeConformance(
     zkTarget('zookeeper ensemble', () => zk),

@@ -1,6 +1,7 @@
 import { dockerAvailable, startContainer } from './containers.js';
 import { startNative } from './native.js';
 import type { ServerGroup, ServerKind } from './types.js';
+import { awaitEnsembleServing } from './zk-quorum.js';
 
 export { FaultProxy, type ProxyMode } from './fault-proxy.js';
 export { restartPostgres } from './native.js';
@@ -78,7 +79,27 @@ export async function startServers(kind: ServerKind, request: ServerRequest = {}
       ? {}
       : { ZK_CONTAINER_CHECK_MS: String(request.containerCheckMs) }),
   };
-  return startNative(kind, args, env);
+  if (kind !== 'zookeeper' || size === 1) return startNative(kind, args, env);
+  // An ensemble's 9 ports are free when the script asks for them, but a parallel test file can take
+  // one before its JVM binds it: that node exits at once (zookeeper.sh fails fast), start again.
+  for (let attempt = 1; ; attempt++) {
+    let group: ServerGroup;
+    try {
+      group = await startNative(kind, args, env);
+    } catch (error) {
+      if (attempt < 3 && /Address already in use/.test(String(error))) continue;
+      throw error;
+    }
+    // zookeeper.sh saw each member's srvr in turn; under load the election may still be under way
+    // (or start again): hand the ensemble over once it serves writes through every member.
+    try {
+      await awaitEnsembleServing(endpoint(group, 'ZK_CONNECT').split(','));
+      return group;
+    } catch (error) {
+      await group.stop();
+      throw error;
+    }
+  }
 }
 
 /**

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { uniqueKey } from '../../src/testing/index.js';
 import { etcdFixture } from '../servers/etcd-fixture.js';
 
-// A read-write grant's release() that cannot reach etcd answers within about callTimeoutMs, as a
+// A read-write grant's (or a permit's) release() that cannot reach etcd answers within about callTimeoutMs, as a
 // lock's does, and the session still deletes the key once etcd answers again. It used to wait for
 // the session's retried delete until the session's TTL ran out: seen in the torture as a
 // read-write worker that "did not stop within 15 s" (a release, or withRead/withWrite, stuck in
@@ -29,7 +29,7 @@ async function settleWithin<T>(work: Promise<T>, ms: number): Promise<{ settled:
   return outcome;
 }
 
-describe('etcd: a release that cannot reach etcd is bounded by callTimeoutMs', () => {
+describe('etcd: a read-write or permit release that cannot reach etcd is bounded by callTimeoutMs', () => {
   const etcd = etcdFixture({ sessionTtlMs: SESSION_TTL_MS, callTimeoutMs: CALL_TIMEOUT_MS });
 
   it('read-write lock: release() answers BACKEND_UNAVAILABLE in time; the session deletes the key after the heal', async () => {
@@ -75,6 +75,23 @@ describe('etcd: a release that cannot reach etcd is bounded by callTimeoutMs', (
       expect(outcome.error).toBeUndefined(); // the function's outcome, not the release's
       const read = await b.readWriteLock(name).acquireRead({ waitMs: 10_000 });
       await read.release();
+    });
+  });
+
+  it('semaphore: a permit’s release() answers BACKEND_UNAVAILABLE in time; the session deletes the key after the heal', async () => {
+    await etcd.throughProxy(async (proxy) => {
+      const a = etcd.open({ endpoints: [`http://${proxy.address}`] });
+      const b = etcd.open();
+      const name = uniqueKey('permit-release-cut');
+      const permit = await a.semaphore(name, { limit: 1 }).acquire();
+      proxy.setMode({ kind: 'blackhole' });
+      const released = await settleWithin(permit.release(), BOUND_MS);
+      proxy.setMode({ kind: 'pass' });
+      expect(released.settled, `release() still pending after ${BOUND_MS} ms`).toBe(true);
+      expect(released.error).toMatchObject({ code: 'BACKEND_UNAVAILABLE' });
+      const next = await b.semaphore(name, { limit: 1 }).acquire({ waitMs: 10_000 });
+      expect(a.closed).toBe(false);
+      await next.release();
     });
   });
 });

@@ -19,7 +19,7 @@ import { assertUsable, nodeTlsOptions, type TlsOptions, tlsOption } from '../../
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
-import { endpointHosts, etcdClient, urlClientOptions } from './client.js';
+import { endpointHosts, endWatchStream, etcdClient, urlClientOptions } from './client.js';
 import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
@@ -542,6 +542,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     await bounded(closing, undefined, this.callTimeoutMs, 'close').catch(() => undefined);
     this.#deletions?.close();
     this.client.close();
+    endWatchStream(this.client); // etcd may not answer the watches' cancels: see endWatchStream
   }
 
   /**
@@ -552,6 +553,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     for (const session of await this.#sessions.all()) await session.close(false);
     this.#deletions?.close();
     this.client.close();
+    endWatchStream(this.client);
   }
 }
 

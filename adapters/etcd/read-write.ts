@@ -126,7 +126,7 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
         if (!(await waitForTurn(call, queued, cancel, { blockedBy, wait: req.wait }))) return null;
       }
       granted = true;
-      return hold(req, session, queued);
+      return hold(req, session, queued, callTimeoutMs);
     } finally {
       // Not granted (busy, cancelled, failed): the session deletes our key, retrying until etcd
       // confirms; a cancelled caller waits for that only CANCEL_GRACE_MS (see semaphore.ts).
@@ -138,17 +138,14 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
   }
 }
 
-function hold(req: ReadWriteRequest, session: EtcdSession, queued: Queued): OwnedLock {
+function hold(req: ReadWriteRequest, session: EtcdSession, queued: Queued, callTimeoutMs: number): OwnedLock {
   const lock = new OwnedLock({
     key: req.name,
     fencingToken: queued.revision,
     ownerToken: req.ownerToken,
     trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-    releaseOnBackend: async () => {
-      if (!(await session.remove(queued.key, queued.revision))) {
-        throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
-      }
-    },
+    // Bounded by callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
+    releaseOnBackend: () => session.release(queued.key, queued.revision, callTimeoutMs),
   });
   lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
   return lock;

@@ -345,11 +345,8 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       fencingToken: grant.revision,
       ownerToken: req.ownerToken,
       trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      releaseOnBackend: async () => {
-        if (!(await session.remove(grant.key, grant.revision))) {
-          throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
-        }
-      },
+      // Bounded by callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
+      releaseOnBackend: () => session.release(grant.key, grant.revision, this.#c.callTimeoutMs),
     });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
     return lock;

@@ -142,6 +142,22 @@ export class EtcdSession {
   }
 
   /**
+   * A grant's release: remove(), waited for at most waitMs (the caller's callTimeoutMs), as a lock's
+   * release waits. Resolves once etcd confirmed the delete; rejects with BackendUnavailableError when
+   * it did not in time or the session ended first. Either way the session owns the delete from then
+   * on (it retries until confirmed, or its lease takes the key): an unreachable etcd must not hold
+   * release(), withRead/withWrite or a born-lost grant's clean-up for the session's whole TTL.
+   */
+  async release(key: Buffer, revision: bigint, waitMs: number): Promise<void> {
+    const confirmed = await bounded(this.remove(key, revision), undefined, waitMs, 'release').catch(
+      () => false,
+    );
+    if (!confirmed) {
+      throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
+    }
+  }
+
+  /**
    * Deletes the key an enqueue Txn may have put after its caller gave up on it (cancelled, timed
    * out): waits for the Txn's own outcome (see settledRevision), then removes the key as remove()
    * does. Resolves true once confirmed, false when the session ended first.

@@ -272,7 +272,10 @@ export interface ListedMarker {
 }
 
 /** The grant markers of the given kinds among a folder's children (never the lock's MARKER_NAME). */
-export function listedMarkers(children: readonly string[], kinds: readonly GrantMarkerKind[]): ListedMarker[] {
+export function listedMarkers(
+  children: readonly string[],
+  kinds: readonly GrantMarkerKind[],
+): ListedMarker[] {
   const found: ListedMarker[] = [];
   for (const name of children) {
     const m = GRANT_MARKER.exec(name);
@@ -305,7 +308,8 @@ function parseGrantMarker(listed: ListedMarker, data: Buffer, stat: Stat): Grant
     // unreadable: the defaults below
   }
   const { delayMs, permits, lost } = parsed;
-  const validDelay = Number.isSafeInteger(delayMs) && (delayMs as number) >= 0 && (delayMs as number) <= 60_000;
+  const validDelay =
+    Number.isSafeInteger(delayMs) && (delayMs as number) >= 0 && (delayMs as number) <= 60_000;
   return {
     ...listed,
     delayMs: validDelay ? (delayMs as number) : 60_000,
@@ -404,7 +408,8 @@ export async function runningDelays(o: DelayScan): Promise<RunningDelay[]> {
     } catch (error) {
       if (signal.aborted) throw signal.reason;
       const code = zkCode(error);
-      if (code !== 'NO_NODE' && code !== 'BAD_VERSION') throw unavailable('ending the lock-delay failed', error);
+      if (code !== 'NO_NODE' && code !== 'BAD_VERSION')
+        throw unavailable('ending the lock-delay failed', error);
     }
   }
   return running;

@@ -312,7 +312,8 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
           if (stat?.ephemeralOwner !== session.sessionId) {
             throw new BackendUnavailableError('zookeeper: our lease node is gone (session expired)');
           }
-          const marker = req.lockDelayMs > 0 ? await this.#writeMarker(session, req, first, cancel) : undefined;
+          const marker =
+            req.lockDelayMs > 0 ? await this.#writeMarker(session, req, first, cancel) : undefined;
           granted = true;
           const watch = new OwnNodeWatch(session, first.path);
           return this.#hold(session, req, nodes, stat.czxid, watch, marker);
@@ -411,7 +412,12 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
   }
 
   /** Our grant's marker (lock-delay.ts), written before the grant is handed out: its path. */
-  async #writeMarker(session: ZkSession, req: PermitRequest, first: ZkQueued, cancel: AbortSignal): Promise<string> {
+  async #writeMarker(
+    session: ZkSession,
+    req: PermitRequest,
+    first: ZkQueued,
+    cancel: AbortSignal,
+  ): Promise<string> {
     const name = grantMarkerName(nodeUuid(first.name) as string, 'permitdelay'); // _c_<uuid>-lease-…
     await createGrantMarker(
       session,

@@ -232,3 +232,285 @@ export function delayedUntil(marker: Marker | undefined, head: string | undefine
   if (until <= Date.now() && head === undefined) return undefined;
   return new Date(Math.max(until, Date.now()));
 }
+
+/*
+ * Lock-delay of semaphore permits and read-write grants: several grants hold at once, so each grant
+ * that asks for a delay writes a marker of its own, a PERSISTENT node `_c_<uuid>-<kind>` where uuid
+ * is that of the grant's node(s) (`_c_<uuid>-lease-…`, `_c_<uuid>-__READ__…`): its holder is alive
+ * while a node with that uuid exists. The kinds (permitdelay, readdelay, writedelay) contain no
+ * Curator lock name, so queueOrder skips them and Curator sorts them after every sequence number,
+ * as MARKER_NAME above. Created (multi: check our node, create) before the grant is handed out;
+ * deleted with the grant's node(s) in one multi by a clean release. So a marker listed while its
+ * holder's node is not (in the same listing, or in one answered after the marker's) belongs to a
+ * lost grant: whoever finds it stamps it (setData guarded by the version read, `lost: true`) unless
+ * it is stamped already, and counts the delay from the stamp's mtime by the server's clock (see
+ * ServerClock); whoever finds it over deletes it, guarded by the stamped version (a stamped marker
+ * never changes again). A marker left behind by a release that failed is so a delay, never a lockout.
+ */
+
+/** The kind of a grant's marker: a semaphore grant's permits, a read's, a write's. */
+export type GrantMarkerKind = 'permitdelay' | 'readdelay' | 'writedelay';
+
+const GRANT_MARKER = /^_c_([0-9a-f-]{36})-(permitdelay|readdelay|writedelay)$/;
+const NODE_UUID = /^_c_([0-9a-f-]{36})-/;
+
+/** The marker's name of a grant whose node(s) carry `uuid`. */
+export function grantMarkerName(uuid: string, kind: GrantMarkerKind): string {
+  return `_c_${uuid}-${kind}`;
+}
+
+/** The uuid of a protected node's name (`_c_<uuid>-…`), or undefined. */
+export function nodeUuid(name: string): string | undefined {
+  return NODE_UUID.exec(name)?.[1];
+}
+
+export interface ListedMarker {
+  name: string;
+  /** The uuid of its holder's node(s). */
+  uuid: string;
+  kind: GrantMarkerKind;
+}
+
+/** The grant markers of the given kinds among a folder's children (never the lock's MARKER_NAME). */
+export function listedMarkers(
+  children: readonly string[],
+  kinds: readonly GrantMarkerKind[],
+): ListedMarker[] {
+  const found: ListedMarker[] = [];
+  for (const name of children) {
+    const m = GRANT_MARKER.exec(name);
+    if (m && kinds.includes(m[2] as GrantMarkerKind)) {
+      found.push({ name, uuid: m[1] as string, kind: m[2] as GrantMarkerKind });
+    }
+  }
+  return found;
+}
+
+export interface GrantMarker extends ListedMarker {
+  delayMs: number;
+  /** Permits of a semaphore grant; undefined when unreadable (count them all). */
+  permits: number | undefined;
+  lost: boolean;
+  stat: Stat;
+}
+
+function grantMarkerData(delayMs: number, permits: number | undefined, lost: boolean): Buffer {
+  return Buffer.from(JSON.stringify({ delayMs, ...(permits === undefined ? {} : { permits }), lost }));
+}
+
+/** As stored; data that does not read counts as the longest delay of a lost grant of every permit. */
+function parseGrantMarker(listed: ListedMarker, data: Buffer, stat: Stat): GrantMarker {
+  let parsed: { delayMs?: unknown; permits?: unknown; lost?: unknown } = {};
+  try {
+    const value: unknown = JSON.parse(data.toString('utf8'));
+    if (typeof value === 'object' && value !== null) parsed = value;
+  } catch {
+    // unreadable: the defaults below
+  }
+  const { delayMs, permits, lost } = parsed;
+  const validDelay =
+    Number.isSafeInteger(delayMs) && (delayMs as number) >= 0 && (delayMs as number) <= 60_000;
+  return {
+    ...listed,
+    delayMs: validDelay ? (delayMs as number) : 60_000,
+    permits: Number.isSafeInteger(permits) && (permits as number) > 0 ? (permits as number) : undefined,
+    lost: validDelay ? lost === true : true,
+    stat,
+  };
+}
+
+/**
+ * The server's clock as this process knows it: readings of a write's Stat time (ctime of a node we
+ * created, mtime of a stamp) with our monotonic time when its answer came. The server was at the
+ * reading no later than the answer came, so `reading + (now - answered)` never runs ahead of it
+ * (while the clocks run at one rate): a time by the server's clock is reached, by this count, no
+ * sooner than on the server.
+ */
+export class ServerClock {
+  readonly #readings: Array<{ server: number; local: number }> = [];
+
+  note(server: bigint, local = performance.now()): void {
+    this.#readings.push({ server: Number(server), local });
+  }
+
+  get known(): boolean {
+    return this.#readings.length > 0;
+  }
+
+  /** Our monotonic time when the server's clock reaches `server` at the latest (by every reading). */
+  localWhen(server: number): number {
+    let when = Number.POSITIVE_INFINITY;
+    for (const r of this.#readings) {
+      const at = r.local + (server - r.server);
+      when = when === Number.POSITIVE_INFINITY ? at : Math.max(when, at);
+    }
+    return when;
+  }
+}
+
+/** A lost grant whose delay runs until `endsAt` (our monotonic clock). */
+export interface RunningDelay {
+  marker: GrantMarker;
+  endsAt: number;
+}
+
+export interface DelayScan {
+  session: ZkSession;
+  /** The folder of the markers. */
+  parent: string;
+  /** Markers of lost grants: listed while their holder's node was not (see above). */
+  lost: readonly ListedMarker[];
+  clock: ServerClock;
+  signal: AbortSignal;
+}
+
+/**
+ * Reads the lost grants' markers: stamps those not stamped yet, deletes those whose delay is over,
+ * and answers the others. Every call carries the request's signal.
+ */
+export async function runningDelays(o: DelayScan): Promise<RunningDelay[]> {
+  const { session, parent, clock, signal } = o;
+  const running: RunningDelay[] = [];
+  for (const listed of o.lost) {
+    const path = `${parent}/${listed.name}`;
+    let marker: GrantMarker | undefined;
+    for (let attempt = 0; attempt < 3 && marker === undefined; attempt++) {
+      const read = await readGrantMarker(session, parent, listed, signal);
+      if (!read) break; // deleted meanwhile: released or over
+      if (read.lost) {
+        marker = read;
+        break;
+      }
+      try {
+        const data = grantMarkerData(read.delayMs, read.permits, true);
+        const stat = await session.client.setData(path, data, read.stat.version, { signal });
+        clock.note(stat.mtime);
+        marker = { ...read, lost: true, stat };
+      } catch (error) {
+        if (signal.aborted) throw signal.reason;
+        const code = zkCode(error);
+        if (code === 'NO_NODE') break;
+        if (code !== 'BAD_VERSION') throw unavailable('starting the lock-delay failed', error);
+        // stamped by another meanwhile: read it again
+      }
+    }
+    if (!marker) continue;
+    // Without a reading of the server's clock (callers give one): the whole delay from now.
+    const endsAt = clock.known
+      ? clock.localWhen(Number(marker.stat.mtime) + marker.delayMs)
+      : performance.now() + marker.delayMs;
+    if (endsAt > performance.now()) {
+      running.push({ marker, endsAt });
+      continue;
+    }
+    try {
+      await session.client.delete(path, marker.stat.version, { signal });
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      const code = zkCode(error);
+      if (code !== 'NO_NODE' && code !== 'BAD_VERSION')
+        throw unavailable('ending the lock-delay failed', error);
+    }
+  }
+  return running;
+}
+
+async function readGrantMarker(
+  session: ZkSession,
+  parent: string,
+  listed: ListedMarker,
+  signal?: AbortSignal,
+): Promise<GrantMarker | undefined> {
+  try {
+    const { data, stat } = await session.client.getData(`${parent}/${listed.name}`, signal ? { signal } : {});
+    return parseGrantMarker(listed, data, stat);
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    if (zkCode(error) === 'NO_NODE') return undefined;
+    throw unavailable('reading a lock-delay marker failed', error);
+  }
+}
+
+/**
+ * For inspect(): the lost grants' delays still running, with when each ends by the server's clock
+ * (a marker nobody has stamped yet is delayed from when it is found, so not before now). Reads only.
+ */
+export async function shownDelays(
+  session: ZkSession,
+  parent: string,
+  lost: readonly ListedMarker[],
+  signal: AbortSignal,
+): Promise<Array<{ marker: GrantMarker; until: Date }>> {
+  const shown: Array<{ marker: GrantMarker; until: Date }> = [];
+  for (const listed of lost) {
+    const marker = await readGrantMarker(session, parent, listed, signal);
+    if (!marker) continue;
+    const now = Date.now();
+    const until = marker.lost ? Number(marker.stat.mtime) + marker.delayMs : now + marker.delayMs;
+    if (until > now) shown.push({ marker, until: new Date(until) });
+  }
+  return shown;
+}
+
+/**
+ * Waits until every running delay has ended (our monotonic clock), ending early (rejecting) on the
+ * request's signal or the session's loss.
+ */
+export async function waitForDelays(
+  session: ZkSession,
+  running: readonly RunningDelay[],
+  signal: AbortSignal,
+): Promise<void> {
+  const endsAt = Math.max(...running.map((d) => d.endsAt));
+  await waitOut(session, Math.max(0, Math.ceil(endsAt - performance.now())), signal);
+}
+
+/**
+ * Our grant's marker, created only while `node` (our grant's node) exists. Rejects with
+ * BackendUnavailableError when the node is gone.
+ */
+export async function createGrantMarker(
+  session: ZkSession,
+  o: { parent: string; name: string; node: string; acl: readonly ACL[]; delayMs: number; permits?: number },
+  signal: AbortSignal,
+): Promise<void> {
+  try {
+    await session.client.multi(
+      [
+        { op: 'check', path: o.node, version: -1 },
+        {
+          op: 'create',
+          path: `${o.parent}/${o.name}`,
+          data: grantMarkerData(o.delayMs, o.permits, false),
+          acl: o.acl,
+          mode: CreateMode.PERSISTENT,
+        },
+      ],
+      { signal },
+    );
+  } catch (error) {
+    if (signal.aborted) throw signal.reason;
+    const code = zkCode(error);
+    if (code === 'NODE_EXISTS') return; // ours, from an answer lost on the way (the uuid is the grant's)
+    if (code === 'NO_NODE') {
+      throw new BackendUnavailableError('zookeeper: our grant node is gone (session expired)');
+    }
+    throw unavailable('writing the lock-delay marker failed', error);
+  }
+}
+
+/**
+ * A clean release of a grant that wrote a marker: its node(s) and the marker in one multi. Rejects
+ * when it did not commit; the caller then deletes the nodes alone (the marker then turns into a
+ * delay nobody needed: longer, never shorter, and removed by whoever finds it over).
+ */
+export async function releaseGrantWithMarker(
+  session: ZkSession,
+  nodes: readonly string[],
+  marker: string,
+): Promise<void> {
+  await session.client.multi([
+    ...nodes.map((path) => ({ op: 'delete' as const, path, version: -1 })),
+    { op: 'delete', path: marker, version: -1 },
+  ]);
+}

@@ -56,6 +56,11 @@ export interface ZkQueued {
   name: string;
   /** Our node's Stat as created (create2) or adopted, when known: its czxid is the fencing token. */
   stat?: Stat;
+  /**
+   * Our monotonic time when the create's answer came (or later, for an adopted node): its ctime,
+   * the server's clock then, is a reading of that clock (lock-delay.ts, ServerClock).
+   */
+  answeredAt?: number;
 }
 
 export interface ZkNode {
@@ -113,7 +118,7 @@ export async function protectedCreate(call: ZkQueueCall, cancel: AbortSignal): P
         CreateMode.EPHEMERAL_SEQUENTIAL,
         signal,
       );
-      return { path, name: path.slice(call.parent.length + 1), stat };
+      return { path, name: path.slice(call.parent.length + 1), stat, answeredAt: performance.now() };
     } catch (error) {
       if (cancel.aborted) {
         removeLater(call, `_c_${uuid}-`); // sent, perhaps: its node must not outlive us
@@ -193,7 +198,7 @@ async function findOurs(
   if (!name) return undefined;
   const stat = await call.session.client.exists(`${call.parent}/${name}`, signal ? { signal } : {});
   if (!stat || stat.ephemeralOwner !== call.session.sessionId) return undefined;
-  return { path: `${call.parent}/${name}`, name, stat };
+  return { path: `${call.parent}/${name}`, name, stat, answeredAt: performance.now() };
 }
 
 /** Tries a few times, over a few seconds, to delete a node whose create had an unknown outcome. */

@@ -6,7 +6,19 @@ import type { HolderInfo } from '../../src/types.js';
 import { type ZkSession, zkCode } from './client.js';
 import { removeOwned } from './entries.js';
 import type { FolderMaker } from './folders.js';
-import { type NodeKind, queueOrder, unavailable, type ZkNode } from './mutex.js';
+import {
+  createGrantMarker,
+  type GrantMarkerKind,
+  grantMarkerName,
+  type ListedMarker,
+  listedMarkers,
+  nodeUuid,
+  runningDelays,
+  ServerClock,
+  shownDelays,
+  waitForDelays,
+} from './lock-delay.js';
+import { type NodeKind, queueOrder, unavailable, type ZkNode, type ZkQueued } from './mutex.js';
 import { holdTurn, takeTurn } from './turn.js';
 import type { ACL } from './wire/ops.js';
 
@@ -53,6 +65,8 @@ function lastWriteBefore(order: readonly ZkNode[], index: number): ZkNode | unde
  * downgrade does that above the adapter (ContinuedGrant), with no node of its own.
  */
 export class ZkReadWriteAdapter implements ReadWriteAdapter {
+  /** Lock-delay: a marker per grant that asks for one, beside the nodes (lock-delay.ts). */
+  readonly keepsLockDelay = true;
   readonly #c: ZkReadWriteClient;
   readonly #folder: string;
 
@@ -87,15 +101,29 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
       throw unavailable('read-write inspect failed', error);
     }
     const order = queueOrder(children, READ_WRITE);
+    const lost = lostMarkers(children, order, DELAY_KINDS.write);
+    const shown = lost.length > 0 ? await shownDelays(session, this.#folder, lost, signal) : [];
+    const delayed = shown.map(({ marker, until }) => ({
+      mode: marker.kind === 'writedelay' ? ('write' as const) : ('read' as const),
+      delayedUntil: until,
+    }));
     const firstWrite = order.findIndex((node) => node.kind === WRITE);
-    const holding =
-      firstWrite === 0 ? order.slice(0, 1) : firstWrite < 0 ? order : order.slice(0, firstWrite);
+    // A lost write's delay keeps everybody waiting, a lost read's the write at the head.
+    const kept = delayed.some((d) => d.mode === 'write') || (firstWrite === 0 && delayed.length > 0);
+    const holding = kept
+      ? []
+      : firstWrite === 0
+        ? order.slice(0, 1)
+        : firstWrite < 0
+          ? order
+          : order.slice(0, firstWrite);
     const holders = await Promise.all(holding.map((node) => this.#holder(session, node, signal)));
     const present = holders.filter((holder) => holder !== null);
     return {
       writer: firstWrite === 0 ? (present[0] ?? null) : null,
       readers: firstWrite === 0 ? [] : present,
       waiters: order.length - holding.length,
+      delayed,
     };
   }
 
@@ -122,6 +150,8 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
 
   async #request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const session = await this.#c.session(cancel);
+    let listing: readonly string[] = [];
+    let marker: string | undefined;
     const turn = await takeTurn(
       {
         session,
@@ -135,9 +165,17 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
         acl: this.#c.acl,
         folders: this.#c.folders,
         onWake: () => this.#c.woken(),
+        listed: (children) => {
+          listing = children;
+        },
       },
       req.wait,
       cancel,
+      async (queued) => {
+        if (!(await this.#clearDelays(session, queued, listing, req, cancel))) return false;
+        if (req.lockDelayMs > 0) marker = await this.#writeMarker(session, queued, req, cancel);
+        return true;
+      },
     );
     if (!turn) return null;
     if (cancel.aborted) {
@@ -149,6 +187,63 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
       key: req.name,
       ownerToken: req.ownerToken,
       released: () => this.#c.removeFolderLater(session, this.#folder),
+      ...(marker ? { grantMarker: marker } : {}),
     });
   }
+
+  /**
+   * Our node's turn came (in `listing`): waits out the delays of lost grants that keep it out (a
+   * write's for everybody, a read's for a write). false: `wait` is false and one runs.
+   */
+  async #clearDelays(
+    session: ZkSession,
+    queued: ZkQueued,
+    listing: readonly string[],
+    req: ReadWriteRequest,
+    cancel: AbortSignal,
+  ): Promise<boolean> {
+    const lost = lostMarkers(listing, queueOrder([...listing], READ_WRITE), DELAY_KINDS[req.mode]);
+    if (lost.length === 0) return true;
+    const clock = new ServerClock();
+    if (queued.stat) clock.note(queued.stat.ctime, queued.answeredAt);
+    for (;;) {
+      const running = await runningDelays({ session, parent: this.#folder, lost, clock, signal: cancel });
+      if (running.length === 0) return true;
+      if (!req.wait) return false;
+      await waitForDelays(session, running, cancel);
+    }
+  }
+
+  /** Our grant's marker (lock-delay.ts), written before the grant is handed out: its path. */
+  async #writeMarker(
+    session: ZkSession,
+    queued: ZkQueued,
+    req: ReadWriteRequest,
+    cancel: AbortSignal,
+  ): Promise<string> {
+    const uuid = nodeUuid(queued.name) as string; // our protected name: _c_<uuid>-…
+    const name = grantMarkerName(uuid, req.mode === 'read' ? 'readdelay' : 'writedelay');
+    await createGrantMarker(
+      session,
+      { parent: this.#folder, name, node: queued.path, acl: this.#c.acl, delayMs: req.lockDelayMs },
+      cancel,
+    );
+    return `${this.#folder}/${name}`;
+  }
+}
+
+/** The markers a request of each mode waits for: a read for lost writes, a write for all. */
+const DELAY_KINDS: Readonly<Record<'read' | 'write', readonly GrantMarkerKind[]>> = {
+  read: ['writedelay'],
+  write: ['readdelay', 'writedelay'],
+};
+
+/** Markers of lost grants in one listing: their grant's node is not in it (lock-delay.ts). */
+function lostMarkers(
+  children: readonly string[],
+  order: readonly ZkNode[],
+  kinds: readonly GrantMarkerKind[],
+): ListedMarker[] {
+  const alive = new Set(order.map((node) => nodeUuid(node.name)));
+  return listedMarkers(children, kinds).filter((marker) => !alive.has(marker.uuid));
 }

@@ -1,3 +1,4 @@
+import { sleepUnlessWoken } from '../../src/backoff.js';
 import { withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
@@ -14,6 +15,17 @@ import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/sem
 import { type ZkSession, zkCode } from './client.js';
 import { removeOwned, removeOwnedByPrefix } from './entries.js';
 import type { FolderMaker } from './folders.js';
+import {
+  createGrantMarker,
+  grantMarkerName,
+  type ListedMarker,
+  listedMarkers,
+  nodeUuid,
+  releaseGrantWithMarker,
+  runningDelays,
+  ServerClock,
+  shownDelays,
+} from './lock-delay.js';
 import {
   protectedCreate,
   queueOrder,
@@ -65,6 +77,8 @@ interface LeaseStart {
   changed: { listener: (event: WatchEvent) => void; done: Promise<void>; stop: () => void };
   stored: Promise<number | undefined | null>;
   creating: Promise<ZkQueued[]>;
+  /** The semaphore's folder (its lock-delay markers), listed just before the leases. */
+  markers: Promise<string[]>;
   listing: Promise<string[]>;
 }
 
@@ -74,13 +88,17 @@ interface LeaseData {
 }
 
 class ZkSemaphoreAdapter implements SemaphoreAdapter {
+  /** Lock-delay: a marker per grant that asks for one, in the semaphore's folder (lock-delay.ts). */
+  readonly keepsLockDelay = true;
   readonly #c: ZkSemaphoreClient;
+  readonly #folder: string;
   readonly #locks: string;
   readonly #leases: string;
 
   constructor(name: string, client: ZkSemaphoreClient) {
     this.#c = client;
     const folder = client.folder(name);
+    this.#folder = folder;
     this.#locks = `${folder}/locks`;
     this.#leases = `${folder}/leases`;
   }
@@ -105,7 +123,10 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
         if (zkCode(error) === 'NO_NODE') return [] as string[];
         throw unavailable('semaphore inspect failed', error);
       });
-    const [locks, leases, limit] = await Promise.all([
+    // The markers are listed before the leases: a marker whose grant's leases the later listing
+    // lacks belongs to a lost grant (lock-delay.ts).
+    const [folder, locks, leases, limit] = await Promise.all([
+      children(this.#folder),
       children(this.#locks),
       children(this.#leases),
       this.#storedLimit(session, signal).then((l) => l ?? undefined),
@@ -123,10 +144,17 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
         permits: data.permits ?? 1,
       });
     }
-    // More leases than the limit: the newest grant's nodes are the mutex holder's, still waiting
-    // (only the mutex holder creates lease nodes), not a holder's.
+    const lost = lostMarkers(folder, leases);
+    const shown = lost.length > 0 ? await shownDelays(session, this.#folder, lost, signal) : [];
+    const delayed = shown.map(({ marker, until }) => ({
+      permits: marker.permits ?? limit ?? 1,
+      delayedUntil: until,
+    }));
+    const kept = delayed.reduce((sum, d) => sum + d.permits, 0);
+    // More leases than the limit (with the permits a delay keeps): the newest grant's nodes are the
+    // mutex holder's, still waiting (only the mutex holder creates lease nodes), not a holder's.
     const newest = nodes.at(-1);
-    const waiting = limit !== undefined && nodes.length > limit && newest ? newest.id : undefined;
+    const waiting = limit !== undefined && nodes.length + kept > limit && newest ? newest.id : undefined;
     const grants = new Map<string, SemaphoreHolder>();
     for (const node of nodes) {
       if (node.id === waiting || grants.has(node.id)) continue; // in creation order: first node first
@@ -141,6 +169,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     return {
       holders: [...grants.values()].sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1)),
       waiters: queueOrder(locks, 'lock-').length,
+      delayed,
     };
   }
 
@@ -221,9 +250,10 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       req.permits === 1
         ? protectedCreate(call, cancel).then((node) => [node])
         : this.#createAtOnce(session, call, req.permits, req.limit);
+    const markers = this.#listMarkers(session, cancel);
     const listing = session.client.getChildren(this.#leases, { watch: changed.listener, signal: cancel });
-    for (const p of [stored, creating, listing]) p.catch(() => undefined);
-    return { changed, stored, creating, listing };
+    for (const p of [stored, creating, markers, listing]) p.catch(() => undefined);
+    return { changed, stored, creating, markers, listing };
   }
 
   /** A lease step started for a turn that was not ours: its node(s) go at once. */
@@ -245,8 +275,9 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     const { client } = session;
     const nodes: ZkQueued[] = [];
     let granted = false;
-    let { changed, listing } = step;
+    let { changed, listing, markers } = step;
     const { stored, creating } = step;
+    const clock = new ServerClock();
     try {
       nodes.push(...(await creating));
       let limit = await stored;
@@ -264,22 +295,46 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
         if (!children.includes(first.name)) {
           throw new BackendUnavailableError('zookeeper: our lease node is gone (session expired)');
         }
-        if (children.length <= req.limit) {
+        const lost = lostMarkers(await markers, children);
+        if (lost.length > 0 && !clock.known) {
+          // Our lease node's ctime: the server's clock when its create was answered.
+          const stat = first.stat ?? (await client.exists(first.path, { signal: cancel }));
+          if (stat) clock.note(stat.ctime, first.answeredAt);
+        }
+        const running =
+          lost.length > 0
+            ? await runningDelays({ session, parent: this.#folder, lost, clock, signal: cancel })
+            : [];
+        const kept = running.reduce((sum, d) => sum + Math.min(d.marker.permits ?? req.limit, req.limit), 0);
+        if (children.length + kept <= req.limit) {
           changed.stop();
           const stat = first.stat ?? (await client.exists(first.path, { signal: cancel }));
           if (stat?.ephemeralOwner !== session.sessionId) {
             throw new BackendUnavailableError('zookeeper: our lease node is gone (session expired)');
           }
+          const marker =
+            req.lockDelayMs > 0 ? await this.#writeMarker(session, req, first, cancel) : undefined;
           granted = true;
-          return this.#hold(session, req, nodes, stat.czxid, new OwnNodeWatch(session, first.path));
+          const watch = new OwnNodeWatch(session, first.path);
+          return this.#hold(session, req, nodes, stat.czxid, watch, marker);
         }
         if (!req.wait) {
           changed.stop();
           return null;
         }
-        await changed.done;
+        // Until a lease goes or the first delay ends (its permits come back).
+        if (running.length > 0) {
+          const until = Math.min(...running.map((d) => d.endsAt));
+          const sleep = sleepUnlessWoken(Math.max(0, Math.ceil(until - performance.now())), cancel);
+          sleep.done.catch(() => undefined);
+          await Promise.race([changed.done, sleep.done]).finally(() => sleep.wake());
+        } else {
+          await changed.done;
+        }
+        changed.stop();
         cancel.throwIfAborted();
         changed = this.#nextChange(session, cancel);
+        markers = this.#listMarkers(session, cancel);
         listing = client.getChildren(this.#leases, { watch: changed.listener, signal: cancel });
       }
     } catch (error) {
@@ -323,8 +378,9 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
         await this.#makeFolder(session, limit);
         return session.client.multi(ops);
       });
+      const answeredAt = performance.now();
       return results.flatMap((r) =>
-        r.op === 'create' ? [{ path: r.path, name: r.path.slice(this.#leases.length + 1) }] : [],
+        r.op === 'create' ? [{ path: r.path, name: r.path.slice(this.#leases.length + 1), answeredAt }] : [],
       );
     } catch (error) {
       // The multi may have been applied with its answer lost: the session owns the clean-up and
@@ -343,6 +399,35 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     await this.#c.folders.create(session.client, folder, NO_CANCEL).catch((error: unknown) => {
       if (zkCode(error) !== 'NODE_EXISTS') throw unavailable('creating the leases folder failed', error);
     });
+  }
+
+  /** The semaphore's folder, where the lock-delay markers are (empty when it is gone). */
+  #listMarkers(session: ZkSession, cancel: AbortSignal): Promise<string[]> {
+    const listing = session.client.getChildren(this.#folder, { signal: cancel }).catch((error: unknown) => {
+      if (zkCode(error) === 'NO_NODE' && !cancel.aborted) return [] as string[];
+      throw error;
+    });
+    listing.catch(() => undefined);
+    return listing;
+  }
+
+  /** Our grant's marker (lock-delay.ts), written before the grant is handed out: its path. */
+  async #writeMarker(
+    session: ZkSession,
+    req: PermitRequest,
+    first: ZkQueued,
+    cancel: AbortSignal,
+  ): Promise<string> {
+    const name = grantMarkerName(nodeUuid(first.name) as string, 'permitdelay'); // _c_<uuid>-lease-…
+    await createGrantMarker(
+      session,
+      {
+        ...{ parent: this.#folder, name, node: first.path, acl: this.#c.acl },
+        ...{ delayMs: req.lockDelayMs, permits: req.permits },
+      },
+      cancel,
+    );
+    return `${this.#folder}/${name}`;
   }
 
   /** The limit fencekit stored on the leases folder: undefined without one (Curator's), null without a folder. */
@@ -398,6 +483,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     nodes: ZkQueued[],
     token: bigint,
     watch: OwnNodeWatch,
+    marker: string | undefined,
   ): OwnedLock {
     const lock = new OwnedLock({
       key: req.name,
@@ -406,8 +492,17 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       releaseOnBackend: async () => {
         if (!session.alive) return; // the session's end removed the nodes
-        // If a delete fails, the session retries it until confirmed (or ends).
-        await Promise.all(nodes.map((node) => removeOwned(session, node.path)));
+        // With our marker, all in one multi; unanswered, the nodes go alone (the marker then turns
+        // into a delay nobody needed: longer, never shorter). If a delete fails, the session
+        // retries it until confirmed (or ends).
+        const paths = nodes.map((node) => node.path);
+        const both = marker
+          ? await releaseGrantWithMarker(session, paths, marker).then(
+              () => true,
+              () => false,
+            )
+          : false;
+        if (!both) await Promise.all(paths.map((path) => removeOwned(session, path)));
         // Not at once: while the semaphore is busy the folder (and its limit) stays.
         this.#c.removeFolderLater(session, this.#leases);
       },
@@ -423,6 +518,12 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
 
 /** #createAtOnce's calls are not cancelled once sent: their clean-up owns what they made. */
 const NO_CANCEL = new AbortController().signal;
+
+/** Markers of lost grants: listed before the leases, and none of their grant's leases is (lock-delay.ts). */
+function lostMarkers(folder: readonly string[], leases: readonly string[]): ListedMarker[] {
+  const alive = new Set(leases.map(nodeUuid));
+  return listedMarkers(folder, ['permitdelay']).filter((marker) => !alive.has(marker.uuid));
+}
 
 function limitData(limit: number): Buffer {
   return Buffer.from(JSON.stringify({ fencekitLimit: limit }));

@@ -2,7 +2,7 @@ import { withinGrace } from '../../src/cancel-grace.js';
 import { OwnedLock } from '../../src/ownership.js';
 import type { ZkSession } from './client.js';
 import { removeOwned } from './entries.js';
-import { releaseWithMarker } from './lock-delay.js';
+import { releaseGrantWithMarker, releaseWithMarker } from './lock-delay.js';
 import { protectedCreate, waitForTurn, type ZkQueueCall, type ZkQueued } from './mutex.js';
 import { OwnNodeWatch } from './node-watch.js';
 
@@ -52,6 +52,8 @@ export interface TurnGrant {
   released: () => void;
   /** The name's folder when the grant wrote a lock-delay marker: a clean release deletes it too. */
   markerIn?: string;
+  /** The path of the grant's own marker (a read-write grant's): a clean release deletes it too. */
+  grantMarker?: string;
 }
 
 /**
@@ -66,10 +68,15 @@ export function holdTurn(session: ZkSession, turn: ZkTurn, grant: TurnGrant): Ow
     trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
     releaseOnBackend: async () => {
       if (!session.alive) return; // the session's end removed the node
-      const { markerIn } = grant;
+      const { markerIn, grantMarker } = grant;
       // Unanswered, the node goes alone: the next holder waits a delay it need not (never shorter).
-      const both = markerIn
-        ? await releaseWithMarker(session, markerIn, turn.queued.path).then(
+      const releasing = markerIn
+        ? releaseWithMarker(session, markerIn, turn.queued.path)
+        : grantMarker
+          ? releaseGrantWithMarker(session, [turn.queued.path], grantMarker)
+          : undefined;
+      const both = releasing
+        ? await releasing.then(
             () => true,
             () => false,
           )

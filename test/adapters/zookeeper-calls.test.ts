@@ -79,7 +79,8 @@ describe('ZooKeeper calls per grant', () => {
   // release (create2 lock, getChildren2 locks, create2 lease, getChildren2 leases, delete lock,
   // delete lease, and removeWatches). fencekit reads the stored limit, creates its lease and counts
   // the leases in one round trip (a session's calls are applied in order), and leaves an empty
-  // leases folder for folderLingerMs instead of trying to delete it at every release.
+  // leases folder for folderLingerMs instead of trying to delete it at every release. The lease
+  // step also lists the semaphore's folder (its lock-delay markers), in the same round trip.
   it('an uncontended semaphore acquire + release takes at most 5 round trips and no folder calls', async () => {
     const sem = provider.semaphore(uniqueKey('calls-sem'), { limit: 2 });
     await (await sem.acquire()).release(); // the session and the folders exist now
@@ -92,7 +93,7 @@ describe('ZooKeeper calls per grant', () => {
     // exists: the watch on our lease node, sent after the grant unless released first.
     expect(calls).toEqual({
       create2: 2 * grants,
-      getChildren: 2 * grants,
+      getChildren: 3 * grants,
       getData: grants,
       delete: 2 * grants,
     });
@@ -123,8 +124,9 @@ describe('ZooKeeper calls per grant', () => {
       const { requests } = counter.take();
       await permit.release();
       console.log(`waiter next in the mutex's queue: ${JSON.stringify(requests)}`);
-      // One listing of the mutex's queue (Curator: two, one more after the wake-up), one of the leases.
-      expect(requests.getChildren).toBe(2);
+      // One listing of the mutex's queue (Curator: two, one more after the wake-up), one of the leases,
+      // one of the semaphore's folder (lock-delay markers) sent with it.
+      expect(requests.getChildren).toBe(3);
     } finally {
       await raw.close();
       await other.close();

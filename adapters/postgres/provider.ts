@@ -269,7 +269,14 @@ export class PostgresLockProvider extends BaseLockProvider {
     return new PostgresReadWriteAdapter(name, {
       fence: this.#fence,
       grants: readWriteTableBeside(this.#fence),
+      markers: grantDelayTableBeside(this.#fence),
       grant: (req, cancel) => this.#grant(req, cancel),
+      settle: (conn, o, cancel) =>
+        settleHolding(
+          conn,
+          { ...o, callTimeoutMs: this.callTimeoutMs, pollMs: this.#healthIntervalMs },
+          cancel,
+        ),
       line: this.#readWriteLine,
       control: this.#control,
       callTimeoutMs: this.callTimeoutMs,

@@ -289,8 +289,8 @@ export class GrantDelayTable {
 
   /** Whether the snapshot shows a marker of `name` matching `which` whose delay may not be over. */
   markedSql(name: string, which = 'true'): string {
-    return `EXISTS (SELECT 1 FROM ${this.table} d WHERE d.name = ${name} AND (${which})
-      AND (d.lost_at IS NULL OR ${until('d')} > now()))`;
+    return `(EXISTS (SELECT 1 FROM ${this.table} d WHERE d.name = ${name} AND (${which})
+      AND (d.lost_at IS NULL OR ${until('d')} > now())))`;
   }
 
   /**

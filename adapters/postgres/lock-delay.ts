@@ -109,30 +109,19 @@ export class LockDelayTable {
    * failure or cancel destroys the connection (which frees the lock), as Checkout.query does.
    */
   async settle(conn: Checkout, o: SettleRequest, cancel: AbortSignal): Promise<bigint | null> {
-    const sql = this.#settleSql(o.fence, o.delayMs > 0);
-    const values = [o.name, o.owner ?? null, ...(o.delayMs > 0 ? [o.delayMs] : [])];
-    for (;;) {
-      const { rows } = await conn.query<{ token: string | null; left_ms: string | null }>(
-        sql,
-        values,
-        o.callTimeoutMs,
-        'lock-delay',
-        cancel,
-      );
-      const row = rows[0];
-      if (row?.token != null) return BigInt(row.token);
-      if (!o.wait) {
-        await conn.query('SELECT pg_advisory_unlock($1)', [o.advisory], o.callTimeoutMs, 'unlock', cancel);
-        conn.giveBack();
-        return null;
-      }
-      // By the server's clock: asked again when it says the delay is over, or sooner.
-      const leftMs = Math.max(1, Number(row?.left_ms ?? 0));
-      await sleepUnlessWoken(Math.min(leftMs, o.pollMs), cancel).done.catch((error: unknown) => {
-        conn.discard(); // cancelled: closing the connection gives the lock back
-        throw error;
-      });
-    }
+    return settleHolding(
+      conn,
+      {
+        sql: this.#settleSql(o.fence, o.delayMs > 0),
+        values: [o.name, o.owner ?? null, ...(o.delayMs > 0 ? [o.delayMs] : [])],
+        unlockSql: 'SELECT pg_advisory_unlock($1)',
+        advisory: o.advisory,
+        wait: o.wait,
+        callTimeoutMs: o.callTimeoutMs,
+        pollMs: o.pollMs,
+      },
+      cancel,
+    );
   }
 
   /** A clean release of a grant that wrote a marker: the marker ($1, token $2) and the lock $3 together. */
@@ -151,6 +140,52 @@ export class LockDelayTable {
     return `SELECT token, delay_ms, lost_at IS NOT NULL AS lost,
         lost_at + delay_ms * interval '1 millisecond' AS until, now() AS now
       FROM ${this.table} WHERE name = $1`;
+  }
+}
+
+/**
+ * The wait of a grant that holds its advisory lock but no token yet (a lock's, or a read-write
+ * lock's): runs `sql` until it answers a token (row token) or, with a delay running, the ms it has
+ * left (row left_ms), sleeping at most pollMs in between. Resolves with the token, or null when
+ * `wait` is false and a delay runs (unlockSql gives the lock back, and the connection goes back to
+ * the pool). Each statement has the call deadline and races `cancel`; a failure or cancel destroys
+ * the connection (which frees the lock), as Checkout.query does.
+ */
+export async function settleHolding(
+  conn: Checkout,
+  o: {
+    sql: string;
+    values: unknown[];
+    unlockSql: string;
+    advisory: string;
+    wait: boolean;
+    callTimeoutMs: number;
+    pollMs: number;
+  },
+  cancel: AbortSignal,
+): Promise<bigint | null> {
+  for (;;) {
+    const { rows } = await conn.query<{ token: string | null; left_ms: string | null }>(
+      o.sql,
+      o.values,
+      o.callTimeoutMs,
+      'lock-delay',
+      cancel,
+    );
+    const row = rows[0];
+    if (row?.token != null) return BigInt(row.token);
+    if (!o.wait) {
+      await conn.query(o.unlockSql, [o.advisory], o.callTimeoutMs, 'unlock', cancel);
+      conn.giveBack();
+      return null;
+    }
+    // By the server's clock: asked again when it says the delay is over, or sooner.
+    const left = Number(row?.left_ms ?? 0);
+    const leftMs = Number.isFinite(left) ? Math.max(1, left) : o.pollMs;
+    await sleepUnlessWoken(Math.min(leftMs, o.pollMs), cancel).done.catch((error: unknown) => {
+      conn.discard(); // cancelled: closing the connection gives the lock back
+      throw error;
+    });
   }
 }
 
@@ -174,6 +209,130 @@ export function lockDelayTableBeside(fence: { table: string }): LockDelayTable {
   if (!table) {
     table = new LockDelayTable(`${fence.table.slice(0, -1)}_lockdelay"`);
     tables.set(fence, table);
+  }
+  return table;
+}
+
+/** The end of marker `d`'s delay once started (null before), by the server's clock. */
+const until = (d: string) => `${d}.lost_at + ${d}.delay_ms * interval '1 millisecond'`;
+
+/**
+ * Lock-delay of semaphore and read-write grants on PostgreSQL: a marker row per grant that asked
+ * for a delay, `<fence table>_grantdelay` (name, token, mode, held, pid, delay_ms, lost_at), name
+ * being the recipe's fence name ("/semaphore/n", "/rwlock/n"). The grant's statement writes it with
+ * its token; a clean release deletes it in the statement that unlocks. While `pid` holds the
+ * advisory key held[1] (a slot; the read-write key) the grant is live; once not, it was lost
+ * without a clean release, and the first request of the name to look (holding the lock or queue
+ * lock that lets it grant) stamps lost_at = clock_timestamp(), read after it saw the grant gone, so
+ * after the loss. Until lost_at + delay_ms (server clock) the marker's permits (held) are kept out
+ * of a semaphore, a write's marker keeps out readers and writers, a read's writers. inspect()
+ * shows a lost marker not yet stamped as delayed from the server's now().
+ *
+ * Cleaning: the look that finds a delay over deletes its marker; and every grant that writes a
+ * marker also stamps the lost markers of other names and deletes their finished ones (SKIP LOCKED:
+ * it never waits for them). A marker left behind so only ever turns into a delay that ends.
+ */
+export class GrantDelayTable {
+  readonly table: string;
+  readonly #creation: TableOnce;
+
+  constructor(quotedName: string) {
+    this.table = quotedName;
+    this.#creation = new TableOnce(
+      'the grant lock-delay table',
+      `CREATE TABLE IF NOT EXISTS ${this.table} (
+         name text NOT NULL,
+         token bigint NOT NULL,
+         mode text NOT NULL,
+         held bigint[] NOT NULL,
+         pid integer NOT NULL,
+         delay_ms integer NOT NULL,
+         lost_at timestamptz,
+         PRIMARY KEY (name, token)
+       )`,
+    );
+  }
+
+  get created(): boolean {
+    return this.#creation.created;
+  }
+
+  /** Creates the table on first use (see TableOnce). */
+  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
+    return this.#creation.ensure(pool, callTimeoutMs, cancel);
+  }
+
+  /** Whether marker `d`'s grant is live: its pid (not ours: a reused pid) holds its first key. */
+  live(d: string): string {
+    return `(${d}.pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM pg_locks l
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid = ${d}.pid
+        AND ((l.classid::bigint << 32) | l.objid::bigint) = ${d}.held[1]))`;
+  }
+
+  /**
+   * CTEs (to follow a WITH): `delays` stamps the lost markers of name `name` matching `which`
+   * (SQL on d) whose delay has not ended, answering (held, mode, left_ms) for each; `ended` deletes
+   * those whose delay has. Run by a request holding what lets it grant the name: a marker whose
+   * release is still committing is waited for (UPDATE) and then skipped.
+   */
+  lookSql(name: string, which = 'true'): string {
+    return `delays AS (
+        UPDATE ${this.table} d SET lost_at = coalesce(d.lost_at, clock_timestamp())
+         WHERE d.name = ${name} AND (${which}) AND NOT ${this.live('d')}
+           AND (d.lost_at IS NULL OR ${until('d')} > now())
+        RETURNING d.held, d.mode,
+          ceil(extract(epoch FROM ${until('d')} - now()) * 1000)::bigint AS left_ms),
+      ended AS (
+        DELETE FROM ${this.table} d
+         WHERE d.name = ${name} AND (${which}) AND d.lost_at IS NOT NULL AND ${until('d')} <= now())`;
+  }
+
+  /** Whether the snapshot shows a marker of `name` matching `which` whose delay may not be over. */
+  markedSql(name: string, which = 'true'): string {
+    return `(EXISTS (SELECT 1 FROM ${this.table} d WHERE d.name = ${name} AND (${which})
+      AND (d.lost_at IS NULL OR ${until('d')} > now())))`;
+  }
+
+  /**
+   * CTEs (to follow a comma) that write our marker from `from` (a CTE with a token column) and
+   * clean other names' markers, never waiting for a row another transaction holds.
+   */
+  markSql(o: { name: string; from: string; mode: string; held: string; delay: string }): string {
+    const others = (cond: string) =>
+      `(d.name, d.token) IN (SELECT x.name, x.token FROM ${this.table} x
+         WHERE x.name <> ${o.name} AND ${cond} FOR UPDATE SKIP LOCKED)`;
+    return `mark AS (
+        INSERT INTO ${this.table} (name, token, mode, held, pid, delay_ms)
+        SELECT ${o.name}, f.token, ${o.mode}, ${o.held}, pg_backend_pid(), ${o.delay}::integer FROM ${o.from} f),
+      swept AS (DELETE FROM ${this.table} d
+         WHERE ${others(`x.lost_at IS NOT NULL AND ${until('x')} <= now()`)}),
+      stamped AS (UPDATE ${this.table} d SET lost_at = clock_timestamp()
+         WHERE ${others(`x.lost_at IS NULL AND NOT ${this.live('x')}`)})`;
+  }
+
+  /** A CTE (to follow a comma) deleting the marker of name $1, token $2: a clean release. */
+  get releaseCte(): string {
+    return `unmarked AS (DELETE FROM ${this.table} WHERE name = $1 AND token = $2)`;
+  }
+
+  /** The running delays of name $1 for inspect(): mode, permits and end (server clock). */
+  get inspectSql(): string {
+    return `SELECT d.mode, cardinality(d.held) AS permits,
+        coalesce(${until('d')}, now() + d.delay_ms * interval '1 millisecond') AS until
+      FROM ${this.table} d
+      WHERE d.name = $1 AND NOT ${this.live('d')} AND (d.lost_at IS NULL OR ${until('d')} > now())
+      ORDER BY until`;
+  }
+}
+
+const grantTables = new WeakMap<object, GrantDelayTable>();
+
+/** One grant marker table per fence table (so per provider): "<fence table>_grantdelay". */
+export function grantDelayTableBeside(fence: { table: string }): GrantDelayTable {
+  let table = grantTables.get(fence);
+  if (!table) {
+    table = new GrantDelayTable(`${fence.table.slice(0, -1)}_grantdelay"`);
+    grantTables.set(fence, table);
   }
   return table;
 }

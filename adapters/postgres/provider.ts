@@ -20,7 +20,12 @@ import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey, lockRowIds } from './keyspace.js';
-import { type LockDelayTable, lockDelayTableBeside } from './lock-delay.js';
+import {
+  grantDelayTableBeside,
+  type LockDelayTable,
+  lockDelayTableBeside,
+  settleHolding,
+} from './lock-delay.js';
 import { PostgresReadWriteAdapter, READ_WRITE_PREFIX, readWriteTableBeside } from './read-write.js';
 import { postgresSemaphore } from './semaphore.js';
 import { semaphoreTableBeside } from './semaphore-table.js';
@@ -264,7 +269,14 @@ export class PostgresLockProvider extends BaseLockProvider {
     return new PostgresReadWriteAdapter(name, {
       fence: this.#fence,
       grants: readWriteTableBeside(this.#fence),
+      markers: grantDelayTableBeside(this.#fence),
       grant: (req, cancel) => this.#grant(req, cancel),
+      settle: (conn, o, cancel) =>
+        settleHolding(
+          conn,
+          { ...o, callTimeoutMs: this.callTimeoutMs, pollMs: this.#healthIntervalMs },
+          cancel,
+        ),
       line: this.#readWriteLine,
       control: this.#control,
       callTimeoutMs: this.callTimeoutMs,
@@ -277,6 +289,7 @@ export class PostgresLockProvider extends BaseLockProvider {
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
     return postgresSemaphore(name, options, this.semaphoreContext(), {
       ...{ fence: this.#fence, grants: semaphoreTableBeside(this.#fence), pool: this.pool },
+      markers: grantDelayTableBeside(this.#fence),
       ...{
         slots: this.#slots,
         waitingLine: this.#semaphoreLine,

@@ -4,9 +4,10 @@ import type { OwnedLock } from '../../src/ownership.js';
 import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import type { HolderInfo } from '../../src/types.js';
 import type { AdvisoryGrant } from './advisory-grant.js';
-import { checkOut } from './checkout.js';
+import { type Checkout, checkOut } from './checkout.js';
 import type { FenceTable } from './fence-table.js';
 import { advisoryKey, lockRowIds } from './keyspace.js';
+import type { GrantDelayTable } from './lock-delay.js';
 import { TableOnce } from './table-once.js';
 
 /** The fence row and advisory key name of a read-write lock: a leading '/' no lock name has. */
@@ -16,6 +17,17 @@ export const READ_WRITE_PREFIX = '/rwlock/';
 export interface PostgresReadWriteClient {
   fence: FenceTable;
   grants: ReadWriteTable;
+  /** Lock-delay markers of lost grants (lock-delay.ts). */
+  markers: GrantDelayTable;
+  /**
+   * Waits out the delays a grant holding its lock found (lock-delay.ts settleHolding), with the
+   * provider's deadline and poll interval: the token, or null (the lock given back) for a try.
+   */
+  settle(
+    conn: Checkout,
+    o: { sql: string; values: unknown[]; unlockSql: string; advisory: string; wait: boolean },
+    cancel: AbortSignal,
+  ): Promise<bigint | null>;
   /** The provider's request path: in-process line, waiting connections, server queue, health. */
   grant(req: AdvisoryGrant, cancel: AbortSignal): Promise<OwnedLock | null>;
   /** The in-process line of read-write requests, one per name, readers and writers together. */
@@ -87,8 +99,14 @@ const LIVE = `EXISTS (SELECT 1 FROM pg_locks l
  * PostgreSQL, as for locks. The token comes from the fence table's durable counter (row
  * "/rwlock/<name>"), taken in the grant's statement after the lock: whatever was granted before a
  * writer had its token and ended before the writer's statement could take the lock.
+ *
+ * Lock-delay (see GrantDelayTable): a grant that asks for one writes a marker with its token. A
+ * write holding the key, or a read, that finds a marker it must respect (any, for a write; a
+ * write's, for a read) takes no token in its grant statement and waits out the delay holding the
+ * key, as a lock does: a waiting write so keeps later readers behind it, as PostgreSQL's queue does.
  */
 export class PostgresReadWriteAdapter implements ReadWriteAdapter {
+  readonly keepsLockDelay = true;
   readonly #name: string;
   readonly #fenceName: string;
   readonly #c: PostgresReadWriteClient;
@@ -100,9 +118,34 @@ export class PostgresReadWriteAdapter implements ReadWriteAdapter {
   }
 
   async request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    const { grants, fence, control, callTimeoutMs } = this.#c;
+    const { grants, fence, markers, control, callTimeoutMs } = this.#c;
     await grants.ensure(control, callTimeoutMs, cancel);
+    await markers.ensure(control, callTimeoutMs, cancel);
     const shared = req.mode === 'read' ? '_shared' : '';
+    const withDelay = req.lockDelayMs > 0;
+    // The markers a grant must wait for: a read, a lost write's; a write, every lost grant's.
+    const which = req.mode === 'read' ? "d.mode = 'write'" : 'true';
+    // $1 name, $2 owner, $3 advisory key, $4 mode, $5 delay. Data-modifying CTEs all run once; the
+    // token's INSERT reads l, so it runs after the lock is taken.
+    const rest = `stale AS (DELETE FROM ${grants.table} g WHERE g.name = $1 AND NOT ${LIVE}),
+      g AS (INSERT INTO ${grants.table} (name, token, mode, owner, since, pid)
+        SELECT $1, t.token, $4, $2, now(), pg_backend_pid() FROM t
+        RETURNING token)${
+          withDelay
+            ? `, ${markers.markSql({ name: '$1', from: 't', mode: '$4', held: 'ARRAY[$3::bigint]', delay: '$5' })}`
+            : ''
+        }`;
+    const bump = `INSERT INTO ${fence.table} AS t (name, token, owner, since)`;
+    const next =
+      'ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, since = now()';
+    const advisory = advisoryKey(this.#fenceName).toString();
+    const values = [
+      this.#fenceName,
+      req.owner ?? null,
+      advisory,
+      req.mode,
+      ...(withDelay ? [req.lockDelayMs] : []),
+    ];
     return this.#c.grant(
       {
         key: req.name,
@@ -111,25 +154,46 @@ export class PostgresReadWriteAdapter implements ReadWriteAdapter {
         owner: req.owner,
         ownerToken: req.ownerToken,
         wait: req.wait,
-        // $1 name, $2 owner, $3 advisory key, $4 mode. Data-modifying CTEs all run once; the
-        // token's INSERT reads l, so it runs after the lock is taken.
+        // The token only when the snapshot shows no marker to wait for and its token row is still
+        // the latest (a blocking wait makes the snapshot old: see LockDelayTable); otherwise the
+        // lock is held without a token and settle (a fresh snapshot) decides.
         grantSql: (blocking) => {
-          const lockFunction = blocking ? `pg_advisory_lock${shared}` : `pg_try_advisory_lock${shared}`;
-          return `WITH l AS (SELECT ${lockFunction}($3::bigint) AS ok),
-            stale AS (DELETE FROM ${grants.table} g WHERE g.name = $1 AND NOT ${LIVE}),
-            t AS (INSERT INTO ${fence.table} AS t (name, token, owner, since)
-              SELECT $1, 1, $2, now() FROM l${blocking ? '' : ' WHERE l.ok'}
-              ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, since = now()
-              RETURNING token)
-            INSERT INTO ${grants.table} (name, token, mode, owner, since, pid)
-              SELECT $1, t.token, $4, $2, now(), pg_backend_pid() FROM t
-            RETURNING token`;
+          const lock = blocking
+            ? `taken AS (SELECT pg_advisory_lock${shared}($3::bigint)), l AS (SELECT true AS ok FROM taken)`
+            : `l AS (SELECT pg_try_advisory_lock${shared}($3::bigint) AS ok)`;
+          return `WITH ${lock},
+            seen AS (SELECT (SELECT token FROM ${fence.table} WHERE name = $1) AS token,
+                            ${markers.markedSql('$1', which)} AS marked),
+            t AS (${bump} SELECT $1, 1, $2, now() FROM l, seen WHERE l.ok AND NOT seen.marked
+              ${next} WHERE t.token = (SELECT token FROM seen)
+              RETURNING token),
+            ${rest}
+            SELECT l.ok, (SELECT token FROM g) AS token FROM l`;
         },
-        moreValues: [req.mode],
-        releaseOf: (token, advisory) => ({
-          sql: `WITH gone AS (DELETE FROM ${grants.table} WHERE name = $1 AND token = $2)
+        moreValues: values.slice(3),
+        settle: (conn, signal) =>
+          this.#c.settle(
+            conn,
+            {
+              sql: `WITH ${markers.lookSql('$1', which)},
+                t AS (${bump} SELECT $1, 1, $2, now() WHERE NOT EXISTS (SELECT 1 FROM delays)
+                  ${next} RETURNING token),
+                ${rest}
+                SELECT (SELECT token FROM g) AS token, (SELECT max(left_ms) FROM delays) AS left_ms`,
+              values,
+              unlockSql: `SELECT pg_advisory_unlock${shared}($1::bigint)`,
+              advisory,
+              wait: req.wait,
+            },
+            signal,
+          ),
+        // A grant that wrote a marker deletes it with its unlock: a clean release starts no delay.
+        releaseOf: (token, key) => ({
+          sql: `WITH gone AS (DELETE FROM ${grants.table} WHERE name = $1 AND token = $2)${
+            withDelay ? `, ${markers.releaseCte}` : ''
+          }
             SELECT pg_advisory_unlock${shared}($3::bigint)`,
-          values: [this.#fenceName, token.toString(), advisory],
+          values: [this.#fenceName, token.toString(), key],
         }),
       },
       cancel,
@@ -137,8 +201,9 @@ export class PostgresReadWriteAdapter implements ReadWriteAdapter {
   }
 
   async inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
-    const { grants, control, callTimeoutMs } = this.#c;
+    const { grants, markers, control, callTimeoutMs } = this.#c;
     await grants.ensure(control, callTimeoutMs, signal);
+    await markers.ensure(control, callTimeoutMs, signal);
     const advisory = advisoryKey(this.#fenceName);
     const { classid, objid } = lockRowIds(advisory);
     const conn = await checkOut(control, callTimeoutMs, signal);
@@ -156,6 +221,7 @@ export class PostgresReadWriteAdapter implements ReadWriteAdapter {
           WHERE g.name = $1 AND ${LIVE.replace('$3::bigint', '$2::bigint')} ORDER BY g.token`,
         [this.#fenceName, advisory.toString()],
       );
+      const delays = await run<{ mode: string; until: Date }>(markers.inspectSql, [this.#fenceName]);
       conn.giveBack();
       this.#c.answered();
       const holder = (row: (typeof holders.rows)[number]): HolderInfo => ({
@@ -168,6 +234,10 @@ export class PostgresReadWriteAdapter implements ReadWriteAdapter {
         writer: writer ? holder(writer) : null,
         readers: holders.rows.filter((row) => row.mode === 'read').map(holder),
         waiters: Number(waiting.rows[0]?.count ?? 0) + this.#c.waitingHere(this.#fenceName),
+        delayed: delays.rows.map((row) => ({
+          mode: row.mode === 'write' ? ('write' as const) : ('read' as const),
+          delayedUntil: new Date(row.until),
+        })),
       };
     } catch (error) {
       conn.discard();

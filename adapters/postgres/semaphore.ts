@@ -15,6 +15,7 @@ import { type Checkout, checkOut } from './checkout.js';
 import { within } from './deadline.js';
 import type { FenceTable } from './fence-table.js';
 import { advisoryKey } from './keyspace.js';
+import type { GrantDelayTable } from './lock-delay.js';
 import { LIVE, type SemaphoreTable } from './semaphore-table.js';
 import type { Slots } from './slots.js';
 import type { WaitingConnections } from './waiting.js';
@@ -23,6 +24,8 @@ import type { WaitingConnections } from './waiting.js';
 export interface PostgresSemaphoreClient {
   fence: FenceTable;
   grants: SemaphoreTable;
+  /** Lock-delay markers of lost grants (lock-delay.ts). */
+  markers: GrantDelayTable;
   /** Holders' and waiters' connections, within the provider's connection budget (slots). */
   pool: pg.Pool;
   slots: Slots;
@@ -76,6 +79,8 @@ interface Keys {
 }
 
 class PostgresSemaphoreAdapter implements SemaphoreAdapter {
+  /** A lost grant's slots are kept out by its marker (see GrantDelayTable, #takeSlots). */
+  readonly keepsLockDelay = true;
   readonly #name: string;
   readonly #ctx: SemaphoreContext;
   readonly #c: PostgresSemaphoreClient;
@@ -106,9 +111,10 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
   /** Both tables exist; when that took a call, the server answered it. */
   async #ensureTables(cancel: AbortSignal): Promise<void> {
     const { control } = this.#c;
-    if (this.#c.fence.created && this.#c.grants.created) return;
+    if (this.#c.fence.created && this.#c.grants.created && this.#c.markers.created) return;
     await this.#c.fence.ensure(control, this.#ctx.callTimeoutMs, cancel);
     await this.#c.grants.ensure(control, this.#ctx.callTimeoutMs, cancel);
+    await this.#c.markers.ensure(control, this.#ctx.callTimeoutMs, cancel);
     this.#c.answered();
   }
 
@@ -134,8 +140,16 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
       'semaphore inspect',
       signal,
     );
+    const delays = await conn.query<{ permits: number; until: Date }>(
+      this.#c.markers.inspectSql,
+      [`/semaphore/${this.#name}`],
+      this.#ctx.callTimeoutMs,
+      'semaphore inspect',
+      signal,
+    );
     conn.giveBack();
     this.#c.answered();
+    const delayed = delays.rows.map((r) => ({ permits: Number(r.permits), delayedUntil: new Date(r.until) }));
     const holders = rows
       .filter((r): r is typeof r & { token: string } => r.token !== null)
       .map((r) => ({
@@ -151,7 +165,7 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
       Number(rows.find((r) => r.token === null)?.waiting ?? 0) +
       this.#c.waiting.polling(`/semaphore/${this.#name}`) +
       this.#c.waitingLine.behind(this.#name);
-    return { holders, waiters: waiting };
+    return { holders, waiters: waiting, delayed };
   }
 
   /**
@@ -219,7 +233,7 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
       // A grant that raced in with the cancel: closing the connection (below) gives it back.
       if (cancel.aborted) throw cancel.reason;
       left = 'grant';
-      return this.#hold(conn, req, keys, grant.token, grant.slots);
+      return this.#hold(conn, req, keys, grant);
     } catch (error) {
       if (cancel.aborted) throw cancel.reason;
       if (
@@ -275,8 +289,9 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     keys: Keys,
     { untilFree }: { untilFree: boolean },
     cancel: AbortSignal,
-  ): Promise<{ token: bigint; slots: string[] } | null> {
+  ): Promise<{ token: bigint; slots: string[]; withDelay: boolean } | null> {
     const table = this.#c.grants.table;
+    const markers = this.#c.markers;
     const run = <R extends pg.QueryResultRow>(what: string, sql: string, values: unknown[]) =>
       conn.query<R>(sql, values, this.#ctx.callTimeoutMs, `semaphore ${what}`, cancel);
     let notified: () => void = () => undefined;
@@ -285,38 +300,66 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     conn.client.on('notification', onNotification);
     try {
       for (;;) {
-        // Stale rows of dead holders go; a live holder with another limit is a mismatch.
-        const other = await run<{ limit: number }>(
+        // Stale rows of dead holders go; a live holder with another limit is a mismatch. Lost
+        // grants' markers start their delay (lock-delay.ts): their slots are not to be taken.
+        const other = await run<{ limit: number | null; delayed: string[] | null; left_ms: string | null }>(
           'limit check',
-          `WITH stale AS (DELETE FROM ${table} g WHERE g.name = $1 AND NOT ${LIVE})
-           SELECT g."limit" FROM ${table} g WHERE g.name = $1 AND g."limit" <> $2 AND ${LIVE} LIMIT 1`,
-          [req.name, req.limit],
+          `WITH stale AS (DELETE FROM ${table} g WHERE g.name = $1 AND NOT ${LIVE}),
+             ${markers.lookSql('$3')}
+           SELECT (SELECT g."limit" FROM ${table} g
+                    WHERE g.name = $1 AND g."limit" <> $2 AND ${LIVE} LIMIT 1) AS "limit",
+                  (SELECT array_agg(k)::text[] FROM delays, unnest(delays.held) k) AS delayed,
+                  (SELECT min(left_ms) FROM delays) AS left_ms`,
+          [req.name, req.limit, keys.fenceName],
         );
         const stored = other.rows[0]?.limit;
-        if (stored !== undefined) throw new SemaphoreLimitMismatchError(req.name, req.limit, stored);
+        if (stored != null) throw new SemaphoreLimitMismatchError(req.name, req.limit, stored);
+        const delayed = other.rows[0]?.delayed ?? [];
+        const leftMs = Number(other.rows[0]?.left_ms ?? Number.NaN);
         // The filter calls pg_try_advisory_lock row by row and LIMIT stops it at `permits` locks.
         const got = await run<{ k: string }>(
           'slots',
-          'SELECT k::text FROM unnest($1::bigint[]) k WHERE pg_try_advisory_lock(k) LIMIT $2',
-          [keys.slots, req.permits],
+          `SELECT k::text FROM unnest($1::bigint[]) k
+            WHERE k <> ALL ($3::bigint[]) AND pg_try_advisory_lock(k) LIMIT $2`,
+          [keys.slots, req.permits, delayed],
         );
         const slots = got.rows.map((r) => r.k);
         if (slots.length === req.permits) {
+          // No token while a marker not seen above claims a slot we took: its grant was lost since
+          // (we hold its slot), and the next look starts its delay.
+          const withDelay = req.lockDelayMs > 0;
           const granted = await run<{ token: string }>(
             'grant',
             `WITH f AS (
                INSERT INTO ${this.#c.fence.table} AS t (name, token, owner, since)
-               VALUES ($1, 1, $3, now())
+               SELECT $1, 1, $3, now()
+                WHERE NOT ${markers.markedSql('$1', 'd.held && $4::bigint[]')}
                ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, since = now()
-               RETURNING token)
+               RETURNING token)${
+                 withDelay
+                   ? `, ${markers.markSql({ name: '$1', from: 'f', mode: "'permits'", held: '$4::bigint[]', delay: '$6' })}`
+                   : ''
+               }
              INSERT INTO ${table} (name, token, slots, "limit", owner, pid)
              SELECT $2, f.token, $4::bigint[], $5, $3, pg_backend_pid() FROM f
              RETURNING token::text`,
-            [keys.fenceName, req.name, req.owner ?? null, slots, req.limit],
+            [
+              keys.fenceName,
+              req.name,
+              req.owner ?? null,
+              slots,
+              req.limit,
+              ...(withDelay ? [req.lockDelayMs] : []),
+            ],
           );
-          await run('leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
-          if (listening) await run('unlisten', `UNLISTEN ${keys.channel}`, []);
-          return { token: BigInt(granted.rows[0]?.token ?? '0'), slots };
+          const token = granted.rows[0]?.token;
+          if (token !== undefined) {
+            await run('leave queue', 'SELECT pg_advisory_unlock($1)', [keys.queue]);
+            if (listening) await run('unlisten', `UNLISTEN ${keys.channel}`, []);
+            return { token: BigInt(token), slots, withDelay };
+          }
+          await run('give back', 'SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) k', [slots]);
+          continue; // look again at once
         }
         if (!untilFree) {
           // All or none: the slots we took and the queue lock go, and with them every advisory
@@ -333,6 +376,10 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
           listening = true;
           continue; // a release between our look and LISTEN sent no notice we could hear: look again
         }
+        // A delay ends without a notice: look again when the server says it does, or sooner.
+        const sleepMs = Number.isFinite(leftMs)
+          ? Math.min(this.#c.pollMs, Math.max(1, leftMs))
+          : this.#c.pollMs;
         await new Promise<void>((resolve, reject) => {
           const done = () => {
             clearTimeout(timer);
@@ -346,7 +393,7 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
           const timer = setTimeout(() => {
             done();
             resolve();
-          }, this.#c.pollMs);
+          }, sleepMs);
           notified = () => {
             done();
             resolve();
@@ -360,7 +407,12 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
-  #hold(conn: Checkout, req: PermitRequest, keys: Keys, token: bigint, slots: string[]): OwnedLock {
+  #hold(
+    conn: Checkout,
+    req: PermitRequest,
+    keys: Keys,
+    { token, slots, withDelay }: { token: bigint; slots: string[]; withDelay: boolean },
+  ): OwnedLock {
     const { holding, healthIntervalMs, healthTimeoutMs } = this.#c;
     let healthTimer: NodeJS.Timeout | undefined;
     const lock = new OwnedLock({
@@ -371,11 +423,16 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
         if (conn.done) return; // the connection is gone, and the slots with it
         try {
           await conn.query(
-            // One statement: row gone, slots free, then the head of the queue told (at commit).
+            // One statement: row (and marker: a clean release starts no delay) gone, slots free,
+            // then the head of the queue told (at commit).
             `WITH d AS (DELETE FROM ${this.#c.grants.table} WHERE name = $1 AND token = $2),
-                  u AS (SELECT pg_advisory_unlock(k) FROM unnest($3::bigint[]) k)
+                  u AS (SELECT pg_advisory_unlock(k) FROM unnest($3::bigint[]) k)${
+                    withDelay
+                      ? `, m AS (DELETE FROM ${this.#c.markers.table} WHERE name = $5 AND token = $2)`
+                      : ''
+                  }
              SELECT pg_notify($4, '') FROM (SELECT count(*) FROM u) x`,
-            [req.name, token.toString(), slots, keys.channel],
+            [req.name, token.toString(), slots, keys.channel, ...(withDelay ? [keys.fenceName] : [])],
             this.#ctx.callTimeoutMs,
             'semaphore release',
           );

@@ -3,11 +3,11 @@
  *
  * A grant that asked for a delay carries it in its record and in its waiter's spec, after the first
  * number of that field: "n:delayMs" (no ":delayMs" when it asked for none, so records without a
- * delay read as before). A delay that runs is a member of a ZSET scored by when it ends (server
- * ms, never earlier than the lost lease's expiry + the delay): such a member counts as held until
- * then. Every script first drops the members whose delay ended (endDelays), and the ZSET key itself
- * lives no longer than its last member's end (addDelay), so nothing is left behind once the delays
- * are over.
+ * delay read as before). A delay that runs is a ZSET member scored by when it ends (server ms, the
+ * lost lease's expiry + the delay, never earlier), counted as held until then and dropped by the
+ * first script after that; the key lives no longer than its last member's end needs. The semaphore
+ * keeps its delays in its holders ZSET (semaphore-scripts.ts), the read-write lock in a ZSET per
+ * mode (read-write-scripts.ts).
  *
  * delayOf(field): the delay ("n:delay" → delay, "n" → 0).
  * withDelay(n, delay): the field for n with a delay ("n" when the delay is 0).

@@ -7,7 +7,7 @@ import { ScriptCommands } from './script-commands.js';
  * Cluster slot) and sit beside the lock keys under ':sem:'. Times come from the server's TIME only.
  *
  * KEYS[1] holders  ZSET "ownerToken#i" (one member per permit, so ZCARD counts permits) → lease
- *                  expiry in server ms
+ *                  expiry in server ms; "ownerToken!i" → when a lost grant's lock-delay ends
  * KEYS[2] grants   HASH ownerToken → "permits[:lockDelayMs] token since owner-text"
  * KEYS[3] limit    the limit the name is used with while anyone holds or waits
  * KEYS[4] fence    the fencing counter (INCR), never expires
@@ -16,14 +16,14 @@ import { ScriptCommands } from './script-commands.js';
  * KEYS[7] pending  HASH ownerToken → "permits ttlMs[:lockDelayMs] channel-length channel
  *                  owner-text": what a release needs to grant that waiter its permits and to tell
  *                  it so
- * KEYS[8] delayed  ZSET "ownerToken#i" (one member per permit) → when a lost grant's lock-delay
- *                  ends, server ms: those permits count as taken until then (recipe-delay.ts)
  *
- * Lock-delay: the grant's record carries its delay. When its lease runs out unrenewed (the grant
- * is lost), the script that drops it moves its permits to KEYS[8] until lease expiry + delay; a
- * release drops the grant at once, and a release after the loss finds no grant and leaves the
- * delay. The holder keys live at least ttl * 2 + delay after each grant or renewal, so a lost lease
- * is still there to be found until its delay would have ended.
+ * Lock-delay: the grant's record carries its delay (recipe-delay.ts). When its lease runs out
+ * unrenewed (the grant is lost), the script that drops it puts its permits back into the holders
+ * ZSET as "ownerToken!i", scored by the lease's expiry + the delay: they count against the limit
+ * (ZCARD) and are dropped as any lapsed member is, once the delay has ended. So a name without
+ * delays runs no extra command. A release drops the grant ("#" members) at once; a release after
+ * the loss finds no grant and leaves the delay. The holder keys live at least ttl * 2 + delay
+ * after each grant or renewal, so a lost lease is still there to be found until its delay ends.
  */
 const PRELUDE = `
 local t = redis.call('TIME')
@@ -47,32 +47,6 @@ local function dropGrant(id)
   return true
 end
 
--- A lease that ran out is a lost grant: gone, its permits kept by its lock-delay (if it asked for
--- one) until the lease's expiry + the delay.
-local function lose(id, expiry)
-  local spec = redis.call('HGET', KEYS[2], id)
-  if not spec then return end
-  local permits, delay = tonumber(string.match(spec, '^(%d+)')), delayOf(spec)
-  if delay > 0 and expiry + delay > now then
-    for i = 1, permits do addDelay(KEYS[8], id .. '#' .. i, expiry + delay) end
-  end
-  dropGrant(id)
-end
-
--- Leases that ran out, delays that ended and waiters that stopped refreshing their place are gone.
-local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
-for i = 1, #lapsed, 2 do
-  lose(string.match(lapsed[i], '^(.*)#%d+$'), tonumber(lapsed[i + 1]))
-  redis.call('ZREM', KEYS[1], lapsed[i]) -- also one whose record was lost (evicted)
-end
-endDelays(KEYS[8])
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)) do unqueue(id) end
-
--- Permits held or kept by a lock-delay.
-local function taken()
-  return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[8])
-end
-
 -- Keeps the name's keys at least ms longer; they vanish by themselves once nobody uses the name.
 local function keep(ms, first, last)
   for i = first, last do
@@ -80,6 +54,28 @@ local function keep(ms, first, last)
     if pttl >= 0 and pttl < ms then redis.call('PEXPIRE', KEYS[i], ms) end
   end
 end
+
+-- A lease that ran out is a lost grant: gone, its permits kept by its lock-delay (if it asked for
+-- one) as "ownerToken!i" until the lease's expiry + the delay.
+local function lose(id, expiry)
+  local spec = redis.call('HGET', KEYS[2], id)
+  if not spec then return end
+  local permits, delay = tonumber(string.match(spec, '^(%d+)')), delayOf(spec)
+  if delay > 0 and expiry + delay > now then
+    for i = 1, permits do redis.call('ZADD', KEYS[1], expiry + delay, id .. '!' .. i) end
+    keep(expiry + delay - now, 1, 3)
+  end
+  dropGrant(id)
+end
+
+-- Leases that ran out, delays that ended and waiters that stopped refreshing their place are gone.
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
+for i = 1, #lapsed, 2 do
+  local id = string.match(lapsed[i], '^(.*)#%d+$')
+  if id then lose(id, tonumber(lapsed[i + 1])) end
+  redis.call('ZREM', KEYS[1], lapsed[i]) -- a delay that ended, or a lease whose record was lost
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)) do unqueue(id) end
 
 local function wantOf(id)
   return tonumber(string.match(redis.call('HGET', KEYS[7], id) or '1', '^(%d+)'))
@@ -89,7 +85,7 @@ end
 -- a newcomer, not queued, comes after all of them), and whether I am queued (true: a fit without
 -- finding me looked at the whole queue). Looks at most free + 1 entries.
 local function fits(me, permits, limit)
-  local free = limit - taken() - permits
+  local free = limit - redis.call('ZCARD', KEYS[1]) - permits
   if free < 0 then return false end
   for _, id in ipairs(redis.call('LRANGE', KEYS[5], 0, free)) do
     if id == me then return true, true end
@@ -126,7 +122,7 @@ end
 -- extends it to its ttl once it takes it. A lost notice costs the waiter a poll, whose attempt
 -- finds the grant.
 local function handOver(limit)
-  local free = limit - taken()
+  local free = limit - redis.call('ZCARD', KEYS[1])
   local granted = 0
   while free > 0 do
     local id = redis.call('LINDEX', KEYS[5], 0)
@@ -154,10 +150,11 @@ end
  * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 limit  6 permits  7 waiter TTL ms
  * 8 the pub/sub channel that reaches this waiter ('' if none)  9 lock-delay ms (0 = none).
  * Returns the token (string) when granted; { 'limit', stored } when the name has another limit;
- * else { −(ms until the next lease expires or delay ends, at least 1), the fence counter } and, when waiting, our
- * place is kept. The counter lets a waiter tell a hand-over notice made after this refusal (higher
- * token) from a stale one. A grant that already exists for ownerToken (a lost reply, or a release
- * granted it to us while we waited) is returned with its lease renewed to ttlMs from now.
+ * else { −(ms until the next lease expires or delay ends, at least 1), the fence counter } and,
+ * when waiting, our place is kept. The counter lets a waiter tell a hand-over notice made after
+ * this refusal (higher token) from a stale one. A grant that already exists for ownerToken (a lost
+ * reply, or a release granted it to us while we waited) is returned with its lease renewed to
+ * ttlMs from now.
  * Granted only at the head of the queue (or with nobody queued): FIFO, all permits or none.
  */
 export const SEM_ACQUIRE = `${PRELUDE}
@@ -198,13 +195,8 @@ if ARGV[4] == '1' then
     if token then return token end
   end
 end
-local soonest = math.huge
-for _, key in ipairs({ KEYS[1], KEYS[8] }) do
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]
-  if first then soonest = math.min(soonest, tonumber(first) - now) end
-end
-if soonest == math.huge then soonest = 1 end
-return { -math.max(soonest, 1), redis.call('GET', KEYS[4]) or '0' }
+local soonest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1), redis.call('GET', KEYS[4]) or '0' }
 `;
 
 /**
@@ -246,14 +238,14 @@ for i = 1, #all, 2 do
   table.insert(holders, { permits, token, since, owner, expiry or '0' })
 end
 local delayed, byGrant = {}, {}
-local scored = redis.call('ZRANGE', KEYS[8], 0, -1, 'WITHSCORES')
+local scored = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #scored, 2 do
-  local id = string.match(scored[i], '^(.*)#%d+$') or scored[i]
-  if not byGrant[id] then
+  local id = string.match(scored[i], '^(.*)!%d+$')
+  if id and not byGrant[id] then
     byGrant[id] = { 0, scored[i + 1] }
     table.insert(delayed, byGrant[id])
   end
-  byGrant[id][1] = byGrant[id][1] + 1
+  if id then byGrant[id][1] = byGrant[id][1] + 1 end
 end
 return { redis.call('ZCARD', KEYS[6]), holders, delayed }
 `;
@@ -261,8 +253,7 @@ return { redis.call('ZCARD', KEYS[6]), holders, delayed }
 /** The keys of a semaphore name, all on the name's hash tag. */
 export function semaphoreKeys(prefix: string, name: string): string[] {
   const tag = `${prefix}{${name.startsWith('}') ? ' ' : ''}${name}}:sem`;
-  const names = ['holders', 'grants', 'limit', 'fence', 'queue', 'waiters', 'pending', 'delayed'];
-  return names.map((k) => `${tag}:${k}`);
+  return ['holders', 'grants', 'limit', 'fence', 'queue', 'waiters', 'pending'].map((k) => `${tag}:${k}`);
 }
 
 /** Refused: [−(ms until the next lease may expire), the fence counter], or ['limit', the stored limit]. */
@@ -283,10 +274,10 @@ export class SemaphoreScripts {
 
   constructor(redis: Redis | Cluster) {
     this.#scripts = new ScriptCommands(redis, {
-      fencekitSemAcquire: { numberOfKeys: 8, lua: SEM_ACQUIRE },
-      fencekitSemRelease: { numberOfKeys: 8, lua: SEM_RELEASE },
-      fencekitSemRenew: { numberOfKeys: 8, lua: SEM_RENEW },
-      fencekitSemInspect: { numberOfKeys: 8, lua: SEM_INSPECT },
+      fencekitSemAcquire: { numberOfKeys: 7, lua: SEM_ACQUIRE },
+      fencekitSemRelease: { numberOfKeys: 7, lua: SEM_RELEASE },
+      fencekitSemRenew: { numberOfKeys: 7, lua: SEM_RENEW },
+      fencekitSemInspect: { numberOfKeys: 7, lua: SEM_INSPECT },
     });
   }
 

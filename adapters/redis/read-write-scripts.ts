@@ -9,8 +9,8 @@ import { ScriptCommands } from './script-commands.js';
  *
  * KEYS[1] readers  ZSET ownerToken → lease expiry in server ms
  * KEYS[2] writer   ZSET ownerToken → lease expiry (one member at most)
- * KEYS[3] grants   HASH ownerToken → "token[:lockDelayMs] since owner-text"; lives as long as the latest lease,
- *                  so it exists exactly while the name is held (list() looks for it)
+ * KEYS[3] grants   HASH ownerToken → "token[:lockDelayMs] since owner-text"; lives as long as the
+ *                  latest lease, so it exists exactly while the name is held (list() looks for it)
  * KEYS[4] fence    the fencing counter (INCR), never expires
  * KEYS[5] queue    LIST of waiting ownerTokens, FIFO, readers and writers together
  * KEYS[6] waiters  ZSET ownerToken → expiry of its place (live waiters refresh it when they poll)
@@ -164,11 +164,11 @@ end
  * ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 mode ('read'/'write')
  * 6 waiter TTL ms  7 the pub/sub channel that reaches this waiter ('' if none)  8 lock-delay ms.
  * Returns the token (string) when granted; else { −(ms until the soonest lease may expire or delay
- * end, at least 1), the fence counter } and, when waiting, our place is kept or refreshed. The counter lets a
- * waiter tell a hand-over notice made after this refusal (higher token) from a stale one. A grant
- * that already exists for ownerToken (a lost reply, or a release granted it to us while we waited)
- * is returned with its lease renewed to ttlMs from now. A queued request is granted only by
- * handOver (in queue order); a newcomer only when nobody is queued.
+ * end, at least 1), the fence counter } and, when waiting, our place is kept or refreshed. The
+ * counter lets a waiter tell a hand-over notice made after this refusal (higher token) from a stale
+ * one. A grant that already exists for ownerToken (a lost reply, or a release granted it to us
+ * while we waited) is returned with its lease (and its delay) renewed to ttlMs from now. A queued
+ * request is granted only by handOver (in queue order); a newcomer only when nobody is queued.
  */
 export const RW_ACQUIRE = `${PRELUDE}
 local me, ttl, mode, delay = ARGV[1], tonumber(ARGV[2]), ARGV[5], tonumber(ARGV[8])

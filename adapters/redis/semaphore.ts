@@ -41,7 +41,7 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
   readonly #keys: string[];
   readonly #client: RedisSemaphoreClient;
   readonly #scripts: SemaphoreScripts;
-  /** A lost grant's permits stay taken for its delay, counted by the server's clock (semaphore-scripts.ts). */
+  /** A lost grant's permits stay taken for its delay, by the server's clock (semaphore-scripts.ts). */
   readonly keepsLockDelay = true;
 
   constructor(name: string, client: RedisSemaphoreClient) {

@@ -4,6 +4,7 @@ import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '.
 import type { HolderInfo } from '../../src/types.js';
 import { type QueuedGrantClient, requestQueuedGrant } from './queued-grant.js';
 import { ReadWriteScripts, readWriteKeys } from './read-write-scripts.js';
+import { delayEnd } from './recipe-delay.js';
 
 /** What a Redis read-write lock borrows from its provider: connection, notices, clean-up owner. */
 export interface RedisReadWriteClient extends QueuedGrantClient {
@@ -24,6 +25,8 @@ export class RedisReadWriteAdapter implements ReadWriteAdapter {
   readonly #keys: string[];
   readonly #client: RedisReadWriteClient;
   readonly #scripts: ReadWriteScripts;
+  /** A lost write keeps out everybody, a lost read writers, for its delay by the server's clock. */
+  readonly keepsLockDelay = true;
 
   constructor(name: string, client: RedisReadWriteClient) {
     this.#keys = readWriteKeys(client.prefix, name);
@@ -36,12 +39,16 @@ export class RedisReadWriteAdapter implements ReadWriteAdapter {
   }
 
   async inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
-    const [waiters, holders] = await this.#client.call(
+    const [waiters, holders, delays = []] = await this.#client.call(
       'read-write inspect',
       () => this.#scripts.inspect(this.#keys),
       signal,
     );
-    const info: AdapterReadWriteInfo = { writer: null, readers: [], waiters };
+    const delayed = delays.flatMap(([mode, end]) => {
+      const delayedUntil = delayEnd(end);
+      return delayedUntil && (mode === 'read' || mode === 'write') ? [{ mode, delayedUntil }] : [];
+    });
+    const info: AdapterReadWriteInfo = { writer: null, readers: [], waiters, delayed };
     const sorted = [...holders].sort(([, a], [, b]) => (BigInt(a) < BigInt(b) ? -1 : 1));
     for (const [mode, token, since, owner, expiry] of sorted) {
       const holder: HolderInfo = {

@@ -10,6 +10,7 @@ import {
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { type QueuedGrantClient, type QueuedRefusal, requestQueuedGrant } from './queued-grant.js';
+import { delayEnd } from './recipe-delay.js';
 import { SemaphoreScripts, semaphoreKeys } from './semaphore-scripts.js';
 
 /** What a Redis semaphore borrows from its provider: connection, notices, clean-up owner. */
@@ -40,6 +41,8 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
   readonly #keys: string[];
   readonly #client: RedisSemaphoreClient;
   readonly #scripts: SemaphoreScripts;
+  /** A lost grant's permits stay taken for its delay, by the server's clock (semaphore-scripts.ts). */
+  readonly keepsLockDelay = true;
 
   constructor(name: string, client: RedisSemaphoreClient) {
     this.#keys = semaphoreKeys(client.prefix, name);
@@ -52,7 +55,7 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
   }
 
   async inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo> {
-    const [waiters, holders] = await this.#client.call(
+    const [waiters, holders, delayed = []] = await this.#client.call(
       'semaphore inspect',
       () => this.#scripts.inspect(this.#keys),
       signal,
@@ -69,6 +72,10 @@ class RedisSemaphoreAdapter implements SemaphoreAdapter {
           permits: Number(permits),
         }))
         .sort((a, b) => (a.fencingToken < b.fencingToken ? -1 : 1)),
+      delayed: delayed.flatMap(([permits, end]) => {
+        const delayedUntil = delayEnd(end);
+        return delayedUntil ? [{ permits: Number(permits), delayedUntil }] : [];
+      }),
     };
   }
 

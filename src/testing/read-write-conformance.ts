@@ -81,7 +81,13 @@ export function describeReadWriteConformance(target: ReadWriteConformanceTarget,
       const error = await rejectsWith(rw.acquireRead({ downgradeFrom: read }), 'INVALID_ARGUMENT');
       assert.equal((error as Error & { argument?: string }).argument, 'downgradeFrom');
       await read.release();
-      assert.deepEqual(await rw.inspect(), { name: rw.name, writer: null, readers: [], waiters: 0 });
+      assert.deepEqual(await rw.inspect(), {
+        name: rw.name,
+        writer: null,
+        readers: [],
+        waiters: 0,
+        delayed: [],
+      });
     });
 
     t.it('readers share; inspect and list show them', async () => {
@@ -213,7 +219,13 @@ export function describeReadWriteConformance(target: ReadWriteConformanceTarget,
       await waitersReach(a, 0);
       await rejectsWith(b.acquireWrite({ signal: AbortSignal.abort() }), 'AbortError');
       await write.release();
-      assert.deepEqual(await a.inspect(), { name: a.name, writer: null, readers: [], waiters: 0 });
+      assert.deepEqual(await a.inspect(), {
+        name: a.name,
+        writer: null,
+        readers: [],
+        waiters: 0,
+        delayed: [],
+      });
     });
 
     t.it('release is idempotent and guarded; withRead, withWrite and await using release', async () => {

@@ -7,6 +7,7 @@ import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '.
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import type { HolderInfo } from '../../src/types.js';
 import { namePrefix, prefixEnd } from './keys.js';
+import { clearGrantDelays, grantDelayEnds, grantDelays, releaseWithMarker } from './lock-delay.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import type { EtcdSession } from './session.js';
 
@@ -28,6 +29,11 @@ export function readWriteFolder(namespace: string): string {
   return `${namespace}/rwlock/`;
 }
 
+/** The folder of the read-write locks' lock-delay markers (outside every queue; see lock-delay.ts). */
+function readWriteDelayFolder(namespace: string): string {
+  return `${namespace}/rwlock-delay/`;
+}
+
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
 
 /**
@@ -39,27 +45,44 @@ const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + ti
  * a release wakes only those it frees. The token is the key's create revision: everything before a
  * writer is gone when it is granted, so its token is greater than all of theirs. Each attempt names
  * its key afresh (as semaphores do), so a retry never claims a key a given-up attempt still owns.
+ * Lock-delay: a grant that asks for one puts a marker `<namespace>/rwlock-delay/<name>/<its key's
+ * name>` before it is handed out; a lost write's marker keeps out every grant, a lost read's the
+ * writes (lock-delay.ts, clearGrantDelays).
  */
 export class EtcdReadWriteAdapter implements ReadWriteAdapter {
   readonly #c: EtcdReadWriteClient;
   /** `<namespace>/rwlock/<escaped name>/` */
   readonly #queue: string;
+  /** `<namespace>/rwlock-delay/<escaped name>/`: the grants' lock-delay markers. */
+  readonly #markers: Buffer;
+  readonly keepsLockDelay = true;
 
   constructor(name: string, client: EtcdReadWriteClient) {
     this.#c = client;
     this.#queue = namePrefix(readWriteFolder(client.namespace), name);
+    this.#markers = Buffer.from(namePrefix(readWriteDelayFolder(client.namespace), name));
   }
 
   async inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
     const queue = Buffer.from(this.#queue);
-    const { kvs } = await withDeadline(
+    const markers = this.#markers;
+    const { responses } = await withDeadline(
       () =>
-        this.#c.client.kv.range(
+        this.#c.client.kv.txn(
           {
-            key: queue,
-            range_end: prefixEnd(queue),
-            sort_order: SortOrder.Ascend,
-            sort_target: SortTarget.Create,
+            compare: [],
+            success: [
+              {
+                request_range: {
+                  key: queue,
+                  range_end: prefixEnd(queue),
+                  sort_order: SortOrder.Ascend,
+                  sort_target: SortTarget.Create,
+                },
+              },
+              { request_range: { key: markers, range_end: prefixEnd(markers) } },
+            ],
+            failure: [],
           },
           callOptions(this.#c.callTimeoutMs),
         ),
@@ -71,7 +94,16 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
         error instanceof BackendUnavailableError ? error : unavailable('read-write inspect failed', error),
       );
     });
-    const info: AdapterReadWriteInfo = { writer: null, readers: [], waiters: 0 };
+    const kvs = responses[0]?.response_range.kvs ?? [];
+    const live = new Set(kvs.map((kv) => kv.key.subarray(queue.length).toString('utf8')));
+    const delays = grantDelays(markers, responses[1]?.response_range.kvs ?? [], (id) => live.has(id));
+    const ends = await grantDelayEnds(this.#c.client, delays, this.#c.callTimeoutMs, signal).catch(
+      async (error: unknown) => {
+        throw await this.#c.refused(error);
+      },
+    );
+    const delayed = delays.map((delay, i) => ({ mode: modeOf(delay.id), delayedUntil: ends[i] as Date }));
+    const info: AdapterReadWriteInfo = { writer: null, readers: [], waiters: 0, delayed };
     let writeSeen = false;
     for (const [index, kv] of kvs.entries()) {
       const isWrite = kv.key.subarray(queue.length).toString('utf8').startsWith('write-');
@@ -81,6 +113,11 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       writeSeen ||= isWrite;
     }
     return info;
+  }
+
+  /** A queue key's lock-delay marker: the key's name under the marker folder. */
+  #markerOf(key: Buffer): Buffer {
+    return Buffer.concat([this.#markers, key.subarray(Buffer.byteLength(this.#queue))]);
   }
 
   async request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -125,8 +162,19 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
         const blockedBy = req.mode === 'read' ? `${this.#queue}write-` : this.#queue;
         if (!(await waitForTurn(call, queued, cancel, { blockedBy, wait: req.wait }))) return null;
       }
+      // Lock-delays of lost grants: a write waits for all, a read for the writes'.
+      const blocks = (delay: { id: string }) => req.mode === 'write' || modeOf(delay.id) === 'write';
+      const delay = {
+        markers: this.#markers,
+        blocks,
+        delayMs: req.lockDelayMs,
+        wait: req.wait,
+        signal: cancel,
+      };
+      if (!(await clearGrantDelays(call, queued, delay))) return null;
       granted = true;
-      return hold(req, session, queued);
+      const marker = req.lockDelayMs > 0 ? this.#markerOf(queued.key) : undefined;
+      return hold(req, session, queued, marker && { client, marker, callTimeoutMs });
     } finally {
       // Not granted (busy, cancelled, failed): the session deletes our key, retrying until etcd
       // confirms; a cancelled caller waits for that only CANCEL_GRACE_MS (see semaphore.ts).
@@ -138,13 +186,31 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
   }
 }
 
-function hold(req: ReadWriteRequest, session: EtcdSession, queued: Queued): OwnedLock {
+function hold(
+  req: ReadWriteRequest,
+  session: EtcdSession,
+  queued: Queued,
+  delay: { client: Etcd3; marker: Buffer; callTimeoutMs: number } | undefined,
+): OwnedLock {
   const lock = new OwnedLock({
     key: req.name,
     fencingToken: queued.revision,
     ownerToken: req.ownerToken,
     trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
     releaseOnBackend: async () => {
+      // With a lock-delay: key and marker in one Txn (a clean release starts no delay). Unanswered,
+      // the session deletes the key alone, and the marker turns into a delay.
+      if (delay) {
+        const { client, marker, callTimeoutMs } = delay;
+        const released = releaseWithMarker(client, queued.key, queued.revision, marker, callTimeoutMs);
+        if (
+          await released.then(
+            () => true,
+            () => false,
+          )
+        )
+          return;
+      }
       if (!(await session.remove(queued.key, queued.revision))) {
         throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
       }
@@ -152,6 +218,11 @@ function hold(req: ReadWriteRequest, session: EtcdSession, queued: Queued): Owne
   });
   lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
   return lock;
+}
+
+/** The mode of a grant by its key's name (`read-…`, `write-…`); anything else counts as a write. */
+function modeOf(id: string): 'read' | 'write' {
+  return id.startsWith('read-') ? 'read' : 'write';
 }
 
 function holderOf(kv: IKeyValue): HolderInfo {

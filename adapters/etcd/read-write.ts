@@ -146,6 +146,8 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       value: encodeHolder(req.owner),
       callTimeoutMs,
       onWake: () => this.#c.woken(),
+      // The lock-delay markers, read in the enqueue's revision (see #clearDelays).
+      alsoRead: { key: this.#markers, range_end: prefixEnd(this.#markers), keys_only: true },
     };
     const attempt = sendEnqueue(call);
     let queued: Queued;
@@ -162,16 +164,7 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
         const blockedBy = req.mode === 'read' ? `${this.#queue}write-` : this.#queue;
         if (!(await waitForTurn(call, queued, cancel, { blockedBy, wait: req.wait }))) return null;
       }
-      // Lock-delays of lost grants: a write waits for all, a read for the writes'.
-      const blocks = (delay: { id: string }) => req.mode === 'write' || modeOf(delay.id) === 'write';
-      const delay = {
-        markers: this.#markers,
-        blocks,
-        delayMs: req.lockDelayMs,
-        wait: req.wait,
-        signal: cancel,
-      };
-      if (!(await clearGrantDelays(call, queued, delay))) return null;
+      if (!(await this.#clearDelays(call, queued, req, cancel))) return null;
       granted = true;
       const marker = req.lockDelayMs > 0 ? this.#markerOf(queued.key) : undefined;
       return hold(req, session, queued, marker && { client, marker, callTimeoutMs });
@@ -183,6 +176,28 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
         await withinGrace(removing, cancel.aborted ? CANCEL_GRACE_MS : callTimeoutMs);
       }
     }
+  }
+
+  /**
+   * Lock-delays of lost grants (lock-delay.ts): a write waits out every one, a read a write's; then
+   * the grant's own marker if it asks for a delay. Headed at once with no marker in the enqueue's
+   * revision and no delay asked: nothing to read (no grant before ours can have put one since).
+   */
+  #clearDelays(
+    call: MutexCall,
+    queued: Queued,
+    req: ReadWriteRequest,
+    cancel: AbortSignal,
+  ): Promise<boolean> {
+    if (queued.owner && queued.alsoRead?.kv === undefined && req.lockDelayMs === 0)
+      return Promise.resolve(true);
+    return clearGrantDelays(call, queued, {
+      markers: this.#markers,
+      blocks: (delay) => req.mode === 'write' || modeOf(delay.id) === 'write',
+      delayMs: req.lockDelayMs,
+      wait: req.wait,
+      signal: cancel,
+    });
   }
 }
 

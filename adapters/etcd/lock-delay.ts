@@ -212,6 +212,35 @@ export async function releaseWithMarker(
   return res.succeeded;
 }
 
+/** Where a grant's lock-delay marker is, for its release. */
+export interface MarkedGrant {
+  client: Etcd3;
+  key: Buffer;
+  revision: bigint;
+  marker: Buffer;
+  timeoutMs: number;
+}
+
+/**
+ * A grant's release: with a marker (`marked`), key and marker in one Txn, so a clean release starts
+ * no delay. Without one, or unanswered, `alone` deletes the key by itself; a marker so left behind
+ * turns into a delay (longer, never shorter).
+ */
+export async function releaseGrant(
+  marked: MarkedGrant | undefined,
+  alone: () => Promise<void>,
+): Promise<void> {
+  if (marked) {
+    const { client, key, revision, marker, timeoutMs } = marked;
+    const answered = await releaseWithMarker(client, key, revision, marker, timeoutMs).then(
+      () => true,
+      () => false,
+    );
+    if (answered) return;
+  }
+  await alone();
+}
+
 /** When a delay that `marker` shows ends at the earliest, for inspect() (the head's create revision given). */
 export async function delayedUntil(
   client: Etcd3,

@@ -7,7 +7,13 @@ import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '.
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import type { HolderInfo } from '../../src/types.js';
 import { namePrefix, prefixEnd } from './keys.js';
-import { clearGrantDelays, grantDelayEnds, grantDelays, releaseWithMarker } from './lock-delay.js';
+import {
+  clearGrantDelays,
+  grantDelayEnds,
+  grantDelays,
+  type MarkedGrant,
+  releaseGrant,
+} from './lock-delay.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import type { EtcdSession } from './session.js';
 
@@ -166,8 +172,12 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       }
       if (!(await this.#clearDelays(call, queued, req, cancel))) return null;
       granted = true;
-      const marker = req.lockDelayMs > 0 ? this.#markerOf(queued.key) : undefined;
-      return hold(req, session, queued, marker && { client, marker, callTimeoutMs });
+      const { key, revision } = queued;
+      const marked =
+        req.lockDelayMs > 0
+          ? { client, key, revision, marker: this.#markerOf(key), timeoutMs: callTimeoutMs }
+          : undefined;
+      return hold(req, session, queued, marked);
     } finally {
       // Not granted (busy, cancelled, failed): the session deletes our key, retrying until etcd
       // confirms; a cancelled caller waits for that only CANCEL_GRACE_MS (see semaphore.ts).
@@ -205,31 +215,20 @@ function hold(
   req: ReadWriteRequest,
   session: EtcdSession,
   queued: Queued,
-  delay: { client: Etcd3; marker: Buffer; callTimeoutMs: number } | undefined,
+  marked: MarkedGrant | undefined,
 ): OwnedLock {
   const lock = new OwnedLock({
     key: req.name,
     fencingToken: queued.revision,
     ownerToken: req.ownerToken,
     trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-    releaseOnBackend: async () => {
-      // With a lock-delay: key and marker in one Txn (a clean release starts no delay). Unanswered,
-      // the session deletes the key alone, and the marker turns into a delay.
-      if (delay) {
-        const { client, marker, callTimeoutMs } = delay;
-        const released = releaseWithMarker(client, queued.key, queued.revision, marker, callTimeoutMs);
-        if (
-          await released.then(
-            () => true,
-            () => false,
-          )
-        )
-          return;
-      }
-      if (!(await session.remove(queued.key, queued.revision))) {
-        throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
-      }
-    },
+    // With a lock-delay, key and marker go in one Txn (lock-delay.ts).
+    releaseOnBackend: () =>
+      releaseGrant(marked, async () => {
+        if (!(await session.remove(queued.key, queued.revision))) {
+          throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
+        }
+      }),
   });
   lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
   return lock;

@@ -19,7 +19,8 @@ import {
   grantDelayEnds,
   grantDelays,
   grantMarkerValue,
-  releaseWithMarker,
+  type MarkedGrant,
+  releaseGrant,
   startGrantDelays,
 } from './lock-delay.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
@@ -419,31 +420,23 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       fencingToken: grant.revision,
       ownerToken: req.ownerToken,
       trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      releaseOnBackend: async () => {
-        // With a lock-delay: lease key and marker in one Txn (a clean release starts no delay).
-        // Unanswered, the session deletes the lease key alone, and the marker turns into a delay.
-        if (req.lockDelayMs > 0) {
-          const marker = this.#markerOf(grant.key);
-          const { client, callTimeoutMs } = this.#c;
-          const answered = await releaseWithMarker(
-            client,
-            grant.key,
-            grant.revision,
-            marker,
-            callTimeoutMs,
-          ).then(
-            () => true,
-            () => false,
-          );
-          if (answered) return;
-        }
-        if (!(await session.remove(grant.key, grant.revision))) {
-          throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
-        }
-      },
+      // With a lock-delay, lease key and marker go in one Txn (lock-delay.ts).
+      releaseOnBackend: () =>
+        releaseGrant(this.#marked(req, grant), async () => {
+          if (!(await session.remove(grant.key, grant.revision))) {
+            throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
+          }
+        }),
     });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
     return lock;
+  }
+
+  /** A grant's marker for its release, if it asked for a delay. */
+  #marked(req: PermitRequest, grant: { key: Buffer; revision: bigint }): MarkedGrant | undefined {
+    if (req.lockDelayMs === 0) return undefined;
+    const { client, callTimeoutMs: timeoutMs } = this.#c;
+    return { client, ...grant, marker: this.#markerOf(grant.key), timeoutMs };
   }
 
   /** A lease key's lock-delay marker: the same attempt id under `lockdelay/`. */

@@ -29,8 +29,11 @@ export interface MutexCall {
   callTimeoutMs: number;
   /** Counts predecessor deletions this process was woken by (the herd check). */
   onWake: () => void;
-  /** A key the enqueue Txn reads too, in the same revision (a lock's lock-delay marker). */
-  alsoRead?: Buffer;
+  /**
+   * A key the enqueue Txn reads too, in the same revision (a lock's lock-delay marker), or a range
+   * of which it reads the first key (a read-write lock's markers).
+   */
+  alsoRead?: Buffer | IRangeRequest;
 }
 
 export interface Queued {
@@ -66,7 +69,8 @@ export interface EnqueueAttempt {
 export function sendEnqueue(call: MutexCall): EnqueueAttempt {
   const key = call.key;
   const head = { request_range: queueRange(call.prefix) };
-  const also = call.alsoRead ? [{ request_range: { key: call.alsoRead } }] : [];
+  const alsoRead = Buffer.isBuffer(call.alsoRead) ? { key: call.alsoRead } : { ...call.alsoRead, limit: 1 };
+  const also = call.alsoRead ? [{ request_range: alsoRead }] : [];
   const options = callOptions(call.callTimeoutMs);
   const txn = call.client.kv.txn(
     {

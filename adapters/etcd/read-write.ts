@@ -7,6 +7,13 @@ import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '.
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import type { HolderInfo } from '../../src/types.js';
 import { namePrefix, prefixEnd } from './keys.js';
+import {
+  clearGrantDelays,
+  grantDelayEnds,
+  grantDelays,
+  type MarkedGrant,
+  releaseGrant,
+} from './lock-delay.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import type { EtcdSession } from './session.js';
 
@@ -28,6 +35,11 @@ export function readWriteFolder(namespace: string): string {
   return `${namespace}/rwlock/`;
 }
 
+/** The folder of the read-write locks' lock-delay markers (outside every queue; see lock-delay.ts). */
+function readWriteDelayFolder(namespace: string): string {
+  return `${namespace}/rwlock-delay/`;
+}
+
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
 
 /**
@@ -39,27 +51,44 @@ const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + ti
  * a release wakes only those it frees. The token is the key's create revision: everything before a
  * writer is gone when it is granted, so its token is greater than all of theirs. Each attempt names
  * its key afresh (as semaphores do), so a retry never claims a key a given-up attempt still owns.
+ * Lock-delay: a grant that asks for one puts a marker `<namespace>/rwlock-delay/<name>/<its key's
+ * name>` before it is handed out; a lost write's marker keeps out every grant, a lost read's the
+ * writes (lock-delay.ts, clearGrantDelays).
  */
 export class EtcdReadWriteAdapter implements ReadWriteAdapter {
   readonly #c: EtcdReadWriteClient;
   /** `<namespace>/rwlock/<escaped name>/` */
   readonly #queue: string;
+  /** `<namespace>/rwlock-delay/<escaped name>/`: the grants' lock-delay markers. */
+  readonly #markers: Buffer;
+  readonly keepsLockDelay = true;
 
   constructor(name: string, client: EtcdReadWriteClient) {
     this.#c = client;
     this.#queue = namePrefix(readWriteFolder(client.namespace), name);
+    this.#markers = Buffer.from(namePrefix(readWriteDelayFolder(client.namespace), name));
   }
 
   async inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo> {
     const queue = Buffer.from(this.#queue);
-    const { kvs } = await withDeadline(
+    const markers = this.#markers;
+    const { responses } = await withDeadline(
       () =>
-        this.#c.client.kv.range(
+        this.#c.client.kv.txn(
           {
-            key: queue,
-            range_end: prefixEnd(queue),
-            sort_order: SortOrder.Ascend,
-            sort_target: SortTarget.Create,
+            compare: [],
+            success: [
+              {
+                request_range: {
+                  key: queue,
+                  range_end: prefixEnd(queue),
+                  sort_order: SortOrder.Ascend,
+                  sort_target: SortTarget.Create,
+                },
+              },
+              { request_range: { key: markers, range_end: prefixEnd(markers) } },
+            ],
+            failure: [],
           },
           callOptions(this.#c.callTimeoutMs),
         ),
@@ -71,7 +100,16 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
         error instanceof BackendUnavailableError ? error : unavailable('read-write inspect failed', error),
       );
     });
-    const info: AdapterReadWriteInfo = { writer: null, readers: [], waiters: 0 };
+    const kvs = responses[0]?.response_range.kvs ?? [];
+    const live = new Set(kvs.map((kv) => kv.key.subarray(queue.length).toString('utf8')));
+    const delays = grantDelays(markers, responses[1]?.response_range.kvs ?? [], (id) => live.has(id));
+    const ends = await grantDelayEnds(this.#c.client, delays, this.#c.callTimeoutMs, signal).catch(
+      async (error: unknown) => {
+        throw await this.#c.refused(error);
+      },
+    );
+    const delayed = delays.map((delay, i) => ({ mode: modeOf(delay.id), delayedUntil: ends[i] as Date }));
+    const info: AdapterReadWriteInfo = { writer: null, readers: [], waiters: 0, delayed };
     let writeSeen = false;
     for (const [index, kv] of kvs.entries()) {
       const isWrite = kv.key.subarray(queue.length).toString('utf8').startsWith('write-');
@@ -81,6 +119,11 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       writeSeen ||= isWrite;
     }
     return info;
+  }
+
+  /** A queue key's lock-delay marker: the key's name under the marker folder. */
+  #markerOf(key: Buffer): Buffer {
+    return Buffer.concat([this.#markers, key.subarray(Buffer.byteLength(this.#queue))]);
   }
 
   async request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -109,6 +152,8 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       value: encodeHolder(req.owner),
       callTimeoutMs,
       onWake: () => this.#c.woken(),
+      // The lock-delay markers, read in the enqueue's revision (see #clearDelays).
+      alsoRead: { key: this.#markers, range_end: prefixEnd(this.#markers), keys_only: true },
     };
     const attempt = sendEnqueue(call);
     let queued: Queued;
@@ -125,8 +170,14 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
         const blockedBy = req.mode === 'read' ? `${this.#queue}write-` : this.#queue;
         if (!(await waitForTurn(call, queued, cancel, { blockedBy, wait: req.wait }))) return null;
       }
+      if (!(await this.#clearDelays(call, queued, req, cancel))) return null;
       granted = true;
-      return hold(req, session, queued, callTimeoutMs);
+      const { key, revision } = queued;
+      const marked =
+        req.lockDelayMs > 0
+          ? { client, key, revision, marker: this.#markerOf(key), timeoutMs: callTimeoutMs }
+          : undefined;
+      return hold(req, session, queued, marked, callTimeoutMs);
     } finally {
       // Not granted (busy, cancelled, failed): the session deletes our key, retrying until etcd
       // confirms; a cancelled caller waits for that only CANCEL_GRACE_MS (see semaphore.ts).
@@ -136,19 +187,54 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       }
     }
   }
+
+  /**
+   * Lock-delays of lost grants (lock-delay.ts): a write waits out every one, a read a write's; then
+   * the grant's own marker if it asks for a delay. Headed at once with no marker in the enqueue's
+   * revision and no delay asked: nothing to read (no grant before ours can have put one since).
+   */
+  #clearDelays(
+    call: MutexCall,
+    queued: Queued,
+    req: ReadWriteRequest,
+    cancel: AbortSignal,
+  ): Promise<boolean> {
+    if (queued.owner && queued.alsoRead?.kv === undefined && req.lockDelayMs === 0)
+      return Promise.resolve(true);
+    return clearGrantDelays(call, queued, {
+      markers: this.#markers,
+      blocks: (delay) => req.mode === 'write' || modeOf(delay.id) === 'write',
+      delayMs: req.lockDelayMs,
+      wait: req.wait,
+      signal: cancel,
+    });
+  }
 }
 
-function hold(req: ReadWriteRequest, session: EtcdSession, queued: Queued, callTimeoutMs: number): OwnedLock {
+function hold(
+  req: ReadWriteRequest,
+  session: EtcdSession,
+  queued: Queued,
+  marked: MarkedGrant | undefined,
+  callTimeoutMs: number,
+): OwnedLock {
   const lock = new OwnedLock({
     key: req.name,
     fencingToken: queued.revision,
     ownerToken: req.ownerToken,
     trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-    // Bounded by callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
-    releaseOnBackend: () => session.release(queued.key, queued.revision, callTimeoutMs),
+    // With a lock-delay, key and marker go in one Txn (lock-delay.ts). Bounded by callTimeoutMs:
+    // unconfirmed by then, the session goes on deleting the key.
+    releaseOnBackend: () =>
+      releaseGrant(marked, () => session.release(queued.key, queued.revision, callTimeoutMs)),
   });
   lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
   return lock;
+}
+
+/** The mode of a grant by its key's name (`read-…`, `write-…`); anything else counts as a write. */
+function modeOf(id: string): 'read' | 'write' {
+  return id.startsWith('read-') ? 'read' : 'write';
 }
 
 function holderOf(kv: IKeyValue): HolderInfo {

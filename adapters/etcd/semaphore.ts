@@ -14,6 +14,15 @@ import { withDeadline } from '../../src/semaphore/deadline.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { namePrefix, prefixEnd } from './keys.js';
+import {
+  type GrantDelay,
+  grantDelayEnds,
+  grantDelays,
+  grantMarkerValue,
+  type MarkedGrant,
+  releaseGrant,
+  startGrantDelays,
+} from './lock-delay.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import type { EtcdSession } from './session.js';
 
@@ -45,6 +54,11 @@ export interface EtcdSemaphoreClient {
  * in one Txn guarded by that mutex key (so a head whose session expired cannot grant); otherwise it
  * alone watches the leases for a deletion. A released permit so wakes one waiter, and each grant
  * hands the queue to the next one. The lease key's create revision is the token.
+ *
+ * Lock-delay (lock-delay.ts): a grant that asks for one also puts `lockdelay/<attempt id>` on no
+ * lease in its grant Txn; a clean release deletes both in one Txn. The head counts, besides the
+ * leases, the permits of every marker whose lease key is gone (a lost grant: it stamps the delay)
+ * or that runs on a delay lease, and watches those markers' deletions as it watches the leases'.
  */
 export function etcdSemaphore(
   name: string,
@@ -76,12 +90,19 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
   readonly #c: EtcdSemaphoreClient;
   readonly #locks: string;
   readonly #leases: Buffer;
+  /** The grants' lock-delay markers (see lock-delay.ts). */
+  readonly #markers: Buffer;
+  /** `<namespace>/semaphore/<escaped name>/`: leases, markers and queue. */
+  readonly #base: string;
+  readonly keepsLockDelay = true;
 
   constructor(name: string, client: EtcdSemaphoreClient) {
     this.#c = client;
     const base = namePrefix(`${client.namespace}/semaphore/`, name);
+    this.#base = base;
     this.#locks = `${base}locks/`;
     this.#leases = Buffer.from(`${base}leases/`);
+    this.#markers = Buffer.from(`${base}lockdelay/`);
   }
 
   async inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo> {
@@ -94,6 +115,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
             success: [
               { request_range: this.#leaseRange() },
               { request_range: { key: locks, range_end: prefixEnd(locks), count_only: true } },
+              { request_range: this.#markerRange() },
             ],
             failure: [],
           },
@@ -117,7 +139,23 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         permits: readRecord(kv).permits,
       };
     });
-    return { holders, waiters: Number(res.responses[1]?.response_range.count ?? 0) };
+    const delays = this.#delays(kvs, res.responses[2]?.response_range.kvs ?? []);
+    const ends = await grantDelayEnds(this.#c.client, delays, this.#c.callTimeoutMs, signal).catch(
+      async (error: unknown) => {
+        throw await this.#c.refused(error);
+      },
+    );
+    return {
+      holders,
+      waiters: Number(res.responses[1]?.response_range.count ?? 0),
+      delayed: delays.map((delay, i) => ({ permits: delay.weight, delayedUntil: ends[i] as Date })),
+    };
+  }
+
+  /** The markers that are delays now: their lease key gone (lost) or on a delay lease. */
+  #delays(leases: IKeyValue[], markers: IKeyValue[]): GrantDelay[] {
+    const live = new Set(leases.map((kv) => kv.key.subarray(this.#leases.length).toString('utf8')));
+    return grantDelays(this.#markers, markers, (id) => live.has(id));
   }
 
   async request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -208,10 +246,19 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     const { client, callTimeoutMs } = this.#c;
     for (;;) {
       cancel.throwIfAborted();
-      let range: Awaited<ReturnType<Etcd3['kv']['range']>>;
+      let read: Awaited<ReturnType<Etcd3['kv']['txn']>>;
       try {
-        range = await withDeadline(
-          () => client.kv.range(this.#leaseRange(), callOptions(callTimeoutMs)),
+        // The leases and the lock-delay markers at one revision.
+        read = await withDeadline(
+          () =>
+            client.kv.txn(
+              {
+                compare: [],
+                success: [{ request_range: this.#leaseRange() }, { request_range: this.#markerRange() }],
+                failure: [],
+              },
+              callOptions(callTimeoutMs),
+            ),
           callTimeoutMs,
           cancel,
           'etcd: reading the semaphore',
@@ -220,8 +267,14 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
         throw unavailable('reading the semaphore failed', error);
       }
-      let used = 0;
-      for (const kv of range.kvs) {
+      const leases = read.responses[0]?.response_range.kvs ?? [];
+      const markers = read.responses[1]?.response_range.kvs ?? [];
+      // Lost grants' permits stay taken for their delay: started here when nobody has yet.
+      const delays = this.#delays(leases, markers);
+      const leaseKey = (id: string) => Buffer.concat([this.#leases, Buffer.from(id)]);
+      await startGrantDelays(client, delays, leaseKey, callTimeoutMs, cancel);
+      let used = delays.reduce((sum, delay) => sum + delay.weight, 0);
+      for (const kv of leases) {
         const record = readRecord(kv);
         if (!Number.isNaN(record.limit) && record.limit !== req.limit)
           throw new SemaphoreLimitMismatchError(req.name, req.limit, record.limit);
@@ -229,7 +282,8 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       }
       if (used + req.permits <= req.limit) return await this.#grant(req, taking, cancel);
       if (!req.wait) return null;
-      await this.#nextRelease(BigInt(range.header.revision) + 1n, taking.session, cancel);
+      const watched = markers.length > 0 ? Buffer.from(this.#base) : this.#leases;
+      await this.#nextRelease(BigInt(read.header.revision) + 1n, watched, taking.session, cancel);
     }
   }
 
@@ -260,6 +314,16 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         success: [
           { request_put: { key, value: Buffer.from(value), lease: session.leaseId } },
           { request_delete_range: { key: queued.key } },
+          ...(req.lockDelayMs > 0
+            ? [
+                {
+                  request_put: {
+                    key: this.#markerOf(key),
+                    value: grantMarkerValue(req.lockDelayMs, req.permits),
+                  },
+                },
+              ]
+            : []),
         ],
         failure: [{ request_range: { key } }, { request_range: { key: queued.key, keys_only: true } }],
       };
@@ -288,11 +352,21 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
   }
 
-  /** Waits for any lease under the name to be deleted at or after fromRevision (or the watch to end). */
-  async #nextRelease(fromRevision: bigint, session: EtcdSession, cancel: AbortSignal): Promise<void> {
+  /**
+   * Waits for any lease under the name to be deleted at or after fromRevision (or the watch to end),
+   * or a lock-delay marker when `watched` is the name's whole folder (the queue's deletions are
+   * passed over).
+   */
+  async #nextRelease(
+    fromRevision: bigint,
+    watched: Buffer,
+    session: EtcdSession,
+    cancel: AbortSignal,
+  ): Promise<void> {
+    const queue = Buffer.from(this.#locks);
     const creating = this.#c.client
       .watch()
-      .prefix(this.#leases.toString())
+      .prefix(watched.toString())
       .only('delete')
       .startRevision(fromRevision.toString())
       .create();
@@ -324,9 +398,10 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         if (session.signal.aborted) return onSessionLost();
         cancel.addEventListener('abort', onCancel, { once: true });
         session.signal.addEventListener('abort', onSessionLost, { once: true });
-        watcher.on('delete', () => {
+        watcher.on('delete', (kv: IKeyValue) => {
+          if (kv.key.subarray(0, queue.length).equals(queue)) return; // a waiter left: frees nothing
           done();
-          this.#c.woken('release');
+          if (kv.key.subarray(0, this.#leases.length).equals(this.#leases)) this.#c.woken('release');
           resolve();
         });
         watcher.on('error', () => {
@@ -345,11 +420,31 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       fencingToken: grant.revision,
       ownerToken: req.ownerToken,
       trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      // Bounded by callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
-      releaseOnBackend: () => session.release(grant.key, grant.revision, this.#c.callTimeoutMs),
+      // With a lock-delay, lease key and marker go in one Txn (lock-delay.ts). Bounded by
+      // callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
+      releaseOnBackend: () =>
+        releaseGrant(this.#marked(req, grant), () =>
+          session.release(grant.key, grant.revision, this.#c.callTimeoutMs),
+        ),
     });
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
     return lock;
+  }
+
+  /** A grant's marker for its release, if it asked for a delay. */
+  #marked(req: PermitRequest, grant: { key: Buffer; revision: bigint }): MarkedGrant | undefined {
+    if (req.lockDelayMs === 0) return undefined;
+    const { client, callTimeoutMs: timeoutMs } = this.#c;
+    return { client, ...grant, marker: this.#markerOf(grant.key), timeoutMs };
+  }
+
+  /** A lease key's lock-delay marker: the same attempt id under `lockdelay/`. */
+  #markerOf(leaseKey: Buffer): Buffer {
+    return Buffer.concat([this.#markers, leaseKey.subarray(this.#leases.length)]);
+  }
+
+  #markerRange() {
+    return { key: this.#markers, range_end: prefixEnd(this.#markers) };
   }
 
   #leaseRange() {

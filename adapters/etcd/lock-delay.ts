@@ -1,5 +1,6 @@
 import { CompareResult, CompareTarget, type Etcd3, type IKeyValue } from 'etcd3';
 import { BackendUnavailableError } from '../../src/errors.js';
+import { MAX_LOCK_DELAY_MS } from '../../src/validate.js';
 import { bounded } from './bounded.js';
 import { prefixEnd } from './keys.js';
 import { afterDeletion, type MutexCall, type Queued, unavailable } from './mutex.js';
@@ -37,8 +38,12 @@ export function parseMarker(kv: IKeyValue | undefined): Marker | undefined {
   const held = /^held (\d+) (\d+)$/.exec(text);
   if (held) return { state: 'held', revision: BigInt(held[1] as string), delayMs: Number(held[2]), kv };
   const delay = /^delay (\d+)$/.exec(text);
-  // Unreadable: treated as a running delay of the longest kind, which its lease (if any) ends.
-  return { state: 'delay', delayMs: delay ? Number(delay[1]) : 60_000, kv };
+  const delayMs = delay ? Number(delay[1]) : MAX_LOCK_DELAY_MS;
+  // A running delay is on its lease, which ends it. One on no lease (written by something else, or
+  // unreadable) would never end: it counts as a lost holder's, so the head stamps it onto a lease
+  // (a delay of the longest kind when unreadable), never a lockout.
+  if (kv.lease === '0' || kv.lease === '') return { state: 'held', revision: 0n, delayMs, kv };
+  return { state: 'delay', delayMs, kv };
 }
 
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });

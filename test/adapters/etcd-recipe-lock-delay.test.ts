@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EtcdLockProvider } from '../../adapters/etcd/index.js';
 import { namePrefix, prefixEnd } from '../../adapters/etcd/keys.js';
+import { markerKey } from '../../adapters/etcd/lock-delay.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
 
@@ -116,6 +117,22 @@ describe('etcd: lock-delay markers of semaphores and read-write locks', () => {
       const { TTL } = await provider.client.leaseClient.leaseTimeToLive({ ID: marker?.lease ?? '0' });
       expect(Number(TTL)).toBeGreaterThan(0);
       expect(Number(TTL)).toBeLessThanOrEqual(60);
+    }
+  });
+
+  it("a plain lock's marker on no lease that is not a holder's is stamped onto a lease, not a lockout", async () => {
+    const provider = open();
+    for (const text of [`delay ${DELAY_MS}`, 'not a marker']) {
+      const name = uniqueKey('ld-lock-garbage');
+      // Written by something else: a running delay's form, or unreadable, and on no lease.
+      await provider.client.put(markerKey(provider.namespace, name)).value(text);
+      expect(await provider.tryAcquire(name)).toBeNull(); // stamps it
+      const [marker] = (await provider.client.kv.range({ key: markerKey(provider.namespace, name) })).kvs;
+      expect(marker?.lease).not.toBe('0'); // etcd deletes it when the lease ends
+      if (text.startsWith('delay')) {
+        const lock = await provider.acquire(name, { waitMs: BOUND_MS });
+        await lock.release();
+      }
     }
   });
 });

@@ -12,12 +12,14 @@ export { keepRenewing, type LeasedLockInit, leasedLock, type RenewalOptions } fr
 export { OwnedLock, type OwnedLockInit } from './ownership.js';
 export { BaseLockProvider, type LockRequest } from './provider-base.js';
 export {
+  type AdapterReadWriteInfo,
   GenericReadWriteLock,
   type ReadWriteAdapter,
   type ReadWriteMode,
   type ReadWriteRequest,
 } from './read-write/core.js';
 export {
+  type AdapterSemaphoreInfo,
   GenericSemaphore,
   type PermitRequest,
   type SemaphoreAdapter,

@@ -22,6 +22,7 @@ import { bounded, requestSignal } from './bounded.js';
 import { endpointHosts, endWatchStream, etcdClient, urlClientOptions } from './client.js';
 import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
+import { loseWithSessionOrKey } from './grant-loss.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { heldNamesRange, heldReadWriteNames } from './list.js';
@@ -399,19 +400,9 @@ export class EtcdLockProvider extends BaseLockProvider {
       },
     });
     this.#keys.set(lock, { key, revision, session });
-    const unsubscribe = session.whenLost((reason) => {
-      lock.lose(reason);
-      leave(); // the next acquire uses a new session, hence another key
-    });
-    // Our key deleted behind our back (lease revoked, `etcdctl del`): lost at once.
-    deletion.arm(revision, () => {
-      lock.lose('revoked');
-      leave(); // our key is gone: the next local acquire creates a new one
-    });
-    lock.onEnd(() => {
-      unsubscribe();
-      deletion.stop();
-    });
+    // Lost with its session or its key (lease revoked, `etcdctl del`): at once. Either way the next
+    // local acquire makes a new key (on a new session, or in place of the deleted one).
+    loseWithSessionOrKey(lock, session, deletion, revision, leave);
     return lock;
   }
 

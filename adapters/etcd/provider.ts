@@ -463,6 +463,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       woken: () => {
         this.readWriteWakeups += 1;
       },
+      watchDeletion: (key) => this.#deletionWatch().subscribe(key),
       refused: (error) => this.#refused(error),
     });
   }

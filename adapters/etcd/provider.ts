@@ -9,6 +9,7 @@ import {
   NotHolderError,
   ProviderClosedError,
 } from '../../src/errors.js';
+import { noteReached } from '../../src/grant-loop.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
@@ -500,6 +501,9 @@ export class EtcdLockProvider extends BaseLockProvider {
     opening.then(
       (session) => {
         this.#granted = session;
+        // etcd answered: a semaphore's or read-write lock's wait rides through outages (its
+        // session lost while it waits, say) from now on, as a lock's does once it has a session.
+        noteReached(this.semaphoreContext());
       },
       () => undefined, // the caller hears of it; the next acquire grants another
     );

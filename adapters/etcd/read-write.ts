@@ -6,6 +6,7 @@ import { OwnedLock } from '../../src/ownership.js';
 import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import type { HolderInfo } from '../../src/types.js';
+import { requestSignal } from './bounded.js';
 import type { DeletionSubscription } from './deletion-watch.js';
 import { loseWithSessionOrKey } from './grant-loss.js';
 import { namePrefix, prefixEnd } from './keys.js';
@@ -146,7 +147,15 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       cancel,
       'etcd: session',
     );
-    return await this.#attempt(req, session, cancel, cancel);
+    // The request's one signal, as the lock's: the caller's cancel, or the session lost while we
+    // wait (in the queue, or for a lock-delay), which ends the wait at once as a
+    // BackendUnavailableError (the grant loop re-enqueues on a new session within waitMs).
+    const { signal, dispose } = requestSignal(cancel, (onLost) => session.whenLost(onLost));
+    try {
+      return await this.#attempt(req, session, signal, cancel);
+    } finally {
+      dispose();
+    }
   }
 
   /** One attempt on `session`: `signal` is the request's, `cancel` the caller's alone. */

@@ -11,6 +11,14 @@ import type { EtcdSession } from './session.js';
  * delete before the grant is seen too: it then loses the grant at once (born lost, never handed out).
  * `onLost` runs after either loss (the plain lock ends its local turn there). Both listeners go when
  * the grant ends, released or lost.
+ *
+ * Note for semaphore.ts (not changed here: another branch is editing it): a permit has the same gap
+ * the read-write grants had, its #hold follows only the session, so a permit key deleted by
+ * `etcdctl del` leaves its holder's signal quiet. To close it: give EtcdSemaphoreClient the
+ * provider's `watchDeletion` (as EtcdReadWriteClient has), subscribe the permit key before the
+ * grant Txn is sent, stop it when not granted, and in #hold call this with the grant's revision.
+ * Its queue wait (waitForTurn with `cancel`) does not stop on session loss either (#nextRelease
+ * does): the request's signal from requestSignal (bounded.ts), as read-write.ts uses, would.
  */
 export function loseWithSessionOrKey(
   lock: OwnedLock,

@@ -9,6 +9,7 @@ import {
   NotHolderError,
   ProviderClosedError,
 } from '../../src/errors.js';
+import { noteReached } from '../../src/grant-loop.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';
@@ -22,6 +23,7 @@ import { bounded, requestSignal } from './bounded.js';
 import { endpointHosts, endWatchStream, etcdClient, urlClientOptions } from './client.js';
 import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
+import { loseWithSessionOrKey } from './grant-loss.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { heldNamesRange, heldReadWriteNames } from './list.js';
@@ -399,19 +401,9 @@ export class EtcdLockProvider extends BaseLockProvider {
       },
     });
     this.#keys.set(lock, { key, revision, session });
-    const unsubscribe = session.whenLost((reason) => {
-      lock.lose(reason);
-      leave(); // the next acquire uses a new session, hence another key
-    });
-    // Our key deleted behind our back (lease revoked, `etcdctl del`): lost at once.
-    deletion.arm(revision, () => {
-      lock.lose('revoked');
-      leave(); // our key is gone: the next local acquire creates a new one
-    });
-    lock.onEnd(() => {
-      unsubscribe();
-      deletion.stop();
-    });
+    // Lost with its session or its key (lease revoked, `etcdctl del`): at once. Either way the next
+    // local acquire makes a new key (on a new session, or in place of the deleted one).
+    loseWithSessionOrKey(lock, session, deletion, revision, leave);
     return lock;
   }
 
@@ -472,6 +464,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       woken: () => {
         this.readWriteWakeups += 1;
       },
+      watchDeletion: (key) => this.#deletionWatch().subscribe(key),
       refused: (error) => this.#refused(error),
     });
   }
@@ -508,6 +501,9 @@ export class EtcdLockProvider extends BaseLockProvider {
     opening.then(
       (session) => {
         this.#granted = session;
+        // etcd answered: a semaphore's or read-write lock's wait rides through outages (its
+        // session lost while it waits, say) from now on, as a lock's does once it has a session.
+        noteReached(this.semaphoreContext());
       },
       () => undefined, // the caller hears of it; the next acquire grants another
     );

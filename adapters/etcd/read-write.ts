@@ -6,6 +6,9 @@ import { OwnedLock } from '../../src/ownership.js';
 import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import type { HolderInfo } from '../../src/types.js';
+import { requestSignal } from './bounded.js';
+import type { DeletionSubscription } from './deletion-watch.js';
+import { loseWithSessionOrKey } from './grant-loss.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import {
   clearGrantDelays,
@@ -26,6 +29,8 @@ export interface EtcdReadWriteClient {
   session(ttlMs?: number): Promise<EtcdSession>;
   /** Counts a waiter woken by the deletion of the key it watched. */
   woken(): void;
+  /** Listens for key's deletion by anyone (the provider's one deletion watch, deletion-watch.ts). */
+  watchDeletion(key: Buffer): DeletionSubscription;
   /** The error as the caller sees it: an AuthenticationError when etcd refused who we are. */
   refused(error: unknown): Promise<unknown>;
 }
@@ -136,13 +141,31 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
   }
 
   async #request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    const { client, callTimeoutMs } = this.#c;
     const session = await withDeadline(
       () => this.#c.session(req.ttlGiven ? req.ttlMs : undefined),
-      callTimeoutMs,
+      this.#c.callTimeoutMs,
       cancel,
       'etcd: session',
     );
+    // The request's one signal, as the lock's: the caller's cancel, or the session lost while we
+    // wait (in the queue, or for a lock-delay), which ends the wait at once as a
+    // BackendUnavailableError (the grant loop re-enqueues on a new session within waitMs).
+    const { signal, dispose } = requestSignal(cancel, (onLost) => session.whenLost(onLost));
+    try {
+      return await this.#attempt(req, session, signal, cancel);
+    } finally {
+      dispose();
+    }
+  }
+
+  /** One attempt on `session`: `signal` is the request's, `cancel` the caller's alone. */
+  async #attempt(
+    req: ReadWriteRequest,
+    session: EtcdSession,
+    signal: AbortSignal,
+    cancel: AbortSignal,
+  ): Promise<OwnedLock | null> {
+    const { client, callTimeoutMs } = this.#c;
     const key = Buffer.from(`${this.#queue}${req.mode}-${session.leaseHex}-${crypto.randomUUID()}`);
     const call: MutexCall = {
       client,
@@ -155,11 +178,14 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       // The lock-delay markers, read in the enqueue's revision (see #clearDelays).
       alsoRead: { key: this.#markers, range_end: prefixEnd(this.#markers), keys_only: true },
     };
+    // Subscribed before the Txn is sent: a delete of our key before the grant is seen too.
+    const deletion = this.#c.watchDeletion(key);
     const attempt = sendEnqueue(call);
     let queued: Queued;
     try {
-      queued = await enqueue(call, attempt, cancel);
+      queued = await enqueue(call, attempt, signal);
     } catch (error) {
+      deletion.stop();
       // The Txn may still put our key: the session waits for its outcome and deletes what it made.
       void session.removeEnqueued(key, attempt);
       throw error;
@@ -168,20 +194,22 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
     try {
       if (!queued.owner) {
         const blockedBy = req.mode === 'read' ? `${this.#queue}write-` : this.#queue;
-        if (!(await waitForTurn(call, queued, cancel, { blockedBy, wait: req.wait }))) return null;
+        if (!(await waitForTurn(call, queued, signal, { blockedBy, wait: req.wait }))) return null;
       }
-      if (!(await this.#clearDelays(call, queued, req, cancel))) return null;
+      if (!(await this.#clearDelays(call, queued, req, signal))) return null;
       granted = true;
       const { key, revision } = queued;
       const marked =
         req.lockDelayMs > 0
           ? { client, key, revision, marker: this.#markerOf(key), timeoutMs: callTimeoutMs }
           : undefined;
-      return hold(req, session, queued, marked, callTimeoutMs);
+      return hold(req, session, queued, deletion, marked, callTimeoutMs);
     } finally {
-      // Not granted (busy, cancelled, failed): the session deletes our key, retrying until etcd
-      // confirms; a cancelled caller waits for that only CANCEL_GRACE_MS (see semaphore.ts).
+      // Not granted (busy, cancelled, failed, session lost): the session deletes our key, retrying
+      // until etcd confirms (or its lease took it); a cancelled caller waits for that only
+      // CANCEL_GRACE_MS (see semaphore.ts).
       if (!granted) {
+        deletion.stop();
         const removing = session.remove(queued.key, queued.revision);
         await withinGrace(removing, cancel.aborted ? CANCEL_GRACE_MS : callTimeoutMs);
       }
@@ -197,7 +225,7 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
     call: MutexCall,
     queued: Queued,
     req: ReadWriteRequest,
-    cancel: AbortSignal,
+    signal: AbortSignal,
   ): Promise<boolean> {
     if (queued.owner && queued.alsoRead?.kv === undefined && req.lockDelayMs === 0)
       return Promise.resolve(true);
@@ -206,7 +234,7 @@ export class EtcdReadWriteAdapter implements ReadWriteAdapter {
       blocks: (delay) => req.mode === 'write' || modeOf(delay.id) === 'write',
       delayMs: req.lockDelayMs,
       wait: req.wait,
-      signal: cancel,
+      signal,
     });
   }
 }
@@ -215,6 +243,7 @@ function hold(
   req: ReadWriteRequest,
   session: EtcdSession,
   queued: Queued,
+  deletion: DeletionSubscription,
   marked: MarkedGrant | undefined,
   callTimeoutMs: number,
 ): OwnedLock {
@@ -228,7 +257,8 @@ function hold(
     releaseOnBackend: () =>
       releaseGrant(marked, () => session.release(queued.key, queued.revision, callTimeoutMs)),
   });
-  lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+  // Lost with its session, or with its key deleted by anyone else (`etcdctl del`): at once, as a lock.
+  loseWithSessionOrKey(lock, session, deletion, queued.revision);
   return lock;
 }
 

@@ -207,7 +207,16 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       let grant: { key: Buffer; revision: bigint } | null = null;
       if (!queued.owner) {
         if (!req.wait) return null;
-        grant = await this.#turnOrGrant(call, taking, cancel);
+        grant = await waitForTurn(call, queued, cancel).then(
+          () => null,
+          // Our queue key gone: a head may have granted us (its Txn put our lease key as it deleted it).
+          async (error: unknown) => {
+            if (cancel.aborted || !(error instanceof BackendUnavailableError)) throw error;
+            const given = await this.#grantedByHead(taking, cancel).catch(() => undefined);
+            if (!given) throw error;
+            return given;
+          },
+        );
       }
       grant ??= await this.#takePermits(req, taking, cancel);
       if (!grant) return null;
@@ -237,67 +246,6 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
    */
   async #removeUnansweredGrant(taking: PermitTake, queueKeyRemoved: Promise<boolean>): Promise<void> {
     if (await queueKeyRemoved) await taking.session.remove(taking.permitKey, undefined);
-  }
-
-  /**
-   * Waits for our turn at the head of the queue (null then), or for a head to grant us our permits
-   * (see #grantFollowers): a watch on our lease key's creation hears that at once, where the queue
-   * would only wake us when our predecessor leaves, and then with reads. Should the watch not be
-   * created (in callTimeoutMs), the queue alone: a waiter whose queue key is gone looks for its
-   * lease key before calling its session lost.
-   */
-  async #turnOrGrant(
-    call: MutexCall,
-    taking: PermitTake,
-    cancel: AbortSignal,
-  ): Promise<{ key: Buffer; revision: bigint } | null> {
-    const stop = new AbortController();
-    const signal = AbortSignal.any([cancel, stop.signal]);
-    const turn = waitForTurn(call, taking.queued, signal).then(
-      () => null,
-      // Our queue key gone: a head may have granted us (its Txn put our lease key as it deleted it).
-      async (error: unknown) => {
-        if (signal.aborted || !(error instanceof BackendUnavailableError)) throw error;
-        const given = await this.#grantedByHead(taking, cancel).catch(() => undefined);
-        if (!given) throw error;
-        return given;
-      },
-    );
-    const creating = this.#c.client
-      .watch()
-      .key(taking.permitKey.toString())
-      .only('put')
-      .startRevision((taking.queued.revision + 1n).toString())
-      .create();
-    // etcd ended the watch itself (compaction): the client dropped it, and a cancel would throw.
-    let endedByServer = false;
-    const granted = withDeadline(() => creating, this.#c.callTimeoutMs, signal, 'etcd: watch').then(
-      (created) => {
-        if (signal.aborted) return new Promise<never>(() => undefined);
-        return new Promise<{ key: Buffer; revision: bigint }>((resolve) => {
-          created.on('put', (kv: IKeyValue) => {
-            if (kv.lease !== taking.session.leaseId) return;
-            resolve({ key: taking.permitKey, revision: BigInt(kv.create_revision) });
-          });
-          created.on('error', () => {
-            endedByServer = true; // the queue still wakes us
-          });
-        });
-      },
-      () => new Promise<never>(() => undefined), // no watch (in time): the queue alone
-    );
-    try {
-      const first = await Promise.race([turn, granted]);
-      if (first === null) return null;
-      stop.abort(); // granted: the queue's wait ends (its rejection is ours)
-      turn.catch(() => undefined);
-      return first;
-    } finally {
-      stop.abort();
-      turn.catch(() => undefined);
-      // Cancelled once created, however late; not awaited: its round trip must not delay the grant.
-      void creating.then((w) => (endedByServer ? undefined : w.cancel())).catch(() => undefined);
-    }
   }
 
   /**

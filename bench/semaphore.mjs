@@ -268,6 +268,9 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
  * at once (as the contenders see them), and the share of the time at least that many were live.
  * FENCEKIT_BENCH_BASELINE=<path of another build's dist/etcd.js>: its EtcdLockProvider too, rows
  * interleaved per round (FENCEKIT_BENCH_ROUNDS, default 2): a before/after in one session.
+ * All contenders share this one Node process: on a 2-core machine it runs at ~100% of a core, so
+ * permits/s and mean live say as much about the client's CPU as about the semaphore; max live
+ * (does one head turn grant several permits) is the figure that tells the designs apart.
  */
 const FILL_SECONDS = 4;
 

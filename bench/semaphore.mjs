@@ -54,6 +54,7 @@ function redisSemaphore(url, name) {
  * ratios printed per round (on a loaded machine, ratios measured side by side are what count).
  */
 export async function benchSemaphore() {
+  if (process.env.FENCEKIT_BENCH_ONLY === 'etcd-fill') return await benchEtcdFill();
   const onlyRedis = process.env.FENCEKIT_BENCH_ONLY === 'redis';
   const onlyZk = process.env.FENCEKIT_BENCH_ONLY === 'zookeeper';
   const rounds = Math.min(Math.max(Number(process.env.FENCEKIT_BENCH_ROUNDS ?? 1) || 1, 1), 20);
@@ -258,4 +259,118 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
   const target = holdMs > 0 ? 'target ≥ 5×' : 'no target with 0 ms holds: see docs/benchmarks.md';
   console.log(`fencekit Redis: ${ratio.toFixed(1)}× the handovers per second of redis-semaphore (${target})`);
   return { redis: ratio, zk: zkRatio };
+}
+
+/**
+ * FENCEKIT_BENCH_ONLY=etcd-fill: does the etcd semaphore fill its limit under short holds? Limit 5
+ * with 20 contenders and limit 50 with 200, one provider per contender (as separate processes),
+ * each holding 2-10 ms (random) for FILL_SECONDS: permits granted per second, the most permits live
+ * at once (as the contenders see them), and the share of the time at least that many were live.
+ * FENCEKIT_BENCH_BASELINE=<path of another build's dist/etcd.js>: its EtcdLockProvider too, rows
+ * interleaved per round (FENCEKIT_BENCH_ROUNDS, default 2): a before/after in one session.
+ * All contenders share this one Node process: on a 2-core machine it runs at ~100% of a core, so
+ * permits/s and mean live say as much about the client's CPU as about the semaphore; max live
+ * (does one head turn grant several permits) is the figure that tells the designs apart.
+ */
+const FILL_SECONDS = 4;
+
+async function benchEtcdFill() {
+  const rounds = Math.min(Math.max(Number(process.env.FENCEKIT_BENCH_ROUNDS ?? 2) || 2, 1), 20);
+  const etcd = await startServer('etcd.sh', ['1'], 'FENCEKIT_ETCD_ENDPOINTS');
+  const endpoints = (etcd.vars.get('ETCD_ENDPOINTS') ?? etcd.vars.get('URL') ?? '').split(',');
+  const builds = { 'fencekit etcd (this build)': EtcdLockProvider };
+  const baseline = process.env.FENCEKIT_BENCH_BASELINE;
+  if (baseline) builds['fencekit etcd (baseline)'] = (await import(resolve(baseline))).EtcdLockProvider;
+  const run = `${Date.now()}`;
+  try {
+    for (const [limit, contenders] of [
+      [5, 20],
+      [50, 200],
+    ]) {
+      console.log(
+        `\netcd semaphore of limit ${limit}, ${contenders} contenders (one provider each), holds 2-10 ms, ${FILL_SECONDS} s per row`,
+      );
+      console.log(
+        `${'build'.padEnd(30)} ${'round'.padStart(5)} ${'permits/s'.padStart(10)} ${'max live'.padStart(9)} ${'time full'.padStart(10)} ${'mean live'.padStart(10)} ${'lost'.padStart(5)}`,
+      );
+      for (let round = 1; round <= rounds; round++) {
+        const order = Object.entries(builds);
+        if (round % 2 === 0) order.reverse(); // interleaved: neither build always runs first
+        for (const [label, Provider] of order) {
+          const r = await fillRow(
+            Provider,
+            endpoints,
+            `bench/semaphore-fill/${run}/${limit}/${round}/${label}`,
+            limit,
+            contenders,
+          );
+          console.log(
+            `${label.padEnd(30)} ${String(round).padStart(5)} ${r.perSecond.toFixed(0).padStart(10)} ${String(r.maxLive).padStart(9)} ${`${(r.fullShare * 100).toFixed(0)}%`.padStart(10)} ${r.meanLive.toFixed(2).padStart(10)} ${String(r.lost).padStart(5)}`,
+          );
+        }
+      }
+    }
+  } finally {
+    await etcd.stop();
+  }
+}
+
+async function fillRow(Provider, endpoints, name, limit, contenders) {
+  const providers = Array.from({ length: contenders }, () => new Provider({ endpoints }));
+  let live = 0;
+  let maxLive = 0;
+  let granted = 0;
+  let lost = 0;
+  // Time-weighted: how long at least `limit` permits were live, and the mean live count.
+  let since = performance.now();
+  let fullMs = 0;
+  let liveMs = 0;
+  const change = (delta) => {
+    const now = performance.now();
+    if (live >= limit) fullMs += now - since;
+    liveMs += live * (now - since);
+    since = now;
+    live += delta;
+    maxLive = Math.max(maxLive, live);
+  };
+  const start = performance.now();
+  const deadline = start + FILL_SECONDS * 1_000;
+  try {
+    await Promise.all(
+      providers.map(async (provider) => {
+        const semaphore = provider.semaphore(name, { limit });
+        while (performance.now() < deadline) {
+          const permit = await semaphore.acquire({ ttlMs: 10_000, waitMs: 60_000 });
+          granted += 1;
+          // Live while held and not aborted: a permit whose session was lost (a loaded machine) no
+          // longer counts, as for the conformance suite's PermitChecker.
+          let counted = !permit.signal.aborted;
+          if (counted) change(1);
+          else lost += 1;
+          const onLost = () => {
+            if (!counted) return;
+            counted = false;
+            lost += 1;
+            change(-1);
+          };
+          permit.signal.addEventListener('abort', onLost, { once: true });
+          await new Promise((r) => setTimeout(r, 2 + Math.random() * 8));
+          permit.signal.removeEventListener('abort', onLost);
+          if (counted) change(-1);
+          counted = false;
+          await permit.release().catch(() => undefined);
+        }
+      }),
+    );
+  } finally {
+    await Promise.all(providers.map((p) => p.close()));
+  }
+  const elapsed = performance.now() - start;
+  return {
+    perSecond: granted / (elapsed / 1_000),
+    maxLive,
+    fullShare: fullMs / elapsed,
+    meanLive: liveMs / elapsed,
+    lost,
+  };
 }

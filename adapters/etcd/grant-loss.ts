@@ -3,22 +3,14 @@ import type { DeletionSubscription } from './deletion-watch.js';
 import type { EtcdSession } from './session.js';
 
 /**
- * How a grant on etcd (a lock, a read or write of a read-write lock; a semaphore permit could use it
- * too) is lost: its session ends (reason: the session's), or its key, created at `revision`, is
- * deleted by anyone but its holder (an operator's `etcdctl del`, a force-release, a revoked lease:
- * 'revoked'), seen within one event of the provider's deletion watch rather than at the next
- * keepalive. `deletion` must have been subscribed before the key's enqueue Txn was sent, so that a
- * delete before the grant is seen too: it then loses the grant at once (born lost, never handed out).
- * `onLost` runs after either loss (the plain lock ends its local turn there). Both listeners go when
- * the grant ends, released or lost.
- *
- * Note for semaphore.ts (not changed here: another branch is editing it): a permit has the same gap
- * the read-write grants had, its #hold follows only the session, so a permit key deleted by
- * `etcdctl del` leaves its holder's signal quiet. To close it: give EtcdSemaphoreClient the
- * provider's `watchDeletion` (as EtcdReadWriteClient has), subscribe the permit key before the
- * grant Txn is sent, stop it when not granted, and in #hold call this with the grant's revision.
- * Its queue wait (waitForTurn with `cancel`) does not stop on session loss either (#nextRelease
- * does): the request's signal from requestSignal (bounded.ts), as read-write.ts uses, would.
+ * How a grant on etcd (a lock, a read or write of a read-write lock, a semaphore permit) is lost:
+ * its session ends (reason: the session's), or its key, created at `revision`, is deleted by anyone
+ * but its holder (an operator's `etcdctl del`, a force-release, a revoked lease: 'revoked'), seen
+ * within one event of the provider's deletion watch rather than at the next keepalive. `deletion`
+ * must have been subscribed before the key's enqueue Txn was sent, so that a delete before the
+ * grant is seen too: it then loses the grant at once (born lost, never handed out). `onLost` runs
+ * after either loss (the plain lock ends its local turn there). Both listeners go when the grant
+ * ends, released or lost.
  */
 export function loseWithSessionOrKey(
   lock: OwnedLock,

@@ -452,6 +452,7 @@ export class EtcdLockProvider extends BaseLockProvider {
         if (kind === 'release') this.semaphoreWakeups += 1;
         else this.semaphoreHandoffs += 1;
       },
+      watchDeletion: (key) => this.#deletionWatch().subscribe(key),
       refused: (error) => this.#refused(error),
     });
   }

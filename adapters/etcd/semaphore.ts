@@ -13,6 +13,9 @@ import {
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { requestSignal } from './bounded.js';
+import type { DeletionSubscription } from './deletion-watch.js';
+import { loseWithSessionOrKey } from './grant-loss.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import {
   type GrantDelay,
@@ -38,6 +41,8 @@ export interface EtcdSemaphoreClient {
   session(ttlMs?: number): Promise<EtcdSession>;
   /** Counts a waiter woken: by a released permit, or by the queue handed on after a grant. */
   woken(kind: 'release' | 'handoff'): void;
+  /** Listens for key's deletion by anyone (the provider's one deletion watch, deletion-watch.ts). */
+  watchDeletion(key: Buffer): DeletionSubscription;
   /** The error as the caller sees it: an AuthenticationError when etcd refused who we are. */
   refused(error: unknown): Promise<unknown>;
 }
@@ -188,26 +193,30 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       onWake: () => this.#c.woken('handoff'),
     };
     let queued: Queued;
+    const permitKey = Buffer.from(`${this.#leases.toString()}${attemptId}`);
+    // Subscribed before the Txn is sent: a delete of our permit key (put by us, or by a head that
+    // grants us) before the grant is seen too, and makes the grant born lost.
+    const deletion = this.#c.watchDeletion(permitKey);
     const attempt = sendEnqueue(call);
     try {
       queued = await enqueue(call, attempt, cancel);
     } catch (error) {
+      deletion.stop();
       // The Txn may still put our key: the session waits for its outcome and deletes what it made.
       void session.removeEnqueued(key, attempt);
       throw error;
     }
-    const taking: PermitTake = {
-      session,
-      queued,
-      permitKey: Buffer.from(`${this.#leases.toString()}${attemptId}`),
-      grantUnanswered: false,
-    };
+    const taking: PermitTake = { session, queued, permitKey, grantUnanswered: false };
     let inQueue = true;
+    let held = false;
+    // The wait in the queue ends at once when the session is lost (BackendUnavailableError: the
+    // shared loop re-enqueues on a new session within waitMs), as the lock's and read-write's do.
+    const waiting = requestSignal(cancel, (onLost) => session.whenLost(onLost));
     try {
       let grant: { key: Buffer; revision: bigint } | null = null;
       if (!queued.owner) {
         if (!req.wait) return null;
-        grant = await waitForTurn(call, queued, cancel).then(
+        grant = await waitForTurn(call, queued, waiting.signal).then(
           () => null,
           // Our queue key gone: a head may have granted us (its Txn put our lease key as it deleted it).
           async (error: unknown) => {
@@ -221,8 +230,11 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       grant ??= await this.#takePermits(req, taking, cancel);
       if (!grant) return null;
       inQueue = false; // the granting Txn deleted our mutex key
-      return this.#hold(req, session, grant);
+      held = true;
+      return this.#hold(req, session, grant, deletion);
     } finally {
+      waiting.dispose();
+      if (!held) deletion.stop();
       // Not granted (busy, cancelled, failed): the session deletes our queue key, retrying until
       // etcd confirms. The caller waits for that at most callTimeoutMs (a cut-off client would
       // otherwise wait a whole TTL), so that a refused try leaves no waiter behind when it answers.
@@ -553,7 +565,12 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     }
   }
 
-  #hold(req: PermitRequest, session: EtcdSession, grant: { key: Buffer; revision: bigint }): OwnedLock {
+  #hold(
+    req: PermitRequest,
+    session: EtcdSession,
+    grant: { key: Buffer; revision: bigint },
+    deletion: DeletionSubscription,
+  ): OwnedLock {
     const lock = new OwnedLock({
       key: req.name,
       fencingToken: grant.revision,
@@ -566,7 +583,8 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
           session.release(grant.key, grant.revision, this.#c.callTimeoutMs),
         ),
     });
-    lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
+    // Lost with its session, or when its key is deleted by anyone but us ('revoked').
+    loseWithSessionOrKey(lock, session, deletion, grant.revision);
     return lock;
   }
 

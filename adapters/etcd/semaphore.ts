@@ -188,7 +188,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       session,
       prefix: this.#locks,
       key,
-      value: queueValue(req),
+      value: encodeHolder(req.owner),
       callTimeoutMs: this.#c.callTimeoutMs,
       onWake: () => this.#c.woken('handoff'),
     };
@@ -213,21 +213,11 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     // shared loop re-enqueues on a new session within waitMs), as the lock's and read-write's do.
     const waiting = requestSignal(cancel, (onLost) => session.whenLost(onLost));
     try {
-      let grant: { key: Buffer; revision: bigint } | null = null;
       if (!queued.owner) {
         if (!req.wait) return null;
-        grant = await waitForTurn(call, queued, waiting.signal).then(
-          () => null,
-          // Our queue key gone: a head may have granted us (its Txn put our lease key as it deleted it).
-          async (error: unknown) => {
-            if (cancel.aborted || !(error instanceof BackendUnavailableError)) throw error;
-            const given = await this.#grantedByHead(taking, cancel).catch(() => undefined);
-            if (!given) throw error;
-            return given;
-          },
-        );
+        await waitForTurn(call, queued, waiting.signal);
       }
-      grant ??= await this.#takePermits(req, taking, cancel);
+      const grant = await this.#takePermits(req, taking, cancel);
       if (!grant) return null;
       inQueue = false; // the granting Txn deleted our mutex key
       held = true;
@@ -243,7 +233,6 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       if (inQueue) {
         const removing = session.remove(queued.key, queued.revision);
         if (taking.grantUnanswered) void this.#removeUnansweredGrant(taking, removing);
-        else if (req.wait) void this.#dropUnclaimedGrant(req, taking, removing);
         await withinGrace(removing, cancel.aborted ? CANCEL_GRACE_MS : this.#c.callTimeoutMs);
       }
     }
@@ -258,45 +247,6 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
    */
   async #removeUnansweredGrant(taking: PermitTake, queueKeyRemoved: Promise<boolean>): Promise<void> {
     if (await queueKeyRemoved) await taking.session.remove(taking.permitKey, undefined);
-  }
-
-  /**
-   * Our lease key if a head granted it to us (see #grantFollowers): put on our session's lease in
-   * the Txn that deleted our queue key, so our queue key gone and this key there is that grant.
-   */
-  async #grantedByHead(
-    taking: PermitTake,
-    cancel: AbortSignal,
-  ): Promise<{ key: Buffer; revision: bigint } | undefined> {
-    const { client, callTimeoutMs } = this.#c;
-    const res = await withDeadline(
-      () => client.kv.range({ key: taking.permitKey }, callOptions(callTimeoutMs)),
-      callTimeoutMs,
-      cancel,
-      'etcd: reading our permit',
-    );
-    const kv = res.kvs[0];
-    if (!kv || kv.lease !== taking.session.leaseId) return undefined;
-    return { key: taking.permitKey, revision: BigInt(kv.create_revision) };
-  }
-
-  /**
-   * A waiter that gave up (cancelled, timed out, failed) may have been granted by a head meanwhile:
-   * once our queue key is confirmed gone no head can grant us any more (its Txn compares that key),
-   * so a lease key of ours found then is such a grant, nobody's: released as a grant is (with its
-   * marker, so it starts no delay).
-   */
-  async #dropUnclaimedGrant(
-    req: PermitRequest,
-    taking: PermitTake,
-    queueKeyRemoved: Promise<boolean>,
-  ): Promise<void> {
-    if (!(await queueKeyRemoved)) return; // the session ended: its lease took the key
-    const grant = await this.#grantedByHead(taking, new AbortController().signal).catch(() => undefined);
-    if (!grant) return;
-    await releaseGrant(this.#marked(req, grant), () =>
-      taking.session.release(grant.key, grant.revision, this.#c.callTimeoutMs),
-    ).catch(() => undefined); // unconfirmed: the session goes on deleting the key
   }
 
   /** As the head of the queue: our lease key once our permits fit, or null when not waiting. */
@@ -316,11 +266,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
             client.kv.txn(
               {
                 compare: [],
-                success: [
-                  { request_range: this.#leaseRange() },
-                  { request_range: this.#markerRange() },
-                  { request_range: this.#queueHead(req.limit) },
-                ],
+                success: [{ request_range: this.#leaseRange() }, { request_range: this.#markerRange() }],
                 failure: [],
               },
               callOptions(callTimeoutMs),
@@ -346,96 +292,11 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
           throw new SemaphoreLimitMismatchError(req.name, req.limit, record.limit);
         used += record.permits;
       }
-      if (used + req.permits <= req.limit) {
-        // The waiters next in line whose permits fit too are granted now, before we hand the queue
-        // on: one head turn fills every free permit, not one.
-        const queue = read.responses[2]?.response_range.kvs ?? [];
-        await this.#grantFollowers(req, taking, queue, req.limit - used - req.permits, cancel);
-        return await this.#grant(req, taking, cancel);
-      }
+      if (used + req.permits <= req.limit) return await this.#grant(req, taking, cancel);
       if (!req.wait) return null;
       const watched = markers.length > 0 ? Buffer.from(this.#base) : this.#leases;
       await this.#nextRelease(BigInt(read.header.revision) + 1n, watched, taking.session, cancel);
     }
-  }
-
-  /**
-   * As the head, with `free` permits left after ours: grants the waiters right behind us, in queue
-   * order, while their permits fit (strict FIFO: the first that does not fit stops it, as does one
-   * that is no grantable request of this code: a try, another limit, an unreadable value). One Txn
-   * per waiter, so each grant has its own revision (its token), all sent at once and awaited before
-   * our own grant hands the queue on. Each Txn commits only while our queue key is there (we are the
-   * only granter, and counted these permits) and the waiter's queue key still has the create
-   * revision read (it did not leave); it puts the waiter's lease key on the waiter's session lease
-   * (its queue key's) and deletes its queue key, which wakes it. A Txn that fails or goes
-   * unanswered grants nothing we must know of: it can no longer apply once our queue key is gone,
-   * and the next head reads what it did.
-   */
-  async #grantFollowers(
-    req: PermitRequest,
-    taking: PermitTake,
-    queue: IKeyValue[],
-    free: number,
-    cancel: AbortSignal,
-  ): Promise<void> {
-    const { queued } = taking;
-    const mine = queue.findIndex((kv) => BigInt(kv.create_revision) === queued.revision);
-    if (mine < 0 || free <= 0) return;
-    const txns = [];
-    for (const kv of queue.slice(mine + 1, mine + 1 + MAX_FOLLOWERS)) {
-      const wanted = readQueued(kv);
-      if (!wanted || wanted.limit !== req.limit || wanted.permits > free) break;
-      free -= wanted.permits;
-      const id = kv.key.subarray(this.#locks.length);
-      const permitKey = Buffer.concat([this.#leases, id]);
-      const { lockDelayMs, ...record } = wanted;
-      txns.push({
-        compare: [
-          {
-            key: queued.key,
-            target: CompareTarget.Create,
-            result: CompareResult.Equal,
-            create_revision: queued.revision.toString(),
-          },
-          {
-            key: kv.key,
-            target: CompareTarget.Create,
-            result: CompareResult.Equal,
-            create_revision: kv.create_revision,
-          },
-          { key: permitKey, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 },
-        ],
-        success: [
-          { request_put: { key: permitKey, value: Buffer.from(JSON.stringify(record)), lease: kv.lease } },
-          { request_delete_range: { key: kv.key } },
-          ...(lockDelayMs > 0
-            ? [
-                {
-                  request_put: {
-                    key: this.#markerOf(permitKey),
-                    value: grantMarkerValue(lockDelayMs, wanted.permits),
-                  },
-                },
-              ]
-            : []),
-        ],
-        failure: [],
-      });
-      if (free === 0) break;
-    }
-    if (txns.length === 0) return;
-    const { client, callTimeoutMs } = this.#c;
-    await Promise.allSettled(
-      txns.map((txn) =>
-        withDeadline(
-          () => client.kv.txn(txn, callOptions(callTimeoutMs)),
-          callTimeoutMs,
-          cancel,
-          'etcd: semaphore grant to a waiter',
-        ),
-      ),
-    );
-    cancel.throwIfAborted();
   }
 
   /** One Txn: while our mutex key is still ours (we head the queue), create the lease, leave the queue. */
@@ -600,18 +461,6 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     return Buffer.concat([this.#markers, leaseKey.subarray(this.#leases.length)]);
   }
 
-  /** The first `count` keys of the queue (at most MAX_FOLLOWERS + 1), oldest first, with values. */
-  #queueHead(count: number) {
-    const locks = Buffer.from(this.#locks);
-    return {
-      key: locks,
-      range_end: prefixEnd(locks),
-      sort_order: SortOrder.Ascend,
-      sort_target: SortTarget.Create,
-      limit: Math.min(count, MAX_FOLLOWERS + 1),
-    };
-  }
-
   #markerRange() {
     return { key: this.#markers, range_end: prefixEnd(this.#markers) };
   }
@@ -623,46 +472,6 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       sort_order: SortOrder.Ascend,
       sort_target: SortTarget.Create,
     };
-  }
-}
-
-/** The most waiters one head grants besides itself in a turn (each grant is one Txn of its own). */
-const MAX_FOLLOWERS = 32;
-
-/** What a waiter's queue key holds: its lease key's value to be, plus what a head needs to grant it. */
-interface QueuedRequest extends LeaseRecord {
-  lockDelayMs: number;
-  [field: string]: unknown;
-}
-
-/** A queue key's value: the owner record, permits, limit, lock-delay, and whether it waits. */
-function queueValue(req: PermitRequest): string {
-  return JSON.stringify({
-    ...JSON.parse(encodeHolder(req.owner)),
-    permits: req.permits,
-    limit: req.limit,
-    lockDelayMs: req.lockDelayMs,
-    waits: req.wait,
-  });
-}
-
-/**
- * A queued waiter a head may grant: its request as queueValue wrote it (without `waits`), or
- * undefined (a try, which must not be granted behind its back; another tool's or version's key).
- */
-function readQueued(kv: IKeyValue): QueuedRequest | undefined {
-  try {
-    const { waits, ...parsed } = JSON.parse(kv.value.toString('utf8')) as QueuedRequest & { waits?: unknown };
-    const ok =
-      waits === true &&
-      Number.isSafeInteger(parsed.permits) &&
-      parsed.permits > 0 &&
-      Number.isSafeInteger(parsed.limit) &&
-      Number.isSafeInteger(parsed.lockDelayMs) &&
-      parsed.lockDelayMs >= 0;
-    return ok ? parsed : undefined;
-  } catch {
-    return undefined;
   }
 }
 

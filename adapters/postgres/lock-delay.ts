@@ -270,6 +270,14 @@ export class GrantDelayTable {
   }
 
   /**
+   * Whether marker `d`'s grant is lost: stamped already (a lost grant never comes back, and its pid
+   * may since be another session's that holds the same shared key), or not live now.
+   */
+  lost(d: string): string {
+    return `(${d}.lost_at IS NOT NULL OR NOT ${this.live(d)})`;
+  }
+
+  /**
    * CTEs (to follow a WITH): `delays` stamps the lost markers of name `name` matching `which`
    * (SQL on d) whose delay has not ended, answering (held, mode, left_ms) for each; `ended` deletes
    * those whose delay has. Run by a request holding what lets it grant the name: a marker whose
@@ -278,7 +286,7 @@ export class GrantDelayTable {
   lookSql(name: string, which = 'true'): string {
     return `delays AS (
         UPDATE ${this.table} d SET lost_at = coalesce(d.lost_at, clock_timestamp())
-         WHERE d.name = ${name} AND (${which}) AND NOT ${this.live('d')}
+         WHERE d.name = ${name} AND (${which}) AND ${this.lost('d')}
            AND (d.lost_at IS NULL OR ${until('d')} > now())
         RETURNING d.held, d.mode,
           ceil(extract(epoch FROM ${until('d')} - now()) * 1000)::bigint AS left_ms),
@@ -320,7 +328,7 @@ export class GrantDelayTable {
     return `SELECT d.mode, cardinality(d.held) AS permits,
         coalesce(${until('d')}, now() + d.delay_ms * interval '1 millisecond') AS until
       FROM ${this.table} d
-      WHERE d.name = $1 AND NOT ${this.live('d')} AND (d.lost_at IS NULL OR ${until('d')} > now())
+      WHERE d.name = $1 AND ${this.lost('d')} AND (d.lost_at IS NULL OR ${until('d')} > now())
       ORDER BY until`;
   }
 }

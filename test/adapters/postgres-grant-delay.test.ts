@@ -62,4 +62,26 @@ describe('PostgreSQL lock-delay of semaphores and read-write locks: the markers'
       30_000,
     );
   });
+
+  it('a stamped marker counts although its pid now holds the name again (a pid reused by a reader)', async () => {
+    const [a, b] = [open(), open()];
+    const rw = uniqueKey('reused-pid');
+    const name = `/rwlock/${rw}`;
+    const read = await a.readWriteLock(rw).acquireRead({ lockDelayMs: 60_000 });
+    // A lost write's marker, stamped, whose pid is the live reader's (as when the lost holder's
+    // backend pid was given to a new session that reads the same name): it still counts.
+    await server.admin.query(
+      `INSERT INTO ${MARKERS} (name, token, mode, held, pid, delay_ms, lost_at)
+       SELECT name, token + 1000000, 'write', held, pid, 60000, clock_timestamp() FROM ${MARKERS}
+        WHERE name = $1`,
+      [name],
+    );
+    try {
+      expect(await b.readWriteLock(rw).tryAcquireRead()).toBeNull(); // a lost write keeps readers out
+      expect((await b.readWriteLock(rw).inspect()).delayed.map((d) => d.mode)).toEqual(['write']);
+    } finally {
+      await server.admin.query(`DELETE FROM ${MARKERS} WHERE name = $1 AND mode = 'write'`, [name]);
+    }
+    await read.release();
+  });
 });

@@ -15,13 +15,14 @@ const LATE_BOUND_MS = 30_000;
  * Whether the provider keeps lock-delay: a provider that refuses it must do so with
  * NotImplementedError (asserted here), and its lock-delay tests then pass as skipped.
  */
-async function keepsLockDelay(provider: LockProvider): Promise<boolean> {
+async function keepsLockDelay(provider: LockProvider, expected: boolean | undefined): Promise<boolean> {
   try {
     const lock = await provider.tryAcquire(uniqueKey('delay-probe'), { lockDelayMs: 1 });
     await lock?.release();
     return true;
   } catch (error) {
     assert.equal((error as { code?: string }).code, 'NOT_IMPLEMENTED', String(error));
+    assert.ok(!expected, `the target keeps lock-delay, yet it was refused: ${String(error)}`);
     return false;
   }
 }
@@ -43,7 +44,7 @@ export function describeLockDelay(
     const providers: AdminProvider[] = [];
     for (let i = 0; i < count; i++) providers.push((await open()) as AdminProvider);
     if (typeof providers[0]?.forceRelease !== 'function') return undefined;
-    return (await keepsLockDelay(providers[0] as LockProvider)) ? providers : undefined;
+    return (await keepsLockDelay(providers[0] as LockProvider, target.lockDelay)) ? providers : undefined;
   };
 
   t.describe('lock-delay', () => {

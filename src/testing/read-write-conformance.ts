@@ -10,7 +10,7 @@ import type { TestApi } from './target.js';
 /** What a backend tells the read-write lock conformance suite about itself. */
 export type ReadWriteConformanceTarget = Pick<
   SemaphoreConformanceTarget,
-  'name' | 'createProvider' | 'ttlMs' | 'holderDeathBoundMs' | 'faults' | 'callTimeoutMs'
+  'name' | 'createProvider' | 'ttlMs' | 'holderDeathBoundMs' | 'faults' | 'callTimeoutMs' | 'lockDelay'
 >;
 
 /** How long one test may wait for a grant or a state before it counts as a failure, not a hang. */

@@ -19,12 +19,14 @@ const LATE_BOUND_MS = 30_000;
  */
 async function keepsLockDelay(
   tryGrant: () => Promise<{ release(): Promise<void> } | null>,
+  expected: boolean | undefined,
 ): Promise<boolean> {
   try {
     await (await tryGrant())?.release();
     return true;
   } catch (error) {
     assert.equal((error as { code?: string }).code, 'NOT_IMPLEMENTED', String(error));
+    assert.ok(!expected, `the target keeps lock-delay, yet it was refused: ${String(error)}`);
     return false;
   }
 }
@@ -96,7 +98,7 @@ export function describeSemaphoreLockDelay(
   const three = async (label: string, limit: number) => {
     const { providers, handles } = await sems(label, limit, 3);
     const [a, b, c] = handles as [Semaphore, Semaphore, Semaphore];
-    const keeps = await keepsLockDelay(() => b.tryAcquire({ ...ttl, lockDelayMs: 1 }));
+    const keeps = await keepsLockDelay(() => b.tryAcquire({ ...ttl, lockDelayMs: 1 }), target.lockDelay);
     return keeps ? { a, b, observer: c, crashable: providers[0] as LockProvider } : undefined;
   };
 
@@ -179,7 +181,7 @@ export function describeSemaphoreLockDelay(
  * crash (the target's fault).
  */
 export function describeReadWriteLockDelay(
-  target: Pick<SemaphoreConformanceTarget, 'ttlMs' | 'holderDeathBoundMs' | 'faults'>,
+  target: Pick<SemaphoreConformanceTarget, 'ttlMs' | 'holderDeathBoundMs' | 'faults' | 'lockDelay'>,
   t: TestApi,
   open: () => Promise<LockProvider>,
 ): void {
@@ -202,7 +204,7 @@ export function describeReadWriteLockDelay(
   const three = async (label: string) => {
     const { providers, handles } = await rws(label, 3);
     const [a, b, c] = handles as [ReadWriteLock, ReadWriteLock, ReadWriteLock];
-    const keeps = await keepsLockDelay(() => b.tryAcquireWrite({ ...ttl, lockDelayMs: 1 }));
+    const keeps = await keepsLockDelay(() => b.tryAcquireWrite({ ...ttl, lockDelayMs: 1 }), target.lockDelay);
     return keeps ? { a, b, observer: c, crashable: providers[0] as LockProvider } : undefined;
   };
 

@@ -22,6 +22,8 @@ export interface SemaphoreConformanceTarget {
   wakeups?: () => number;
   /** The backend stores the limit with the name (SemaphoreLimitMismatchError on a different one). */
   limitMismatch: boolean;
+  /** The backend keeps lock-delay on semaphores: their lock-delay tests fail if it refuses one. */
+  lockDelay?: boolean;
   faults?: {
     /** The client's process dies: it neither renews nor releases anything again. */
     crash(provider: LockProvider): Promise<void>;

@@ -20,6 +20,11 @@ export interface ConformanceTarget {
    * tells the holder why, else what the holder sees (PostgreSQL: its connection is ended).
    */
   revokedReason?: LossReason;
+  /**
+   * The backend keeps lock-delay: its lock-delay tests then fail when it refuses one, instead of
+   * passing as skipped (a provider of your own that refuses it leaves this out).
+   */
+  lockDelay?: boolean;
   /** Fault injection; the tests that need a fault are skipped without it. */
   faults?: {
     /** The client's process dies: it neither renews nor releases anything again. */

@@ -48,6 +48,7 @@ describe('etcd semaphores', () => {
         providers.push(provider);
         return provider;
       },
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as EtcdLockProvider).abandon(),
         partition: async (provider, cut) => {

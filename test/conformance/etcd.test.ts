@@ -39,6 +39,7 @@ function etcdTarget(name: string, servers: () => ServerGroup) {
       providers.push(provider);
       return provider;
     },
+    lockDelay: true,
     faults: {
       crash: async (provider: LockProvider) => (provider as EtcdLockProvider).abandon(),
       partition: async (provider: LockProvider, cut: boolean) => {

@@ -14,6 +14,7 @@ describeSemaphoreConformance(
     fifo: true,
     limitMismatch: true,
     wakeups: () => semaphoreServerOf(server).wakeups,
+    lockDelay: true,
     faults: {
       crash: async (p) => (p as MemoryLockProvider).simulate.crash(),
       partition: async (p, cut) => (p as MemoryLockProvider).simulate.partition(cut),

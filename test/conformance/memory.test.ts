@@ -13,6 +13,7 @@ describeConformance(
     holderDeathBoundMs: 300 + 200,
     fifo: true,
     wakeups: () => server.wakeups,
+    lockDelay: true,
     faults: {
       crash: async (p) => asMemory(p).simulate.crash(),
       partition: async (p, cut) => asMemory(p).simulate.partition(cut),

@@ -33,6 +33,7 @@ describe('PostgreSQL semaphores', () => {
             }),
         );
       },
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as PostgresLockProvider).abandon(),
         partition: server.partition(SERVER_NOTICES_MS),

@@ -29,6 +29,7 @@ describe('PostgreSQL', () => {
             }),
         );
       },
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as PostgresLockProvider).abandon(),
         partition: server.partition(SERVER_NOTICES_MS),

@@ -41,6 +41,7 @@ describe('etcd read-write locks', () => {
         proxies.set(provider, chain);
         return provider;
       },
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as EtcdLockProvider).abandon(),
         partition: async (provider, cut) => {

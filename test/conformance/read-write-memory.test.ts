@@ -10,6 +10,7 @@ describeReadWriteConformance(
     createProvider: async () => new MemoryLockProvider({ server }),
     ttlMs: 300,
     holderDeathBoundMs: 300 + 200,
+    lockDelay: true,
     faults: {
       crash: async (p) => (p as MemoryLockProvider).simulate.crash(),
       partition: async (p, cut) => (p as MemoryLockProvider).simulate.partition(cut),

@@ -28,6 +28,7 @@ describe('PostgreSQL read-write locks', () => {
               healthCheckTimeoutMs: HEALTH_MS,
             }),
         ),
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as PostgresLockProvider).abandon(),
         partition: server.partition(SERVER_NOTICES_MS),

@@ -17,6 +17,7 @@ describe('Redis read-write locks', () => {
       callTimeoutMs: CALL_TIMEOUT_MS,
       createProvider: async () =>
         server.through((url) => new RedisLockProvider({ url, callTimeoutMs: CALL_TIMEOUT_MS })),
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as RedisLockProvider).abandon(),
         partition: server.partition(),

@@ -42,6 +42,7 @@ describe('ZooKeeper read-write locks', () => {
         proxies.set(provider, chain);
         return provider;
       },
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as ZooKeeperLockProvider).abandon(),
         partition: async (provider, cut) => {

@@ -30,6 +30,7 @@ describe('Redis semaphores', () => {
         providers.push(provider);
         return provider;
       },
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as RedisLockProvider).abandon(),
         partition: server.partition(),

@@ -21,6 +21,7 @@ describe('Redis', () => {
         providers.push(provider);
         return provider;
       },
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as RedisLockProvider).abandon(),
         partition: server.partition(),

@@ -49,6 +49,7 @@ describe('ZooKeeper semaphores', () => {
         providers.push(provider);
         return provider;
       },
+      lockDelay: true,
       faults: {
         crash: async (provider) => (provider as ZooKeeperLockProvider).abandon(),
         partition: async (provider, cut) => {

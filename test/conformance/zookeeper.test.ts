@@ -38,6 +38,7 @@ function zkTarget(name: string, servers: () => ServerGroup) {
       providers.push(provider);
       return provider;
     },
+    lockDelay: true,
     faults: {
       crash: async (provider: LockProvider) => (provider as ZooKeeperLockProvider).abandon(),
       partition: async (provider: LockProvider, cut: boolean) => {

@@ -279,7 +279,7 @@ describe('read-write torture', () => {
   }, 120_000);
 
   // Side by side: each is one short run with the backend's faults, bounded by --min-grants. Redis and
-  // ZooKeeper run the workload in torture.test.ts's every-workload runs.
+  // ZooKeeper run the workload in the every-workload runs (every-workload-*.test.ts).
   it('memory, etcd and postgres: no violation under faults, with grants', async () => {
     const backends: [TortureBackend, number][] = [
       ['memory', 5],

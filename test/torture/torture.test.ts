@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { TortureBackend } from '../../torture/cluster.js';
 import type { TortureReport } from '../../torture/run.js';
 import { tortureReports } from './runner.js';
 
@@ -83,52 +82,6 @@ describe('torture suite', () => {
     expect(report.grants).toBeGreaterThan(10);
   }, 150_000);
 
-  // Every workload the backend has, side by side under one nemesis: one short run per backend
-  // (each workload's own test file holds its rules' unit tests and its control runs). The list of
-  // workloads is written out: a workload that silently stopped running for a backend is a failure.
-  const ALL = ['lock', 'semaphore', 'read-write', 'election', 'facades', 'idempotency', 'cli'];
-  const without = (...skipped: string[]) => ALL.filter((w) => !skipped.includes(w));
-  const cases: [TortureBackend, number, string[]][] = [
-    ['memory', 6, without('cli')],
-    ['redis', 10, ALL],
-    ['postgres', 10, ALL],
-    ['etcd', 12, ALL],
-    ['zookeeper', 12, without('idempotency')],
-    ['redlock', 10, without('idempotency', 'semaphore', 'read-write')],
-  ];
-  it.each(cases)(
-    '%s: every workload, no violation under faults, with faults and grants',
-    async (backend, seconds, expected) => {
-      const reports = await tortureAll([
-        '--backend',
-        backend,
-        '--seconds',
-        String(seconds),
-        '--workload',
-        'all',
-        // Every workload must show its pipeline works: the run waits for grants, not for a time.
-        '--min-grants',
-        '3',
-        // … and for faults: the first comes after the first grant, late on a busy machine.
-        '--min-faults',
-        '1',
-      ]);
-      expect(reports.map((r) => r.workload)).toEqual(expected);
-      for (const report of reports) {
-        expect({ workload: report.workload, violations: violations(report) }).toEqual({
-          workload: report.workload,
-          violations: [],
-        });
-        expect({ workload: report.workload, grants: report.grants >= 3 }).toEqual({
-          workload: report.workload,
-          grants: true,
-        });
-      }
-      expect(reports.find((r) => r.workload === 'lock')?.writesAccepted).toBeGreaterThan(10);
-      // Each report counts the faults that could touch its workload; together, every fault.
-      const injected = reports.flatMap((r) => Object.values(r.faults)).reduce((a, b) => a + b, 0);
-      expect(injected).toBeGreaterThan(0);
-    },
-    150_000,
-  );
+  // Every workload on every backend under one nemesis: every-workload-*.test.ts (two files, so
+  // that the longest file of the suite is not one long tail on a 2-core machine).
 });

@@ -8,7 +8,7 @@
 // FENCEKIT_BENCH_ONLY=redis,etcd    only those rows. With --chart (npm run bench scale -- --chart),
 // writes docs/benchmarks/scale-handoffs.svg and scale-p99.svg (bench/chart.mjs).
 import { setMaxListeners } from 'node:events';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { connect } from 'fencekit';
 import { Redis } from 'ioredis';
@@ -159,6 +159,7 @@ async function writeCharts(results) {
     points: results.filter((r) => r.name === name).map((r) => [r.contenders, r.handoffsPerSecond, r.p99Ms]),
   }));
   const dir = resolve(import.meta.dirname, '../docs/benchmarks');
+  await mkdir(dir, { recursive: true });
   const when = new Date().toISOString().slice(0, 10);
   await writeFile(
     resolve(dir, 'scale-handoffs.svg'),

@@ -7,10 +7,10 @@
 export {
   type ConnectedProvider,
   type ConnectedSemaphoreProvider,
-  type ConnectOptions,
   connect,
   type SemaphoreBackendUrl,
 } from './connect.js';
+export type { ConnectOptions } from './connect-options.js';
 export { createElection, LockElection, type LockElectionOptions } from './election/lock-election.js';
 export { type LeaderWork, type RunAsLeaderOptions, runAsLeader } from './election/run-as-leader.js';
 export {

@@ -1,4 +1,5 @@
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import type { ConnectOptions } from '../../src/connect-options.js';
+import type { ConnectionSpec } from '../../src/connection-url.js';
 import { BackendUnavailableError, InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import type { OwnedLock } from '../../src/ownership.js';

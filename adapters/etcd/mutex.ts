@@ -209,10 +209,10 @@ function queueRange(prefix: string, before?: bigint): IRangeRequest {
 /**
  * Waits until key is deleted at or after fromRevision (deleted = true) or the watch ends otherwise
  * (false: compacted start revision, cancelled by etcd; read the queue again), then runs
- * next(deleted) before the watch is cancelled: a cancel sent first delays that read by ~1.7 ms
- * here. The watch must be created (etcd answered) within callTimeoutMs: the etcd3 client would
- * retry its creation forever while etcd is unreachable. Rejects when signal aborts. The cancel is
- * not awaited: its round trip must not delay the grant.
+ * next(deleted) before the watch is cancelled: a cancel sent first delays that read, and with it
+ * every handoff. The watch must be created (etcd answered) within callTimeoutMs: the etcd3 client
+ * would retry its creation forever while etcd is unreachable. Rejects when signal aborts. The
+ * cancel is not awaited: its round trip must not delay the grant.
  */
 export async function afterDeletion<T>(
   call: MutexCall,

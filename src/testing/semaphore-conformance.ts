@@ -12,7 +12,7 @@ const WAIT = { waitMs: 20_000 };
 
 /**
  * Waits until inspect() reports `count` waiters: a set-up step, not a speed check, so its bound is
- * as generous as a grant's (100 enqueues on a loaded 2-core machine took over 5 s).
+ * as generous as a grant's: enqueueing a hundred waiters on a loaded machine takes seconds.
  */
 function waitersReach(sem: Semaphore, count: number): Promise<void> {
   return eventually(

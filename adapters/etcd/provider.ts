@@ -1,7 +1,7 @@
 import { type Etcd3, type IOperation, type IOptions, type IRequestOp, SortOrder, SortTarget } from 'etcd3';
 import { CANCEL_GRACE_MS } from '../../src/cancel-grace.js';
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import type { HostPort } from '../../src/connection-url.js';
+import type { ConnectOptions } from '../../src/connect-options.js';
+import type { ConnectionSpec, HostPort } from '../../src/connection-url.js';
 import {
   AuthenticationError,
   BackendUnavailableError,

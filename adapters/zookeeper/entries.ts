@@ -1,5 +1,5 @@
 import { type ZkSession, zkCode } from './client.js';
-import { removeNode } from './mutex.js';
+import { unavailable } from './unavailable.js';
 
 /** Delete retries that are still running, per session (they end with it). */
 const retrying = new WeakMap<ZkSession, Map<string, Promise<void>>>();
@@ -53,6 +53,15 @@ export async function removeOwnedByPrefix(session: ZkSession, parent: string, pr
     // removeOwned keeps trying each delete that fails.
     await Promise.all(ours.map((name) => removeOwned(session, `${parent}/${name}`).catch(() => undefined)));
     return;
+  }
+}
+
+/** One attempt to delete the node at path, any version; a node already gone (NO_NODE) counts as deleted. */
+export async function removeNode(session: ZkSession, path: string): Promise<void> {
+  try {
+    await session.client.delete(path, -1);
+  } catch (error) {
+    if (zkCode(error) !== 'NO_NODE') throw unavailable('deleting the lock node failed', error);
   }
 }
 

@@ -1,9 +1,10 @@
 import { sleepUnlessWoken } from '../../src/backoff.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { type ZkSession, zkCode } from './client.js';
-import { removeOwned } from './entries.js';
+import { removeNode, removeOwned } from './entries.js';
 import type { FolderMaker } from './folders.js';
 import type { OwnNodeWatch } from './node-watch.js';
+import { unavailable } from './unavailable.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
 
@@ -227,14 +228,6 @@ async function list(call: ZkQueueCall, signal?: AbortSignal): Promise<string[]> 
   }
 }
 
-export async function removeNode(session: ZkSession, path: string): Promise<void> {
-  try {
-    await session.client.delete(path, -1);
-  } catch (error) {
-    if (zkCode(error) !== 'NO_NODE') throw unavailable('deleting the lock node failed', error);
-  }
-}
-
 /** Deletes the folder if it is empty (NOT_EMPTY and NO_NODE are fine: someone else is using it). */
 export function removeFolderIfEmpty(session: ZkSession, parent: string): Promise<void> {
   return session.client.delete(parent, -1).catch(() => undefined);
@@ -335,12 +328,5 @@ function deletion(call: ZkQueueCall, path: string, cancel: AbortSignal): Promise
       },
       (error: unknown) => finish(unavailable('watching the node ahead failed', error)),
     );
-  });
-}
-
-export function unavailable(what: string, error: unknown): BackendUnavailableError {
-  if (error instanceof BackendUnavailableError) return error;
-  return new BackendUnavailableError(`zookeeper: ${what}: ${String((error as Error)?.message ?? error)}`, {
-    cause: error,
   });
 }

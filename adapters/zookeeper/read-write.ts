@@ -18,8 +18,9 @@ import {
   shownDelays,
   waitForDelays,
 } from './lock-delay.js';
-import { type NodeKind, queueOrder, unavailable, type ZkNode, type ZkQueued } from './mutex.js';
+import { type NodeKind, queueOrder, type ZkNode, type ZkQueued } from './mutex.js';
 import { holdTurn, takeTurn } from './turn.js';
+import { unavailable } from './unavailable.js';
 import type { ACL } from './wire/ops.js';
 
 /** What a ZooKeeper read-write lock borrows from its provider. */

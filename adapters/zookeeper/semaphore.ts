@@ -26,15 +26,9 @@ import {
   ServerClock,
   shownDelays,
 } from './lock-delay.js';
-import {
-  protectedCreate,
-  queueOrder,
-  unavailable,
-  waitForTurn,
-  type ZkQueueCall,
-  type ZkQueued,
-} from './mutex.js';
+import { protectedCreate, queueOrder, waitForTurn, type ZkQueueCall, type ZkQueued } from './mutex.js';
 import { OwnNodeWatch } from './node-watch.js';
+import { unavailable } from './unavailable.js';
 import { type ACL, CreateMode } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
 

@@ -1,48 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EtcdLockProvider } from '../../adapters/etcd/index.js';
+import { countEtcdCalls, type EtcdCallCounter } from '../../bench/etcd-call-count.mjs';
 import { uniqueKey } from '../../src/testing/index.js';
 import { etcdFixture } from '../servers/etcd-fixture.js';
-
-/**
- * Every call a provider's etcd3 client makes, counted in the process (the calls still go to the real
- * server): unary calls by service and method (all of them pass through the client's connection
- * pool), watches created, and keepalive streams (on the session's own timer, so reported apart).
- */
-function countCalls(provider: EtcdLockProvider) {
-  const client = provider.client as unknown as {
-    pool: { exec: (service: string, method: string, ...rest: unknown[]) => Promise<unknown> };
-    watch: () => unknown;
-    leaseClient: { leaseKeepAlive: (...args: unknown[]) => unknown };
-  };
-  let calls: Record<string, number> = {};
-  let watches = 0;
-  let keepalives = 0;
-  const exec = client.pool.exec.bind(client.pool);
-  client.pool.exec = (service, method, ...rest) => {
-    calls[`${service}.${method}`] = (calls[`${service}.${method}`] ?? 0) + 1;
-    return exec(service, method, ...rest);
-  };
-  const watch = client.watch.bind(client);
-  client.watch = () => {
-    watches += 1;
-    return watch();
-  };
-  const keepAlive = client.leaseClient.leaseKeepAlive.bind(client.leaseClient);
-  client.leaseClient.leaseKeepAlive = (...args) => {
-    keepalives += 1;
-    return keepAlive(...args);
-  };
-  return {
-    /** Counts since the last take(). */
-    take() {
-      const out = { calls, watches, keepalives };
-      calls = {};
-      watches = 0;
-      keepalives = 0;
-      return out;
-    },
-  };
-}
 
 // What one grant costs: Go's concurrency.Mutex makes two writes per uncontended lock + unlock, a
 // create-if-absent Txn and a delete. fencekit makes the same two: the enqueue Txn (which reads the
@@ -51,10 +11,10 @@ function countCalls(provider: EtcdLockProvider) {
 describe('etcd calls per grant', () => {
   const etcd = etcdFixture();
   let provider: EtcdLockProvider;
-  let counter: ReturnType<typeof countCalls>;
+  let counter: EtcdCallCounter;
   beforeAll(() => {
     provider = etcd.open();
-    counter = countCalls(provider);
+    counter = countEtcdCalls(provider.client);
   });
   afterAll(async () => {
     await provider?.close();

@@ -249,7 +249,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     // One etcd key per session and name: acquires of one name in this provider take turns here. A
     // turn ends only once etcd confirmed our key's deletion, or the session (its lease) ended.
     // A request that must not wait (tryAcquire, waitMs 0) does not queue behind a local holder.
-    // A free name and a granted session are taken at once: no timer, no turn of the event loop.
+    // A free name and a granted session are taken at once: no timer, no await.
     const leave =
       this.#local.tryEnter(req.key) ?? (req.wait ? await this.#local.enter(req.key, cancel) : null);
     if (!leave) return null;

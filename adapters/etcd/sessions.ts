@@ -33,7 +33,7 @@ export class EtcdSessions {
 
   /**
    * The live session for ttlMs when one is granted already, without waiting: an acquire on a warm
-   * provider then sets no timer and takes no turn of the event loop for it. undefined: use current().
+   * provider then sets no timer and awaits nothing for it. undefined: use current().
    */
   live(ttlMs?: number): EtcdSession | undefined {
     return this.#byTtl.get(this.#seconds(ttlMs))?.live();

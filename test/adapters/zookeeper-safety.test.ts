@@ -137,6 +137,8 @@ describe('ZooKeeper safety on a 3-node ensemble (tickTime 200, syncLimit 10)', (
 });
 
 describe('ZooKeeper: the session owns the nodes it created', () => {
+  /** The session timeout of the removal tests: a removal that cannot confirm ends the session then. */
+  const SESSION_MS = 4_000;
   let zk: ServerGroup;
   const providers: ZooKeeperLockProvider[] = [];
   beforeAll(async () => {
@@ -265,52 +267,85 @@ describe('ZooKeeper: the session owns the nodes it created', () => {
     }
   }, 40_000);
 
-  it('a node whose removal keeps failing does not outlive it: the session is closed and the name is free again', async () => {
+  /** A victim provider behind a proxy, a direct one, and an observer that alone may list the folder. */
+  async function refusedRemovalSetup() {
     const connectString = endpoint(zk, 'ZK_CONNECT');
     const [host = '', port = ''] = connectString.split(':');
     const proxy = await FaultProxy.start({ host, port: Number(port) });
-    const sessionTimeoutMs = 4_000;
-    const options = { sessionTimeoutMs, serverTickMs: 200, callTimeoutMs: 500 };
+    const options = { sessionTimeoutMs: SESSION_MS, serverTickMs: 200, callTimeoutMs: 500 };
     const victim = new ZooKeeperLockProvider({ connectString: proxy.address, ...options });
     const other = new ZooKeeperLockProvider({ connectString, ...options });
     providers.push(victim, other);
     const observer = await rawClient(connectString, OBSERVER);
-    try {
-      // The name's folder lets anyone create and delete nodes in it but only the observer list it:
-      // a request whose create answer is lost can never find its node again to delete it.
-      const key = uniqueKey('removal-refused');
-      const folder = victim.folder(key);
-      await call<string>((done) => observer.mkdirp(folder.slice(0, folder.lastIndexOf('/')), done));
-      await call<string>((done) => observer.create(folder, Buffer.alloc(0), UNLISTABLE, done));
-      await (await victim.acquire(uniqueKey('warm-up'))).release(); // the victim's session is open
-      let lostAnswer = false; // the create reached the server and its answer was lost
-      proxy.cutAfterRequest(
-        (chunk) => chunk.includes(`${folder}/_c_`),
-        () => {
-          lostAnswer = true;
-        },
-      );
+    return { proxy, victim, other, observer };
+  }
 
-      const failed = await victim.acquire(key, { waitMs: 1_000 }).then(
-        () => 'granted',
-        (error: Error) => error.name,
-      );
+  /**
+   * An acquire whose create reaches the server but whose answer is lost, in a folder that lets
+   * anyone create and delete nodes but only the observer list them: the request can never find its
+   * node again to delete it, and its removal keeps failing.
+   */
+  async function nodeWithRefusedRemoval(setup: Awaited<ReturnType<typeof refusedRemovalSetup>>) {
+    const { proxy, victim, observer } = setup;
+    const key = uniqueKey('removal-refused');
+    const folder = victim.folder(key);
+    await call<string>((done) => observer.mkdirp(folder.slice(0, folder.lastIndexOf('/')), done));
+    await call<string>((done) => observer.create(folder, Buffer.alloc(0), UNLISTABLE, done));
+    await (await victim.acquire(uniqueKey('warm-up'))).release(); // the victim's session is open
+    let lostAnswer = false;
+    proxy.cutAfterRequest(
+      (chunk) => chunk.includes(`${folder}/_c_`),
+      () => {
+        lostAnswer = true;
+      },
+    );
+    const failed = await victim.acquire(key, { waitMs: 1_000 }).then(
+      () => 'granted',
+      (error: Error) => error.name,
+    );
+    expect(failed).not.toBe('granted');
+    expect(lostAnswer).toBe(true); // the create reached the server and its answer was lost
+    expect(await call<string[]>((done) => observer.getChildren(folder, done))).toHaveLength(1);
+    return { key, folder, failed };
+  }
+
+  it('a node whose removal keeps failing does not outlive it: the session is closed and the name is free again', async () => {
+    const setup = await refusedRemovalSetup();
+    const { proxy, victim, other, observer } = setup;
+    try {
+      const { key, folder, failed } = await nodeWithRefusedRemoval(setup);
       const failedAt = performance.now();
       // Its removal cannot confirm (each listing is refused) within a session timeout: the session
       // is closed and the server deletes the node with it. The bound leaves room for a slow machine.
-      const emptied = await emptiedWithin(observer, folder, 3 * sessionTimeoutMs);
+      const emptied = await emptiedWithin(observer, folder, 3 * SESSION_MS);
       console.log(
         `acquire: ${failed}; the node ${emptied ? `went ${(performance.now() - failedAt).toFixed(0)} ms later` : 'stayed'}`,
       );
-      expect(failed).not.toBe('granted');
-      expect(lostAnswer).toBe(true);
       expect(emptied).toBe(true);
 
       await call<unknown>((done) => observer.setACL(folder, OPEN, -1, done));
-      const granted = await other.acquire(key, { waitMs: sessionTimeoutMs });
-      await granted.release();
+      await (await other.acquire(key, { waitMs: SESSION_MS })).release();
       expect(victim.closed).toBe(false); // a new session serves the victim's later calls
-      await (await victim.acquire(key, { waitMs: sessionTimeoutMs })).release();
+      await (await victim.acquire(key, { waitMs: SESSION_MS })).release();
+    } finally {
+      observer.close();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it("close() does not wait for a removal that keeps failing: the session's end takes the node", async () => {
+    const setup = await refusedRemovalSetup();
+    const { proxy, victim, observer } = setup;
+    try {
+      const { folder } = await nodeWithRefusedRemoval(setup);
+      const closing = performance.now();
+      await victim.close();
+      const closedIn = performance.now() - closing;
+      const emptied = await emptiedWithin(observer, folder, 3 * SESSION_MS);
+      console.log(`close() took ${closedIn.toFixed(0)} ms; the node ${emptied ? 'went' : 'stayed'}`);
+      // close() is bounded by callTimeoutMs (500 ms): far less than the removal's session timeout.
+      expect(closedIn).toBeLessThan(SESSION_MS);
+      expect(emptied).toBe(true);
     } finally {
       observer.close();
       await proxy.close();

@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { withinGrace } from '../../src/cancel-grace.js';
+import { sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import {
   AuthenticationError,
@@ -217,21 +217,20 @@ export class ZkSession {
   }
 
   /**
-   * remove(), waited for at most waitMs (default callTimeoutMs), as a release waits: resolves once
-   * the server confirmed the delete; rejects with BackendUnavailableError when it did not in time
-   * or the session ended first. Either way the session owns the removal from then on.
+   * remove(), waited for at most waitMs (default callTimeoutMs) or until signal aborts, as a
+   * release waits: resolves once the server confirmed the delete; rejects with
+   * BackendUnavailableError when it did not in time or the session ended first, or with the
+   * signal's reason. Either way the session owns the removal from then on.
    */
-  async removeWithin(path: string, waitMs = this.#options.callTimeoutMs): Promise<void> {
-    let confirmed = false;
-    await withinGrace(
-      this.remove(path).then((done) => {
-        confirmed = done;
-      }),
-      waitMs,
+  async removeWithin(path: string, wait: { waitMs?: number; signal?: AbortSignal } = {}): Promise<void> {
+    const waitMs = wait.waitMs ?? this.#options.callTimeoutMs;
+    const timer = sleepUnlessWoken(waitMs, wait.signal);
+    const confirmed = await Promise.race([this.remove(path), timer.done.then(() => false)]).finally(
+      () => timer.wake(), // confirmed first: the timer goes
     );
     if (!confirmed) {
       throw new BackendUnavailableError(
-        `zookeeper: deleting ${path} was not confirmed within ${waitMs} ms; the session retries it`,
+        `zookeeper: deleting ${path} was not confirmed within ${waitMs} ms; the session retries it until confirmed or it ends`,
       );
     }
   }

@@ -36,7 +36,7 @@ export async function takeTurn(
     await leaveQueue(session, [queued.path], cancel); // timed out, aborted or cut off
     throw error;
   }
-  await session.removeWithin(queued.path);
+  await session.removeWithin(queued.path, { signal: cancel });
   return null;
 }
 

@@ -147,8 +147,15 @@ describe('ZooKeeper calls per grant', () => {
       const ahead = await inMutex(raw, name);
       const info = () => other.semaphore(name, { limit: 2 }).inspect();
       await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(2);
+      counter.take();
       const waiting = provider.semaphore(name, { limit: 2 }).acquire({ waitMs: 20_000 });
       await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(3);
+      // Our node shows before our watch on the node ahead is armed (an exists): on a loaded machine
+      // that exists could otherwise fall into the window counted below.
+      let armed = 0;
+      await expect
+        .poll(() => (armed += counter.take().requests.exists ?? 0), { timeout: 10_000 })
+        .toBeGreaterThanOrEqual(1);
       await first.release();
       counter.take();
       await ahead.release(); // our node was third: woken, we list the queue again

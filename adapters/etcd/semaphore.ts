@@ -15,6 +15,7 @@ import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { requestSignal } from './bounded.js';
 import type { DeletionSubscription } from './deletion-watch.js';
+import type { FolderState, FolderView } from './folder-view.js';
 import { loseWithSessionOrKey } from './grant-loss.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import {
@@ -26,7 +27,7 @@ import {
   releaseGrant,
   startGrantDelays,
 } from './lock-delay.js';
-import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
+import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable } from './mutex.js';
 import type { EtcdSession } from './session.js';
 
 /** What an etcd semaphore borrows from its provider. */
@@ -39,31 +40,50 @@ export interface EtcdSemaphoreClient {
    * a loss.
    */
   session(ttlMs?: number): Promise<EtcdSession>;
-  /** Counts a waiter woken: by a released permit, or by the queue handed on after a grant. */
+  /** Counts a waiter woken: one that waited and was told that its permits may fit now. */
   woken(kind: 'release' | 'handoff'): void;
   /** Listens for key's deletion by anyone (the provider's one deletion watch, deletion-watch.ts). */
   watchDeletion(key: Buffer): DeletionSubscription;
+  /** The provider's one view of a semaphore's folder (folder-view.ts), shared by its waiters. */
+  folder(prefix: Buffer): FolderView;
   /** The error as the caller sees it: an AuthenticationError when etcd refused who we are. */
   refused(error: unknown): Promise<unknown>;
 }
 
 /**
- * A semaphore on etcd, Curator's InterProcessSemaphoreV2 design with etcd's tools. Under
- * `<namespace>/semaphore/<name>/` (a leading '/' no lock name has, so no lock's prefix covers it):
- * `locks/<lease hex>-<attempt id>` is a FIFO mutex (the lock's queue: each waiter watches only its
- * predecessor), `leases/<lease hex>-<attempt id>` one key per grant, on the session lease
- * of the request's TTL (see sessions.ts), value = holder record with permits and limit. Each attempt at a request (the core retries
- * one after an outage) names its keys afresh, so every key has one owner: the attempt that made
- * it, or the session once that attempt gave it up. Only the head of the mutex looks at the
- * leases: it counts their permits and, if ours fit, creates our lease key and deletes its mutex key
- * in one Txn guarded by that mutex key (so a head whose session expired cannot grant); otherwise it
- * alone watches the leases for a deletion. A released permit so wakes one waiter, and each grant
- * hands the queue to the next one. The lease key's create revision is the token.
+ * A semaphore on etcd. Under `<namespace>/semaphore/<name>/` (a leading '/' no lock name has, so no
+ * lock's prefix covers it): `locks/<lease hex>-<attempt id>` is the FIFO queue, one key per waiting
+ * request, `leases/<lease hex>-<attempt id>` one key per grant, both on the session lease of the
+ * request's TTL (see sessions.ts), both valued with the holder record and the request's permits and
+ * limit. Each attempt at a request (the core retries one after an outage) names its keys afresh, so
+ * every key has one owner: the attempt that made it, or the session once that attempt gave it up.
+ *
+ * Each request grants only itself, and not only the queue's head may: a request takes its permits
+ * when, in one consistent state of the folder that holds its own queue key,
+ *   used (leases' permits + lock-delay holds) + permits of every queue key created before its own
+ *   + its own permits ≤ limit,
+ * in one Txn guarded by its queue key's create revision (so a request whose session expired cannot
+ * grant) that creates its lease key and deletes its queue key. The lease key's create revision is
+ * the token. Why the limit holds: the grant Txn moves a request from the queue to the leases
+ * atomically, so every state counts it exactly once, from its enqueue to its release or loss. Take
+ * the live grants at any moment and the one among them queued last, G: every other one was queued
+ * before G, and is live now, so it was in the queue or the leases in the state G decided on (that
+ * state holds G's queue key, so it comes after their enqueues) and G counted its permits. So the
+ * live permits never exceed what G's decision allowed: the limit. Counting the requests ahead as
+ * taken also keeps FIFO: a request fits only if every request ahead of it fits too, so a small
+ * request never passes a big one that waits.
+ *
+ * The first state is read by the enqueue Txn itself (the first `limit` queue keys, the leases, the
+ * markers: past the first `limit` keys nobody fits), so an uncontended request is two Txns. A
+ * request that does not fit waits on the provider's view of the folder (folder-view.ts: one read,
+ * then one watch per name and process), re-judged there on each change without any call: only a
+ * request that now fits (or must stamp a lock-delay, or lost its queue key) is woken, so a release
+ * wakes the requests it lets in and no others, whatever the queue's length.
  *
  * Lock-delay (lock-delay.ts): a grant that asks for one also puts `lockdelay/<attempt id>` on no
- * lease in its grant Txn; a clean release deletes both in one Txn. The head counts, besides the
- * leases, the permits of every marker whose lease key is gone (a lost grant: it stamps the delay)
- * or that runs on a delay lease, and watches those markers' deletions as it watches the leases'.
+ * lease in its grant Txn; a clean release deletes both in one Txn. Every request counts, besides
+ * the leases, the permits of every marker whose lease key is gone (a lost grant) or that runs on a
+ * delay lease; the queue's head stamps a lost grant's marker into a delay.
  */
 export function etcdSemaphore(
   name: string,
@@ -79,7 +99,7 @@ interface LeaseRecord {
   limit: number;
 }
 
-/** One attempt (request() call) taking permits as the head of the queue. */
+/** One attempt (request() call) taking its permits. */
 interface PermitTake {
   session: EtcdSession;
   queued: Queued;
@@ -87,6 +107,40 @@ interface PermitTake {
   permitKey: Buffer;
   /** A grant Txn went out and no answer came: it may have been applied, or may still be. */
   grantUnanswered: boolean;
+}
+
+/** The folder of a name at one revision, as a request judges its turn by it. */
+interface Folder {
+  leases: IKeyValue[];
+  markers: IKeyValue[];
+  /** Queue keys by create revision: all of them, or (read by the enqueue) the first ones. */
+  queue: IKeyValue[];
+}
+
+/** What a folder says to every request of one limit. */
+interface Standing {
+  /** Permits of the leases and of the lock-delays. */
+  used: number;
+  delays: GrantDelay[];
+  /** The queue's first key (latin1). */
+  head: string | undefined;
+  /**
+   * For each queue key that could still fit (latin1): its create revision and the permits queued
+   * before it. The walk stops where those fill the limit: nobody after can fit.
+   */
+  ahead: Map<string, { revision: string; permits: number }>;
+  /** A lease's limit other than ours: SemaphoreLimitMismatchError. */
+  otherLimit: number | undefined;
+}
+
+/** A waiting request as its standing is judged: its queue key (latin1) and what it asks. */
+interface Waiter {
+  id: string;
+  revision: bigint;
+  permits: number;
+  limit: number;
+  /** Markers (key@mod revision) this request stamped already: not woken for them again. */
+  stamped: Set<string>;
 }
 
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
@@ -188,14 +242,16 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       session,
       prefix: this.#locks,
       key,
-      value: encodeHolder(req.owner),
+      value: permitValue(req),
       callTimeoutMs: this.#c.callTimeoutMs,
-      onWake: () => this.#c.woken('handoff'),
+      onWake: () => undefined, // no predecessor is watched: see #await
+      // The folder at the enqueue's revision: past the first `limit` queue keys nobody fits.
+      reads: [this.#queueRange(req.limit), this.#leaseRange(), this.#markerRange()],
     };
     let queued: Queued;
     const permitKey = Buffer.from(`${this.#leases.toString()}${attemptId}`);
-    // Subscribed before the Txn is sent: a delete of our permit key (put by us, or by a head that
-    // grants us) before the grant is seen too, and makes the grant born lost.
+    // Subscribed before the Txn is sent: a delete of our permit key before the grant is seen too,
+    // and makes the grant born lost.
     const deletion = this.#c.watchDeletion(permitKey);
     const attempt = sendEnqueue(call);
     try {
@@ -209,17 +265,13 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     const taking: PermitTake = { session, queued, permitKey, grantUnanswered: false };
     let inQueue = true;
     let held = false;
-    // The wait in the queue ends at once when the session is lost (BackendUnavailableError: the
-    // shared loop re-enqueues on a new session within waitMs), as the lock's and read-write's do.
+    // The wait ends at once when the session is lost (BackendUnavailableError: the shared loop
+    // re-enqueues on a new session within waitMs), as the lock's and read-write's do.
     const waiting = requestSignal(cancel, (onLost) => session.whenLost(onLost));
     try {
-      if (!queued.owner) {
-        if (!req.wait) return null;
-        await waitForTurn(call, queued, waiting.signal);
-      }
-      const grant = await this.#takePermits(req, taking, cancel);
+      const grant = await this.#await(req, taking, waiting.signal);
       if (!grant) return null;
-      inQueue = false; // the granting Txn deleted our mutex key
+      inQueue = false; // the granting Txn deleted our queue key
       held = true;
       return this.#hold(req, session, grant, deletion);
     } finally {
@@ -249,68 +301,156 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     if (await queueKeyRemoved) await taking.session.remove(taking.permitKey, undefined);
   }
 
-  /** As the head of the queue: our lease key once our permits fit, or null when not waiting. */
-  async #takePermits(
+  /**
+   * Our lease key once our permits fit (see etcdSemaphore), or null when they do not and we do not
+   * wait. Judged first on the enqueue's own reads, then on each state of the provider's view that
+   * wakes us. The queue's head also stamps lost grants' markers into delays.
+   */
+  async #await(
     req: PermitRequest,
     taking: PermitTake,
-    cancel: AbortSignal,
+    signal: AbortSignal,
   ): Promise<{ key: Buffer; revision: bigint } | null> {
-    const { client, callTimeoutMs } = this.#c;
+    const { queued } = taking;
+    const me: Waiter = {
+      id: queued.key.toString('latin1'),
+      revision: queued.revision,
+      permits: req.permits,
+      limit: req.limit,
+      stamped: new Set(),
+    };
+    let standing = this.#enqueueStanding(queued, req.limit);
     for (;;) {
-      cancel.throwIfAborted();
-      let read: Awaited<ReturnType<Etcd3['kv']['txn']>>;
-      try {
-        // The leases and the lock-delay markers at one revision.
-        read = await withDeadline(
-          () =>
-            client.kv.txn(
-              {
-                compare: [],
-                success: [{ request_range: this.#leaseRange() }, { request_range: this.#markerRange() }],
-                failure: [],
-              },
-              callOptions(callTimeoutMs),
-            ),
-          callTimeoutMs,
-          cancel,
-          'etcd: reading the semaphore',
-        );
-      } catch (error) {
-        if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
-        throw unavailable('reading the semaphore failed', error);
+      signal.throwIfAborted();
+      if (standing.otherLimit !== undefined)
+        throw new SemaphoreLimitMismatchError(req.name, req.limit, standing.otherLimit);
+      const unstamped = this.#toStamp(standing, me);
+      if (unstamped.length > 0) {
+        for (const delay of unstamped) me.stamped.add(stampId(delay));
+        const leaseKey = (id: string) => Buffer.concat([this.#leases, Buffer.from(id)]);
+        await startGrantDelays(this.#c.client, unstamped, leaseKey, this.#c.callTimeoutMs, signal);
       }
-      const leases = read.responses[0]?.response_range.kvs ?? [];
-      const markers = read.responses[1]?.response_range.kvs ?? [];
-      // Lost grants' permits stay taken for their delay: started here when nobody has yet.
-      const delays = this.#delays(leases, markers);
-      const leaseKey = (id: string) => Buffer.concat([this.#leases, Buffer.from(id)]);
-      await startGrantDelays(client, delays, leaseKey, callTimeoutMs, cancel);
-      let used = delays.reduce((sum, delay) => sum + delay.weight, 0);
-      for (const kv of leases) {
-        const record = readRecord(kv);
-        if (!Number.isNaN(record.limit) && record.limit !== req.limit)
-          throw new SemaphoreLimitMismatchError(req.name, req.limit, record.limit);
-        used += record.permits;
-      }
-      if (used + req.permits <= req.limit) return await this.#grant(req, taking, cancel);
+      if (fits(standing, me)) return await this.#grant(req, taking, signal);
       if (!req.wait) return null;
-      const watched = markers.length > 0 ? Buffer.from(this.#base) : this.#leases;
-      await this.#nextRelease(BigInt(read.header.revision) + 1n, watched, taking.session, cancel);
+      standing = await this.#park(me, signal);
+      this.#c.woken('release');
     }
   }
 
-  /** One Txn: while our mutex key is still ours (we head the queue), create the lease, leave the queue. */
+  /** The standing in the folder the enqueue Txn read (our queue key is in it: it put or found it). */
+  #enqueueStanding(queued: Queued, limit: number): Standing {
+    const [queue, leases, markers] = (queued.reads?.ranges ?? []).map((range) => range.kvs);
+    return this.#standing({ queue: queue ?? [], leases: leases ?? [], markers: markers ?? [] }, limit);
+  }
+
+  /** Lost grants' markers not yet stamped into a delay: the queue's head stamps them. */
+  #toStamp(standing: Standing, me: Waiter): GrantDelay[] {
+    if (standing.head !== me.id) return [];
+    return standing.delays.filter((delay) => !delay.started && !me.stamped.has(stampId(delay)));
+  }
+
+  /**
+   * Waits on the provider's view of the folder until a state in which our permits fit, or we must
+   * stamp a delay, or a lease has another limit, or our queue key is gone (the session expired; the
+   * request's signal usually says so first): BackendUnavailableError then. A view that cannot be
+   * built fails the wait as an outage does.
+   */
+  #park(me: Waiter, signal: AbortSignal): Promise<Standing> {
+    const view = this.#c.folder(Buffer.from(this.#base));
+    return new Promise<Standing>((resolve, reject) => {
+      let done = false;
+      let unlisten: () => void = () => undefined;
+      const finish = () => {
+        done = true;
+        unlisten();
+        signal.removeEventListener('abort', onAbort);
+      };
+      const onAbort = () => {
+        finish();
+        reject(signal.reason);
+      };
+      const judge = (state: FolderState) => {
+        if (done) return;
+        if (gone(state, me)) {
+          finish();
+          reject(
+            new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone'),
+          );
+          return;
+        }
+        const standing = this.#viewStanding(state, me.limit);
+        if (
+          standing.otherLimit === undefined &&
+          !fits(standing, me) &&
+          this.#toStamp(standing, me).length === 0
+        )
+          return;
+        finish();
+        resolve(standing);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      unlisten = view.listen({
+        changed: (state) => judge(state),
+        failed: (error) => {
+          if (done) return;
+          finish();
+          reject(error);
+        },
+      });
+      if (signal.aborted) onAbort();
+      // A state the view had before we listened: judged now, no event may come for a while.
+      const now = view.state;
+      if (now) judge(now);
+    });
+  }
+
+  /** The standing in a view's state, computed once per state (every waiter of the view reads it). */
+  #viewStanding(state: FolderState, limit: number): Standing {
+    const memo = this.#memo;
+    if (memo?.state === state && memo.limit === limit) return memo.standing;
+    const folder: Folder = { queue: [], leases: [], markers: [] };
+    const queue = Buffer.from(this.#locks);
+    for (const kv of state.kvs.values()) {
+      if (startsWith(kv.key, this.#leases)) folder.leases.push(kv);
+      else if (startsWith(kv.key, this.#markers)) folder.markers.push(kv);
+      else if (startsWith(kv.key, queue)) folder.queue.push(kv);
+    }
+    folder.queue.sort((a, b) => compareRevisions(a.create_revision, b.create_revision));
+    const standing = this.#standing(folder, limit);
+    this.#memo = { state, limit, standing };
+    return standing;
+  }
+
+  #memo: { state: FolderState; limit: number; standing: Standing } | undefined;
+
+  /** What a folder says to requests of `limit` (see Standing). */
+  #standing(folder: Folder, limit: number): Standing {
+    const delays = this.#delays(folder.leases, folder.markers);
+    let used = delays.reduce((sum, delay) => sum + delay.weight, 0);
+    let otherLimit: number | undefined;
+    for (const kv of folder.leases) {
+      const record = readRecord(kv);
+      if (!Number.isNaN(record.limit) && record.limit !== limit) otherLimit ??= record.limit;
+      used += record.permits;
+    }
+    const ahead = new Map<string, { revision: string; permits: number }>();
+    let queued = 0;
+    for (const kv of folder.queue) {
+      if (used + queued >= limit) break;
+      ahead.set(kv.key.toString('latin1'), { revision: kv.create_revision, permits: queued });
+      queued += queuedPermits(kv, limit);
+    }
+    return { used, delays, head: folder.queue[0]?.key.toString('latin1'), ahead, otherLimit };
+  }
+
+  /** One Txn: while our queue key is still ours, create the lease, leave the queue. */
   async #grant(
     req: PermitRequest,
     taking: PermitTake,
     cancel: AbortSignal,
   ): Promise<{ key: Buffer; revision: bigint }> {
     const { session, queued, permitKey: key } = taking;
-    const value = JSON.stringify({
-      ...JSON.parse(encodeHolder(req.owner)),
-      permits: req.permits,
-      limit: req.limit,
-    });
+    const value = permitValue(req);
     let res: Awaited<ReturnType<Etcd3['kv']['txn']>>;
     try {
       const txn = {
@@ -364,68 +504,6 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     throw new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
   }
 
-  /**
-   * Waits for any lease under the name to be deleted at or after fromRevision (or the watch to end),
-   * or a lock-delay marker when `watched` is the name's whole folder (the queue's deletions are
-   * passed over).
-   */
-  async #nextRelease(
-    fromRevision: bigint,
-    watched: Buffer,
-    session: EtcdSession,
-    cancel: AbortSignal,
-  ): Promise<void> {
-    const queue = Buffer.from(this.#locks);
-    const creating = this.#c.client
-      .watch()
-      .prefix(watched.toString())
-      .only('delete')
-      .startRevision(fromRevision.toString())
-      .create();
-    const watcher = await withDeadline(() => creating, this.#c.callTimeoutMs, cancel, 'etcd: watch').catch(
-      (error: unknown) => {
-        // A watch that comes after we stopped waiting for it is cancelled then.
-        void creating.then((late) => late.cancel()).catch(() => undefined);
-        if (/compacted/i.test((error as Error).message)) return undefined; // read again
-        if (cancel.aborted || error instanceof BackendUnavailableError) throw error;
-        throw unavailable('watch failed', error);
-      },
-    );
-    if (!watcher) return;
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const done = () => {
-          cancel.removeEventListener('abort', onCancel);
-          session.signal.removeEventListener('abort', onSessionLost);
-        };
-        const onCancel = () => {
-          done();
-          reject(cancel.reason);
-        };
-        const onSessionLost = () => {
-          done();
-          reject(new BackendUnavailableError('etcd: the session was lost while waiting for a permit'));
-        };
-        if (cancel.aborted) return onCancel();
-        if (session.signal.aborted) return onSessionLost();
-        cancel.addEventListener('abort', onCancel, { once: true });
-        session.signal.addEventListener('abort', onSessionLost, { once: true });
-        watcher.on('delete', (kv: IKeyValue) => {
-          if (kv.key.subarray(0, queue.length).equals(queue)) return; // a waiter left: frees nothing
-          done();
-          if (kv.key.subarray(0, this.#leases.length).equals(this.#leases)) this.#c.woken('release');
-          resolve();
-        });
-        watcher.on('error', () => {
-          done();
-          resolve();
-        });
-      });
-    } finally {
-      void watcher.cancel().catch(() => undefined);
-    }
-  }
-
   #hold(
     req: PermitRequest,
     session: EtcdSession,
@@ -465,6 +543,18 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     return { key: this.#markers, range_end: prefixEnd(this.#markers) };
   }
 
+  /** The queue's first `limit` keys, by create revision. */
+  #queueRange(limit: number) {
+    const key = Buffer.from(this.#locks);
+    return {
+      key,
+      range_end: prefixEnd(key),
+      sort_order: SortOrder.Ascend,
+      sort_target: SortTarget.Create,
+      limit,
+    };
+  }
+
   #leaseRange() {
     return {
       key: this.#leases,
@@ -483,4 +573,50 @@ function readRecord(kv: IKeyValue): LeaseRecord {
   } catch {
     return { permits: 1, limit: Number.NaN };
   }
+}
+
+/** A queue key's or lease key's value: the holder record with the request's permits and limit. */
+function permitValue(req: PermitRequest): string {
+  return JSON.stringify({ ...JSON.parse(encodeHolder(req.owner)), permits: req.permits, limit: req.limit });
+}
+
+/**
+ * The permits a queue key asks for. One without them (an older fencekit's, which only its head
+ * granted) counts as the whole limit: nobody passes it, as nobody did then.
+ */
+function queuedPermits(kv: IKeyValue, limit: number): number {
+  try {
+    const permits = Number((JSON.parse(kv.value.toString('utf8')) as { permits?: unknown }).permits);
+    return Number.isInteger(permits) && permits >= 1 ? permits : limit;
+  } catch {
+    return limit;
+  }
+}
+
+/** Whether our permits fit in the standing: used + the permits queued ahead of us + ours ≤ our limit. */
+function fits(standing: Standing, me: Waiter): boolean {
+  const mine = standing.ahead.get(me.id);
+  return (
+    mine !== undefined &&
+    mine.revision === me.revision.toString() &&
+    standing.used + mine.permits + me.permits <= me.limit
+  );
+}
+
+/** Our queue key is not in a state that is past its creation: it was deleted (session, operator). */
+function gone(state: FolderState, me: Waiter): boolean {
+  return state.revision >= me.revision && state.kvs.get(me.id)?.create_revision !== me.revision.toString();
+}
+
+function stampId(delay: GrantDelay): string {
+  return `${delay.kv.key.toString('latin1')}@${delay.kv.mod_revision}`;
+}
+
+function startsWith(key: Buffer, prefix: Buffer): boolean {
+  return key.length >= prefix.length && key.subarray(0, prefix.length).equals(prefix);
+}
+
+function compareRevisions(a: string, b: string): number {
+  const [x, y] = [BigInt(a), BigInt(b)];
+  return x < y ? -1 : x > y ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-import type { Etcd3, IKeyValue, IWatchResponse, Watcher } from 'etcd3';
+import { type Etcd3, type IKeyValue, type IWatchResponse, SortOrder, SortTarget, type Watcher } from 'etcd3';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { bounded } from './bounded.js';
@@ -6,15 +6,20 @@ import { prefixEnd } from './keys.js';
 
 /** Every key under a folder, as of a revision. */
 export interface FolderState {
-  /** Every change up to this revision is in `kvs` (and whole revisions after it, read later). */
+  /** Every change up to this revision is in `groups` (and whole revisions after it, read later). */
   readonly revision: bigint;
-  /** By key (latin1): the view's own map, changed in place by each whole watch response. */
-  readonly kvs: ReadonlyMap<string, IKeyValue>;
+  /**
+   * The keys by subfolder (the part of the key after the prefix up to its first '/', with it:
+   * 'locks/'; '' for a key with none), each by key (latin1) in create-revision order: a new key
+   * has the highest create revision of all, so appending keeps the order. The view's own maps,
+   * changed in place by each whole watch response.
+   */
+  readonly groups: ReadonlyMap<string, ReadonlyMap<string, IKeyValue>>;
 }
 
 /** Told of each new state: after each watch response, and after each (re)build. */
 export interface FolderListener {
-  /** Read `state.kvs` at once: the next watch response changes it. */
+  /** Read `state.groups` at once: the next watch response changes them. */
   changed(state: FolderState): void;
   /** The view could not be (re)built: its listeners are owed an outage. */
   failed(error: BackendUnavailableError): void;
@@ -42,7 +47,7 @@ export class FolderView {
   readonly #onIdle: () => void;
   readonly #listeners = new Set<FolderListener>();
   /** The copy: events apply to it from the read on, but it is a state only once the watch is confirmed. */
-  #copy: { revision: bigint; kvs: Map<string, IKeyValue> } | undefined;
+  #copy: { revision: bigint; groups: Map<string, Map<string, IKeyValue>> } | undefined;
   #live = false;
   #watcher: Watcher | undefined;
   /** Bumped by each drop: events and answers of an older watch or read are ignored. */
@@ -145,7 +150,12 @@ export class FolderView {
     const timeoutMs = this.#callTimeoutMs;
     const read = await bounded(
       this.#client.kv.range(
-        { key: this.#prefix, range_end: prefixEnd(this.#prefix) },
+        {
+          key: this.#prefix,
+          range_end: prefixEnd(this.#prefix),
+          sort_target: SortTarget.Create,
+          sort_order: SortOrder.Ascend,
+        },
         { deadline: new Date(Date.now() + timeoutMs) },
       ),
       this.#stopped.signal,
@@ -154,7 +164,8 @@ export class FolderView {
     );
     if (generation !== this.#generation) return;
     const revision = BigInt(read.header.revision);
-    this.#copy = { revision, kvs: new Map(read.kvs.map((kv) => [kv.key.toString('latin1'), kv])) };
+    this.#copy = { revision, groups: new Map() };
+    for (const kv of read.kvs) this.#put(this.#copy.groups, kv);
     const watcher = this.#client
       .watch()
       .prefix(this.#prefix.toString('latin1'))
@@ -200,14 +211,34 @@ export class FolderView {
     if (!copy || res.events.length === 0) return;
     let revision = copy.revision;
     for (const event of res.events) {
-      const id = event.kv.key.toString('latin1');
       const at = BigInt(event.kv.mod_revision);
       if (at > revision) revision = at;
-      if (event.type === 'Delete') copy.kvs.delete(id);
-      else copy.kvs.set(id, event.kv);
+      if (event.type === 'Delete')
+        this.#group(copy.groups, event.kv.key)?.delete(event.kv.key.toString('latin1'));
+      else this.#put(copy.groups, event.kv);
     }
-    this.#copy = { revision, kvs: copy.kvs };
+    this.#copy = { revision, groups: copy.groups };
     if (this.#live) this.#tell();
+  }
+
+  /** A put keeps an existing key's place (its create revision is unchanged); a new key goes last. */
+  #put(groups: Map<string, Map<string, IKeyValue>>, kv: IKeyValue): void {
+    const name = this.#groupName(kv.key);
+    let group = groups.get(name);
+    if (!group) {
+      group = new Map();
+      groups.set(name, group);
+    }
+    group.set(kv.key.toString('latin1'), kv);
+  }
+
+  #group(groups: Map<string, Map<string, IKeyValue>>, key: Buffer): Map<string, IKeyValue> | undefined {
+    return groups.get(this.#groupName(key));
+  }
+
+  #groupName(key: Buffer): string {
+    const slash = key.indexOf(0x2f, this.#prefix.length);
+    return slash < 0 ? '' : key.subarray(this.#prefix.length, slash + 1).toString('latin1');
   }
 
   #tell(): void {

@@ -114,7 +114,7 @@ interface Folder {
   leases: IKeyValue[];
   markers: IKeyValue[];
   /** Queue keys by create revision: all of them, or (read by the enqueue) the first ones. */
-  queue: IKeyValue[];
+  queue: Iterable<IKeyValue>;
 }
 
 /** What a folder says to every request of one limit. */
@@ -213,6 +213,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
 
   /** The markers that are delays now: their lease key gone (lost) or on a delay lease. */
   #delays(leases: IKeyValue[], markers: IKeyValue[]): GrantDelay[] {
+    if (markers.length === 0) return [];
     const live = new Set(leases.map((kv) => kv.key.subarray(this.#leases.length).toString('utf8')));
     return grantDelays(this.#markers, markers, (id) => live.has(id));
   }
@@ -408,14 +409,12 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
   #viewStanding(state: FolderState, limit: number): Standing {
     const memo = this.#memo;
     if (memo?.state === state && memo.limit === limit) return memo.standing;
-    const folder: Folder = { queue: [], leases: [], markers: [] };
-    const queue = Buffer.from(this.#locks);
-    for (const kv of state.kvs.values()) {
-      if (startsWith(kv.key, this.#leases)) folder.leases.push(kv);
-      else if (startsWith(kv.key, this.#markers)) folder.markers.push(kv);
-      else if (startsWith(kv.key, queue)) folder.queue.push(kv);
-    }
-    folder.queue.sort((a, b) => compareRevisions(a.create_revision, b.create_revision));
+    const group = (name: string) => state.groups.get(name)?.values() ?? [];
+    const folder: Folder = {
+      queue: group('locks/'),
+      leases: [...group('leases/')],
+      markers: [...group('lockdelay/')],
+    };
     const standing = this.#standing(folder, limit);
     this.#memo = { state, limit, standing };
     return standing;
@@ -434,13 +433,15 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       used += record.permits;
     }
     const ahead = new Map<string, { revision: string; permits: number }>();
+    let head: string | undefined;
     let queued = 0;
     for (const kv of folder.queue) {
+      head ??= kv.key.toString('latin1');
       if (used + queued >= limit) break;
       ahead.set(kv.key.toString('latin1'), { revision: kv.create_revision, permits: queued });
       queued += queuedPermits(kv, limit);
     }
-    return { used, delays, head: folder.queue[0]?.key.toString('latin1'), ahead, otherLimit };
+    return { used, delays, head, ahead, otherLimit };
   }
 
   /** One Txn: while our queue key is still ours, create the lease, leave the queue. */
@@ -605,18 +606,10 @@ function fits(standing: Standing, me: Waiter): boolean {
 
 /** Our queue key is not in a state that is past its creation: it was deleted (session, operator). */
 function gone(state: FolderState, me: Waiter): boolean {
-  return state.revision >= me.revision && state.kvs.get(me.id)?.create_revision !== me.revision.toString();
+  const mine = state.groups.get('locks/')?.get(me.id);
+  return state.revision >= me.revision && mine?.create_revision !== me.revision.toString();
 }
 
 function stampId(delay: GrantDelay): string {
   return `${delay.kv.key.toString('latin1')}@${delay.kv.mod_revision}`;
-}
-
-function startsWith(key: Buffer, prefix: Buffer): boolean {
-  return key.length >= prefix.length && key.subarray(0, prefix.length).equals(prefix);
-}
-
-function compareRevisions(a: string, b: string): number {
-  const [x, y] = [BigInt(a), BigInt(b)];
-  return x < y ? -1 : x > y ? 1 : 0;
 }

@@ -25,9 +25,6 @@ export interface FolderListener {
   failed(error: BackendUnavailableError): void;
 }
 
-/** How long a view with no listener keeps its watch: a waiter coming back soon finds it ready. */
-const LINGER_MS = 1_000;
-
 /**
  * A process's copy of every key under one folder (an etcd semaphore's name), kept by one read and a
  * watch from the revision after it, shared by all waiters of the provider on that folder: a change
@@ -53,7 +50,6 @@ export class FolderView {
   /** Bumped by each drop: events and answers of an older watch or read are ignored. */
   #generation = 0;
   #building = false;
-  #linger: NodeJS.Timeout | undefined;
   readonly #stopped = new AbortController();
 
   constructor(client: Etcd3, prefix: Buffer, callTimeoutMs: number, onIdle: () => void) {
@@ -75,14 +71,14 @@ export class FolderView {
       return () => undefined;
     }
     this.#listeners.add(listener);
-    clearTimeout(this.#linger);
-    this.#linger = undefined;
     if (!this.#live && !this.#building) void this.#build();
+    // The last listener gone, the watch goes too: a request leaves the front granted (or gone), and
+    // its next one queues far back, where it would only pay for events it does not need.
     return () => {
       if (!this.#listeners.delete(listener) || this.#listeners.size > 0 || this.#stopped.signal.aborted)
         return;
-      this.#linger = setTimeout(() => this.#idle(), LINGER_MS);
-      this.#linger.unref?.();
+      this.stop();
+      this.#onIdle();
     };
   }
 
@@ -90,17 +86,10 @@ export class FolderView {
   stop(): void {
     if (this.#stopped.signal.aborted) return;
     this.#stopped.abort();
-    clearTimeout(this.#linger);
     this.#drop();
     const closed = new BackendUnavailableError('etcd: the provider is closed');
     for (const listener of [...this.#listeners]) listener.failed(closed);
     this.#listeners.clear();
-  }
-
-  #idle(): void {
-    if (this.#listeners.size > 0) return;
-    this.stop();
-    this.#onIdle();
   }
 
   /** Forgets the copy and cancels the watch. */

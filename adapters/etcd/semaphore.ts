@@ -27,7 +27,7 @@ import {
   releaseGrant,
   startGrantDelays,
 } from './lock-delay.js';
-import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable } from './mutex.js';
+import { afterDeletion, enqueue, type MutexCall, type Queued, sendEnqueue, unavailable } from './mutex.js';
 import type { EtcdSession } from './session.js';
 
 /** What an etcd semaphore borrows from its provider. */
@@ -102,6 +102,8 @@ interface LeaseRecord {
 /** One attempt (request() call) taking its permits. */
 interface PermitTake {
   session: EtcdSession;
+  /** Our queue key's call: a request far back in the queue watches its predecessor with it. */
+  call: MutexCall;
   queued: Queued;
   /** The lease key this attempt's grant Txn creates (its name is this attempt's alone). */
   permitKey: Buffer;
@@ -125,8 +127,9 @@ interface Standing {
   /** The queue's first key (latin1). */
   head: string | undefined;
   /**
-   * For each queue key that could still fit (latin1): its create revision and the permits queued
-   * before it. The walk stops where those fill the limit: nobody after can fit.
+   * For each queue key of the front (latin1): its create revision and the permits queued before
+   * it, which are under the limit. The walk stops where they reach it: nobody after can fit before
+   * someone ahead leaves the queue.
    */
   ahead: Map<string, { revision: string; permits: number }>;
   /** A lease's limit other than ours: SemaphoreLimitMismatchError. */
@@ -245,7 +248,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       key,
       value: permitValue(req),
       callTimeoutMs: this.#c.callTimeoutMs,
-      onWake: () => undefined, // no predecessor is watched: see #await
+      onWake: () => this.#c.woken('handoff'), // a request far back woken by its predecessor's leaving
       // The folder at the enqueue's revision: past the first `limit` queue keys nobody fits.
       reads: [this.#queueRange(req.limit), this.#leaseRange(), this.#markerRange()],
     };
@@ -263,7 +266,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       void session.removeEnqueued(key, attempt);
       throw error;
     }
-    const taking: PermitTake = { session, queued, permitKey, grantUnanswered: false };
+    const taking: PermitTake = { session, call, queued, permitKey, grantUnanswered: false };
     let inQueue = true;
     let held = false;
     // The wait ends at once when the session is lost (BackendUnavailableError: the shared loop
@@ -333,8 +336,55 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       }
       if (fits(standing, me)) return await this.#grant(req, taking, signal);
       if (!req.wait) return null;
-      standing = await this.#park(me, signal);
-      this.#c.woken('release');
+      if (inFront(standing, me)) {
+        standing = await this.#park(me, signal);
+        this.#c.woken('release');
+      } else {
+        standing = await this.#behind(me, taking.call, signal);
+      }
+    }
+  }
+
+  /**
+   * A request behind the front (the permits queued before it reach the limit) cannot fit before
+   * someone ahead of it leaves the queue. It watches only its predecessor (as a lock's waiter
+   * does), and reads the folder again when that one leaves, until it is in the front: so only the
+   * front, at most `limit` requests, follows the folder's every change. A request that came into
+   * the front while its predecessor stays is no loss: that predecessor fits whenever it does (it
+   * counts fewer permits ahead), so it is granted and leaves first.
+   */
+  async #behind(me: Waiter, call: MutexCall, signal: AbortSignal): Promise<Standing> {
+    const { client, callTimeoutMs } = this.#c;
+    const key = Buffer.from(me.id, 'latin1');
+    for (;;) {
+      const reads = [
+        { request_range: { key } },
+        { request_range: this.#predecessorRange(me.revision) },
+        { request_range: this.#queueRange(me.limit) },
+        { request_range: this.#leaseRange() },
+        { request_range: this.#markerRange() },
+      ];
+      let res: Awaited<ReturnType<Etcd3['kv']['txn']>>;
+      try {
+        res = await withDeadline(
+          () => client.kv.txn({ compare: [], success: reads, failure: [] }, callOptions(callTimeoutMs)),
+          callTimeoutMs,
+          signal,
+          'etcd: reading the semaphore',
+        );
+      } catch (error) {
+        if (signal.aborted || error instanceof BackendUnavailableError) throw error;
+        throw unavailable('reading the semaphore failed', error);
+      }
+      const [own, predecessor, queue, leases, markers] = res.responses.map((r) => r.response_range.kvs);
+      if (own?.[0]?.create_revision !== me.revision.toString()) throw queueKeyGone();
+      const standing = this.#standing(
+        { queue: queue ?? [], leases: leases ?? [], markers: markers ?? [] },
+        me.limit,
+      );
+      const before = predecessor?.[0];
+      if (!before || inFront(standing, me)) return standing;
+      await afterDeletion(call, before.key, BigInt(res.header.revision) + 1n, signal, async () => undefined);
     }
   }
 
@@ -437,7 +487,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     let queued = 0;
     for (const kv of folder.queue) {
       head ??= kv.key.toString('latin1');
-      if (used + queued >= limit) break;
+      if (queued >= limit) break;
       ahead.set(kv.key.toString('latin1'), { revision: kv.create_revision, permits: queued });
       queued += queuedPermits(kv, limit);
     }
@@ -544,6 +594,20 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     return { key: this.#markers, range_end: prefixEnd(this.#markers) };
   }
 
+  /** The newest queue key created before ours (keys only). */
+  #predecessorRange(revision: bigint) {
+    const key = Buffer.from(this.#locks);
+    return {
+      key,
+      range_end: prefixEnd(key),
+      sort_order: SortOrder.Descend,
+      sort_target: SortTarget.Create,
+      max_create_revision: (revision - 1n).toString(),
+      limit: 1,
+      keys_only: true,
+    };
+  }
+
   /** The queue's first `limit` keys, by create revision. */
   #queueRange(limit: number) {
     const key = Buffer.from(this.#locks);
@@ -602,6 +666,15 @@ function fits(standing: Standing, me: Waiter): boolean {
     mine.revision === me.revision.toString() &&
     standing.used + mine.permits + me.permits <= me.limit
   );
+}
+
+/** Whether we are in the queue's front: the permits queued before ours are under the limit. */
+function inFront(standing: Standing, me: Waiter): boolean {
+  return standing.ahead.get(me.id)?.revision === me.revision.toString();
+}
+
+function queueKeyGone(): BackendUnavailableError {
+  return new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone');
 }
 
 /** Our queue key is not in a state that is past its creation: it was deleted (session, operator). */

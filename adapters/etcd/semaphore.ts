@@ -347,11 +347,13 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
 
   /**
    * A request behind the front (the permits queued before it reach the limit) cannot fit before
-   * someone ahead of it leaves the queue. It watches only its predecessor (as a lock's waiter
-   * does), and reads the folder again when that one leaves, until it is in the front: so only the
-   * front, at most `limit` requests, follows the folder's every change. A request that came into
-   * the front while its predecessor stays is no loss: that predecessor fits whenever it does (it
-   * counts fewer permits ahead), so it is granted and leaves first.
+   * requests ahead of it leave the queue. It reads the newest `limit` queue keys before its own and
+   * watches the one whose leaving (with those before it) brings it into the front: walking back
+   * from its own key, the key at which the permits reach the limit. When that key leaves it reads
+   * again, until it is in the front. Queue keys mostly leave in order, so each leaving wakes about
+   * one such request, the one `limit` permits behind it (a few, with mixed permit counts; never
+   * more than `limit`), and only the front, at most `limit` requests, follows the folder's every
+   * change.
    */
   async #behind(me: Waiter, call: MutexCall, signal: AbortSignal): Promise<Standing> {
     const { client, callTimeoutMs } = this.#c;
@@ -359,8 +361,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     for (;;) {
       const reads = [
         { request_range: { key } },
-        { request_range: this.#predecessorRange(me.revision) },
-        { request_range: this.#queueRange(me.limit) },
+        { request_range: this.#aheadRange(me.revision, me.limit) },
         { request_range: this.#leaseRange() },
         { request_range: this.#markerRange() },
       ];
@@ -376,15 +377,20 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         if (signal.aborted || error instanceof BackendUnavailableError) throw error;
         throw unavailable('reading the semaphore failed', error);
       }
-      const [own, predecessor, queue, leases, markers] = res.responses.map((r) => r.response_range.kvs);
-      if (own?.[0]?.create_revision !== me.revision.toString()) throw queueKeyGone();
-      const standing = this.#standing(
-        { queue: queue ?? [], leases: leases ?? [], markers: markers ?? [] },
-        me.limit,
-      );
-      const before = predecessor?.[0];
-      if (!before || inFront(standing, me)) return standing;
-      await afterDeletion(call, before.key, BigInt(res.header.revision) + 1n, signal, async () => undefined);
+      const [own, ahead = [], leases = [], markers = []] = res.responses.map((r) => r.response_range.kvs);
+      const mine = own?.[0];
+      if (mine?.create_revision !== me.revision.toString()) throw queueKeyGone();
+      // Fewer than `limit` keys ahead: all of them, so the whole front is known.
+      if (ahead.length < me.limit) {
+        const standing = this.#standing(
+          { queue: [...ahead].reverse().concat(mine), leases, markers },
+          me.limit,
+        );
+        if (inFront(standing, me)) return standing;
+      }
+      const target = frontGate(ahead, me.limit);
+      if (!target) throw new BackendUnavailableError('etcd: the semaphore queue could not be read'); // never: see frontGate
+      await afterDeletion(call, target.key, BigInt(res.header.revision) + 1n, signal, async () => undefined);
     }
   }
 
@@ -594,8 +600,8 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     return { key: this.#markers, range_end: prefixEnd(this.#markers) };
   }
 
-  /** The newest queue key created before ours (keys only). */
-  #predecessorRange(revision: bigint) {
+  /** The newest `limit` queue keys created before ours, newest first. */
+  #aheadRange(revision: bigint, limit: number) {
     const key = Buffer.from(this.#locks);
     return {
       key,
@@ -603,8 +609,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       sort_order: SortOrder.Descend,
       sort_target: SortTarget.Create,
       max_create_revision: (revision - 1n).toString(),
-      limit: 1,
-      keys_only: true,
+      limit,
     };
   }
 
@@ -666,6 +671,20 @@ function fits(standing: Standing, me: Waiter): boolean {
     mine.revision === me.revision.toString() &&
     standing.used + mine.permits + me.permits <= me.limit
   );
+}
+
+/**
+ * Of the queue keys just ahead of a request (newest first), the one at which their permits reach
+ * the limit: once it and every key before it have left, the request is in the front. Undefined
+ * when they stay under the limit (the request is in the front already, if they are all).
+ */
+function frontGate(ahead: IKeyValue[], limit: number): IKeyValue | undefined {
+  let permits = 0;
+  for (const kv of ahead) {
+    permits += queuedPermits(kv, limit);
+    if (permits >= limit) return kv;
+  }
+  return undefined;
 }
 
 /** Whether we are in the queue's front: the permits queued before ours are under the limit. */

@@ -75,10 +75,14 @@ export interface EtcdSemaphoreClient {
  *
  * The first state is read by the enqueue Txn itself (the first `limit` queue keys, the leases, the
  * markers: past the first `limit` keys nobody fits), so an uncontended request is two Txns. A
- * request that does not fit waits on the provider's view of the folder (folder-view.ts: one read,
- * then one watch per name and process), re-judged there on each change without any call: only a
- * request that now fits (or must stamp a lock-delay, or lost its queue key) is woken, so a release
- * wakes the requests it lets in and no others, whatever the queue's length.
+ * request that does not fit waits in one of two ways. In the queue's front (fewer than `limit`
+ * permits queued ahead of it) it waits on the provider's view of the folder (folder-view.ts: one
+ * read, then one watch per name and process, while a request of the process is in the front),
+ * judged there on each change without any call: only a request that now fits (or must stamp a
+ * lock-delay, or lost its queue key) is woken, so a release wakes the requests it lets in and no
+ * others. Further back it cannot fit before requests ahead of it leave: it watches one queue key
+ * (see #behind) and reads again when that key leaves. So a change reaches at most the front's
+ * processes, whatever the queue's length, and a leaving queue key wakes about one request behind.
  *
  * Lock-delay (lock-delay.ts): a grant that asks for one also puts `lockdelay/<attempt id>` on no
  * lease in its grant Txn; a clean release deletes both in one Txn. Every request counts, besides

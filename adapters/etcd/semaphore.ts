@@ -434,9 +434,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         if (done) return;
         if (gone(state, me)) {
           finish();
-          reject(
-            new BackendUnavailableError('etcd: the session expired while waiting; the queue entry is gone'),
-          );
+          reject(queueKeyGone());
           return;
         }
         const standing = this.#viewStanding(state, me.limit);

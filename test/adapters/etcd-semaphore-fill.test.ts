@@ -74,4 +74,27 @@ describe('etcd semaphore: a waiter whose permits fit does not wait for the grant
     expect(info.holders.reduce((sum, h) => sum + h.permits, 0)).toBe(3);
     await Promise.all([b.release(), s.release()]);
   });
+
+  it('a waiter whose connection is reset while it waits is granted after the release, never beside the holder', async () => {
+    await etcd.throughProxy(async (proxy) => {
+      const holder = etcd.open();
+      const cut = etcd.open({ endpoints: [`http://${proxy.address}`], sessionTtlMs: 60_000 });
+      const name = uniqueKey('sem-reset');
+      const held = await holder.semaphore(name, { limit: 1 }).acquire();
+      const view = holder.semaphore(name, { limit: 1 });
+      const waits = cut.semaphore(name, { limit: 1 }).acquire({ waitMs: 30_000 });
+      waits.catch(() => undefined);
+      await eventually('the waiter queued', async () => (await view.inspect()).waiters === 1, 10_000);
+      await sleep(200); // set-up: let it settle into its wait (not a bound)
+      // Its watch stream breaks: the view it waits on is read again rather than resumed.
+      proxy.cutAll();
+      expect((await view.inspect()).holders.length).toBe(1);
+      await held.release();
+      const permit = await waits;
+      expect(permit.held).toBe(true);
+      const info = await view.inspect();
+      expect(info.holders.map((h) => h.fencingToken)).toEqual([permit.fencingToken]);
+      await permit.release();
+    });
+  });
 });

@@ -81,3 +81,51 @@ export function lineChart({ title, xLabel, yLabel, series }) {
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
 }
+
+/**
+ * An SVG bar chart of groups of bars on a linear y axis from 0, e.g. each backend's cases as a
+ * ratio to its floor. groups: [{ name, bars: [{ name, value }] }]; a dashed line marks `reference`.
+ */
+export function barChart({ title, yLabel, groups, reference }) {
+  const values = groups.flatMap((g) => g.bars.map((b) => b.value));
+  if (values.length === 0) throw new Error(`barChart "${title}": no bar to draw`);
+  const top = Math.ceil(Math.max(...values, reference ?? 0) * 1.1);
+  const plotW = WIDTH - MARGIN.left - 20;
+  const plotH = HEIGHT - MARGIN.top - MARGIN.bottom - 60; // room below for the bars' names
+  const py = (y) => MARGIN.top + plotH - (y / top) * plotH;
+  const slot = plotW / groups.length;
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" font-family="sans-serif" font-size="11">`,
+    `<rect width="${WIDTH}" height="${HEIGHT}" fill="white"/>`,
+    `<text x="${MARGIN.left}" y="22" font-size="14" font-weight="bold">${xmlText(title)}</text>`,
+    `<text transform="translate(16 ${MARGIN.top + plotH / 2}) rotate(-90)" text-anchor="middle">${xmlText(yLabel)}</text>`,
+  ];
+  for (let t = 0; t <= top; t += Math.max(1, Math.ceil(top / 8))) {
+    parts.push(
+      `<line x1="${MARGIN.left}" x2="${MARGIN.left + plotW}" y1="${py(t)}" y2="${py(t)}" stroke="#ddd"/>`,
+      `<text x="${MARGIN.left - 6}" y="${py(t) + 4}" text-anchor="end">${t}</text>`,
+    );
+  }
+  groups.forEach((group, g) => {
+    const x0 = MARGIN.left + g * slot;
+    const barW = (slot * 0.8) / group.bars.length;
+    group.bars.forEach((bar, i) => {
+      const x = x0 + slot * 0.1 + i * barW;
+      const colour = COLOURS[i % COLOURS.length];
+      parts.push(
+        `<rect x="${x.toFixed(1)}" y="${py(bar.value).toFixed(1)}" width="${(barW - 2).toFixed(1)}" height="${(py(0) - py(bar.value)).toFixed(1)}" fill="${colour}"/>`,
+        `<text x="${(x + barW / 2).toFixed(1)}" y="${(py(bar.value) - 4).toFixed(1)}" text-anchor="middle">${bar.value.toFixed(2)}</text>`,
+        `<text transform="translate(${(x + barW / 2).toFixed(1)} ${py(0) + 8}) rotate(35)" font-size="10">${xmlText(bar.name)}</text>`,
+      );
+    });
+    parts.push(
+      `<text x="${(x0 + slot / 2).toFixed(1)}" y="${HEIGHT - 8}" text-anchor="middle" font-weight="bold">${xmlText(group.name)}</text>`,
+    );
+  });
+  if (reference !== undefined)
+    parts.push(
+      `<line x1="${MARGIN.left}" x2="${MARGIN.left + plotW}" y1="${py(reference)}" y2="${py(reference)}" stroke="black" stroke-dasharray="6 4"/>`,
+    );
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}

@@ -1,6 +1,7 @@
 // etcd: fencekit against the etcd3 package's own lock() and against the raw floor, on one local etcd.
 import { Etcd3 } from 'etcd3';
 import { EtcdLockProvider } from 'fencekit/etcd';
+import { countEtcdCalls } from './etcd-call-count.mjs';
 import { handoffSamples, printHeapForLocks, printHerd, stats } from './scenarios.mjs';
 import { startServer } from './servers.mjs';
 import { measureSideBySide, printTable } from './table.mjs';
@@ -61,9 +62,22 @@ async function uncontended(endpoints) {
     { rounds: 5, iterations: 150, warmup: 30 },
   );
   printTable('etcd, uncontended acquire + release (1 client, loopback)', rows);
+  await printCallsPerGrant(provider);
   await lease.revoke();
   raw.close();
   await provider.close();
+}
+
+/** Calls to etcd per uncontended acquire + release, counted after the timed runs (the floor: 2). */
+async function printCallsPerGrant(provider) {
+  const counter = countEtcdCalls(provider.client);
+  const grants = 50;
+  for (let i = 0; i < grants; i++) await (await provider.acquire('bench/uncontended')).release();
+  const { calls, watches } = counter.take();
+  const perGrant = Object.entries(calls).map(([method, n]) => `${method} ${n / grants}`);
+  console.log(
+    `fencekit calls per acquire + release: ${perGrant.join(', ')}; watches ${watches / grants} (floor: 2 calls)`,
+  );
 }
 
 /** From the holder's release() call to the waiter (another client) holding, against the watch floor. */

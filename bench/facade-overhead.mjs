@@ -1,9 +1,10 @@
-// Issue #18: do the facades keep within 10 % of fencekit's native API with 10 contenders on Redis?
+// Do the facades keep within 10 % of fencekit's native API with 10 contenders on Redis?
 // Wall-clock on a shared machine swings by far more than 10 %, so the design keeps every bias off
 // the comparison and says how much noise is left:
 // - rounds: each case once per round, the order rotating through a Williams square (every case in
 //   every position, and after every other case, equally often), so neither a position in the round
-//   nor the case run just before favours one case; the old forward/reverse alternation did not;
+//   nor the case run just before favours one case (a forward/reverse alternation puts two cases
+//   always at the ends of a round, and an even count's median then keeps that position's bias);
 // - every run is fresh: new clients, connections and key, gc() before it, and the first LEAD_MS
 //   (connections, subscriptions, the first queue) left out of the timed window, so no case carries
 //   state or GC debt from its earlier runs (instances warmed first ran slower, see docs/benchmarks.md);

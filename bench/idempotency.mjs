@@ -22,7 +22,7 @@ const payload = { order: 42, amountCents: 4200, card: '4242' };
 const body = JSON.stringify({ charge: 'ch_1', amountCents: 4200 });
 const options = { rounds: 7, iterations: 300, warmup: 200 };
 const COUNTED_RUNS = 200;
-// Issue #17's target: a request's p50 within 1.5x of the bare writes, judged on the median of the
+// The target: a request's p50 within 1.5x of the bare writes, judged on the median of the
 // per-round p50 ratios where client and server each have a CPU (as a store runs, on another host:
 // each message wakes the other side). The one-CPU layout has no wake-ups and compares CPU work
 // alone; it is printed beside, with no target. Unpinned figures are indicative only.
@@ -79,8 +79,8 @@ async function measurePostgres(raw, store, pinnable, verdicts) {
   const insert = `INSERT INTO bench_bare VALUES ($1, $2, 'running', 1, now() + interval '30 s', NULL,
     now() + interval '1 day') ON CONFLICT (key) DO NOTHING RETURNING key`;
   // A replay's floor must do what the store's begin does: find the record and return what it holds
-  // (hash, state, result), inserting only when there is none, in one prepared statement. (Until
-  // 2026-12-01 it was the unnamed INSERT above, which finds the conflict but returns nothing.)
+  // (hash, state, result), inserting only when there is none, in one prepared statement. The
+  // unnamed INSERT above finds the conflict but returns nothing: too little for a replay's floor.
   const findOrInsert = {
     name: 'bare-find-or-insert',
     text: `WITH found AS (SELECT payload_hash, state, body FROM bench_bare WHERE key = $1),
@@ -91,7 +91,7 @@ async function measurePostgres(raw, store, pinnable, verdicts) {
   };
   // Statements per run: every query of a pg Client (the class of the store's pool) while only the
   // store runs; each is one round trip. Counted at the client, not at pool.query: the store checks
-  // a client out and queries it (until 2026-12-04 this counted pool.query and printed 0.00).
+  // a client out and queries it, so pool.query would count none.
   const pool = store.records.pool;
   const clientProto = pool.Client.prototype;
   const query = clientProto.query;

@@ -2,7 +2,7 @@
 // on one CPU while their ping-pong is short (no idle CPU to wake) and spreads them once the client
 // does a little more per call; on a VM that halts an idle CPU (no guest halt-polling here) each
 // wake-up then costs tens of µs. So a case that costs 30% more CPU can show 3–10× the latency of
-// its floor (seen here on 2026-12-02: per-round ratios 0.40–11.65 for one pair). A benchmark pins
+// its floor, and per-round ratios of one pair can range from 0.4 to over 10. A benchmark pins
 // both to fixed CPUs and reports each layout: 'separate CPUs' (like client and server on two
 // hosts: every reply wakes the other side) and 'one CPU' (only CPU work counts: the strictest).
 import { execFileSync } from 'node:child_process';

@@ -26,7 +26,7 @@ export async function benchRedis() {
   }
 }
 
-/** `npm run bench facade`: only the facades' overhead against the native API (issue #18). */
+/** `npm run bench facade`: only the facades' overhead against the native API (bench/facade-overhead.mjs). */
 export async function benchFacade() {
   const server = await startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL');
   try {

@@ -2,22 +2,27 @@
 // once for a few seconds, on every backend beside the Redis anchors (redlock v5 and
 // redis-semaphore's Mutex on the same Redis): handoffs per second (grants to a contender other than
 // the last holder), the p99 wait, and the acquires that failed. The contenders share a few clients
-// (CLIENTS at most), as the processes of a fleet would.
+// (CLIENTS at most), as the processes of a fleet would. Beside fencekit's ZooKeeper row, Curator's
+// InterProcessMutex (Debian's libcurator-recipes-java, when installed) at up to CURATOR_MAX
+// contenders, one client and thread each (its harness counts grants, not waits: no p99).
 //
 // FENCEKIT_BENCH_CONTENDERS=10,100  other contender counts; FENCEKIT_BENCH_SECONDS=3  the window;
 // FENCEKIT_BENCH_ONLY=redis,etcd    only those rows. With --chart (npm run bench scale -- --chart),
 // writes docs/benchmarks/scale-handoffs.svg and scale-p99.svg (bench/chart.mjs).
 import { setMaxListeners } from 'node:events';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { connect } from 'fencekit';
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock5';
 import { lineChart } from './chart.mjs';
+import { curatorMissing, startCurator } from './curator.mjs';
 import { startServer } from './servers.mjs';
 
 const CLIENTS = 20;
+/** Curator's harness opens a ZooKeeper session and a thread per contender: 1,000 would measure the JVM. */
+const CURATOR_MAX = 100;
 const counts = (process.env.FENCEKIT_BENCH_CONTENDERS ?? '10,100,1000').split(',').map(Number);
 const seconds = Number(process.env.FENCEKIT_BENCH_SECONDS ?? 3);
 const only = process.env.FENCEKIT_BENCH_ONLY?.split(',');
@@ -134,8 +139,28 @@ export async function benchScale() {
     console.log(
       `${'case'.padEnd(34)} ${'N'.padStart(6)} ${'handoffs/s'.padStart(11)} ${'p99 wait ms'.padStart(12)} ${'failed'.padStart(7)} ${'× at 10'.padStart(8)}`,
     );
+    const curator =
+      servers.zookeeper && !curatorMissing()
+        ? await startCurator(servers.zookeeper.vars.get('ZK_CONNECT'))
+        : undefined;
+    if (curator) rows['Curator InterProcessMutex (anchor)'] = 'curator';
     for (const [name, open] of Object.entries(rows)) {
       if (!open) continue;
+      if (open === 'curator') {
+        try {
+          for (const n of counts.filter((c) => c <= CURATOR_MAX)) {
+            const { grants } = await curator.send(`contend ${n} ${seconds * 1_000}`);
+            const r = { handoffsPerSecond: grants.reduce((a, b) => a + b, 0) / seconds, p99Ms: Number.NaN };
+            results.push({ name, contenders: n, ...r });
+            console.log(
+              `${name.padEnd(34)} ${String(n).padStart(6)} ${r.handoffsPerSecond.toFixed(0).padStart(11)} ${'-'.padStart(12)} ${String(grants.filter((g) => g < 0).length).padStart(7)}`,
+            );
+          }
+        } finally {
+          await curator.close();
+        }
+        continue;
+      }
       let first;
       for (const n of counts) {
         const r = await contend(open, n, `bench/scale/${n}/${results.length}`);
@@ -159,6 +184,7 @@ async function writeCharts(results) {
     points: results.filter((r) => r.name === name).map((r) => [r.contenders, r.handoffsPerSecond, r.p99Ms]),
   }));
   const dir = resolve(import.meta.dirname, '../docs/benchmarks');
+  await mkdir(dir, { recursive: true });
   const when = new Date().toISOString().slice(0, 10);
   await writeFile(
     resolve(dir, 'scale-handoffs.svg'),

@@ -295,9 +295,9 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
   }
   if (!results.has('fencekit Redis')) return { zk: zkRatio };
   const ratio = results.get('fencekit Redis') / results.get(REDIS_SEMAPHORE);
-  // Decision (issue 16 names no hold time): the 5× target is judged where a permit guards work
-  // (5 ms). With no hold, redis-semaphore's releaser takes its own permit back in the same turn
-  // (re-grabs, no hop), while every fencekit grant is a hand-over through Redis: shown, not judged.
+  // The 5× target names no hold time; it is judged where a permit guards work (5 ms holds). With no
+  // hold, redis-semaphore's releaser takes its own permit back in the same turn (re-grabs, no hop),
+  // while every fencekit grant is a hand-over through Redis: shown, not judged.
   const target = holdOf(holdMs) > 0 ? 'target ≥ 5×' : 'no target with 0 ms holds: see docs/benchmarks.md';
   console.log(`fencekit Redis: ${ratio.toFixed(1)}× the handovers per second of redis-semaphore (${target})`);
   return { redis: ratio, zk: zkRatio };

@@ -39,8 +39,12 @@ export async function measureSideBySide(cases, { rounds = 5, iterations = 500, w
   });
 }
 
+/** Every table printed in this run, in order, for the charts (bench/run.mjs --chart). */
+export const printedTables = [];
+
 /** Prints rows { name, p50, p99 } with each p50 as a ratio to the first row's. */
 export function printTable(title, rows) {
+  printedTables.push({ title, rows });
   const base = rows[0].p50;
   console.log(`\n${title}`);
   console.log(

@@ -1,28 +1,11 @@
+import type { ConnectOptions } from './connect-options.js';
 import { type ConnectionSpec, parseConnectionUrl } from './connection-url.js';
 import { BackendUnavailableError } from './errors.js';
 import { MemoryLockProvider, memoryServer } from './memory/provider.js';
-import type { ProviderDefaults } from './provider-base.js';
 import { processSecrets } from './secret-mask.js';
-import { resolveTls, type TlsOptions } from './tls.js';
+import { resolveTls } from './tls.js';
 import type { BackendName, LockProvider } from './types.js';
 import { urlCredentials } from './url-display.js';
-
-export { type ConnectionSpec, type HostPort, parseConnectionUrl } from './connection-url.js';
-
-/**
- * Options of {@link connect}: defaults for every acquire and telemetry ({@link ProviderDefaults}),
- * and the backend's own options (those of its provider class, e.g. `EtcdProviderOptions`).
- */
-export interface ConnectOptions extends ProviderDefaults {
-  /**
-   * TLS towards the backend (file contents or buffers), field by field over the URL's `tls=1`,
-   * `ca=`, `cert=`, `key=`, `servername=` (file names) and `rediss://`; `false` turns TLS off. On
-   * PostgreSQL the URL's `sslmode=` and its companions work instead (not both).
-   */
-  tls?: TlsOptions | boolean;
-  /** Backend-specific options passed through to the adapter (TLS, auth, timeouts …). */
-  [option: string]: unknown;
-}
 
 /**
  * The client package each backend needs (optional peer dependencies); null: none, fencekit speaks

@@ -1,7 +1,7 @@
 /** What a provider tells operators about: `provider.on(event, listener)`. */
 
 import type { LossReason } from './errors.js';
-import type { BackendName } from './types.js';
+import type { BackendName } from './lock-types.js';
 
 interface GrantFacts {
   backend: BackendName;

@@ -7,10 +7,10 @@
 export {
   type ConnectedProvider,
   type ConnectedSemaphoreProvider,
-  type ConnectOptions,
   connect,
   type SemaphoreBackendUrl,
 } from './connect.js';
+export type { ConnectOptions } from './connect-options.js';
 export { createElection, LockElection, type LockElectionOptions } from './election/lock-election.js';
 export { type LeaderWork, type RunAsLeaderOptions, runAsLeader } from './election/run-as-leader.js';
 export {
@@ -44,6 +44,7 @@ export type {
   TtlIgnored,
 } from './events.js';
 export { FencedStore } from './fencing/fenced-store.js';
+export type { AcquireOptions, BackendName, HolderInfo, Lock, LockInfo } from './lock-types.js';
 export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';
 export type { ProviderDefaults } from './provider-base.js';
 export type { DelayedGrant, ReadOptions, ReadWriteInfo, ReadWriteLock } from './read-write/types.js';
@@ -65,13 +66,5 @@ export { METRIC_NAMES } from './telemetry/instruments.js';
 export type { FencekitLogger } from './telemetry/logger.js';
 export type { GrantKind, TelemetryOptions, WaitOutcome } from './telemetry/telemetry.js';
 export type { Pem, TlsOptions } from './tls.js';
-export type {
-  AcquireOptions,
-  BackendName,
-  ForceReleaseOptions,
-  HolderInfo,
-  Lock,
-  LockInfo,
-  LockProvider,
-} from './types.js';
+export type { ForceReleaseOptions, LockProvider } from './types.js';
 export { MAX_KEY_BYTES, MAX_OWNER_BYTES, MAX_TTL_MS, MIN_TTL_MS } from './validate.js';

@@ -44,7 +44,7 @@ export function formatTable(reports: readonly TortureReport[]): string {
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
-/** The issue's own columns, out of the violations: one row reads as the checker's verdict. */
+/** One rule's violations in the report, counted for its own column: a row reads as the checker's verdict. */
 function count(report: TortureReport, rule: Rule): string {
   return String(report.violations.filter((v) => v.rule === rule).length);
 }

@@ -3,7 +3,7 @@ import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { bounded } from './bounded.js';
-import { enqueuedRevision } from './mutex.js';
+import { type EnqueueAttempt, enqueuedRevision } from './enqueue-txn.js';
 
 const deadline = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
 
@@ -102,7 +102,7 @@ export const REPLAY_WINDOW_MS = 1_000;
  * the key).
  */
 export async function settledRevision(
-  attempt: { txn: Promise<ITxnResponse>; deadline: Date },
+  attempt: EnqueueAttempt,
   sessionSignal: AbortSignal,
 ): Promise<bigint | undefined | 'ended'> {
   const untilDeadline = Math.max(0, attempt.deadline.getTime() - Date.now());

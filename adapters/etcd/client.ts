@@ -1,6 +1,6 @@
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, retry } from 'cockatiel';
 import { Etcd3, type IOptions, isRecoverableError } from 'etcd3';
-import type { ConnectionSpec } from '../../src/connect.js';
+import type { ConnectionSpec } from '../../src/connection-url.js';
 import type { TlsOptions } from '../../src/tls.js';
 import { refusedOr } from './refusal.js';
 import { etcdTls } from './tls.js';

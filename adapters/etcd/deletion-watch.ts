@@ -23,11 +23,11 @@ export interface DeletionSubscription {
  * One watch per provider over its namespace, deletes only, filtered here by key: a held key deleted
  * behind our back (its lease revoked, `etcdctl del`) is reported within one watch event, not at the
  * next keepalive. One watch for all locks rather than one per lock: an acquire sends nothing more
- * and a held lock costs one Map entry (bench: one watch per lock made acquire + release 1.8× slower
- * and 10,000 held locks cost +7 MB). The price: every delete in the namespace reaches every
+ * and a held lock costs one Map entry, where a watch per lock adds a round trip to every acquire
+ * and a watcher to every held lock. The price: every delete in the namespace reaches every
  * provider, so a namespace of its own keeps that traffic to fencekit's keys. It watches from the
- * revision at its creation (no start revision: one made with a past start revision slowed every
- * handoff by ~2 ms here), and the provider's first session is usable only once it is confirmed
+ * revision at its creation (no start revision: a watch made with a past start revision slows every
+ * handoff), and the provider's first session is usable only once it is confirmed
  * (in parallel with the lease grant), so no key of ours exists before it. It lives as long as the
  * provider, which also keeps the etcd3 client's watch stream from being torn down while events
  * are in flight (a late event for a watch it no longer knows throws inside that client). If etcd

@@ -121,6 +121,15 @@ async function stamp(
 }
 
 /**
+ * Whether the queue's head may be granted on what its enqueue Txn read, with no call and no await:
+ * that Txn (in the revision that made us head) found no marker, and this grant asks for no delay.
+ * A lost holder's marker is always seen: every enqueue reads it in its own Txn.
+ */
+export function noDelayDue(seen: { kv: IKeyValue | undefined } | undefined, delayMs: number): boolean {
+  return seen !== undefined && seen.kv === undefined && delayMs === 0;
+}
+
+/**
  * Called by the queue's head before it is granted: waits out a lost holder's lock-delay (starting
  * it when nobody has yet), then, for a grant that asks for a delay, puts its own `held` marker
  * guarded by its key. Resolves true when the head may be granted, false when `wait` is false and a

@@ -11,6 +11,7 @@ import {
 } from 'etcd3';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { bounded } from './bounded.js';
+import { type EnqueueAttempt, enqueuedRevision } from './enqueue-txn.js';
 import { prefixEnd } from './keys.js';
 import type { EtcdSession } from './session.js';
 
@@ -56,12 +57,6 @@ const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + ti
 export function unavailable(what: string, error: unknown): BackendUnavailableError {
   if (error instanceof BackendUnavailableError) return error;
   return new BackendUnavailableError(`etcd: ${what}: ${(error as Error).message}`, { cause: error });
-}
-
-/** An enqueue Txn sent to etcd: its own promise (it may settle after the caller gave up) and deadline. */
-export interface EnqueueAttempt {
-  txn: Promise<ITxnResponse>;
-  deadline: Date;
 }
 
 /**
@@ -126,13 +121,6 @@ export async function enqueue(
     queued.reads = { ranges, revision: at };
   }
   return queued;
-}
-
-/** The create revision of our key after an answered enqueue Txn (put now, or adopted). */
-export function enqueuedRevision(res: ITxnResponse): bigint | undefined {
-  if (res.succeeded) return BigInt(res.header.revision);
-  const mine = res.responses[0]?.response_range.kvs[0];
-  return mine === undefined ? undefined : BigInt(mine.create_revision);
 }
 
 /** Which keys a waiter waits for, and whether it waits at all. */
@@ -232,10 +220,10 @@ function queueRange(prefix: string, before?: bigint): IRangeRequest {
 /**
  * Waits until key is deleted at or after fromRevision (deleted = true) or the watch ends otherwise
  * (false: compacted start revision, cancelled by etcd; read the queue again), then runs
- * next(deleted) before the watch is cancelled: a cancel sent first delays that read by ~1.7 ms
- * here. The watch must be created (etcd answered) within callTimeoutMs: the etcd3 client would
- * retry its creation forever while etcd is unreachable. Rejects when signal aborts. The cancel is
- * not awaited: its round trip must not delay the grant.
+ * next(deleted) before the watch is cancelled: a cancel sent first delays that read, and with it
+ * every handoff. The watch must be created (etcd answered) within callTimeoutMs: the etcd3 client
+ * would retry its creation forever while etcd is unreachable. Rejects when signal aborts. The
+ * cancel is not awaited: its round trip must not delay the grant.
  */
 export async function afterDeletion<T>(
   call: MutexCall,

@@ -1,7 +1,7 @@
 import { type Etcd3, type IOperation, type IOptions, type IRequestOp, SortOrder, SortTarget } from 'etcd3';
 import { CANCEL_GRACE_MS } from '../../src/cancel-grace.js';
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
-import type { HostPort } from '../../src/connection-url.js';
+import type { ConnectOptions } from '../../src/connect-options.js';
+import type { ConnectionSpec, HostPort } from '../../src/connection-url.js';
 import {
   AuthenticationError,
   BackendUnavailableError,
@@ -32,6 +32,7 @@ import {
   clearLockDelay,
   delayedUntil,
   markerKey,
+  noDelayDue,
   parseMarker,
   releaseWithMarker,
   startDelay,
@@ -251,16 +252,14 @@ export class EtcdLockProvider extends BaseLockProvider {
     // One etcd key per session and name: acquires of one name in this provider take turns here. A
     // turn ends only once etcd confirmed our key's deletion, or the session (its lease) ended.
     // A request that must not wait (tryAcquire, waitMs 0) does not queue behind a local holder.
-    const leave = req.wait ? await this.#local.enter(req.key, cancel) : this.#local.tryEnter(req.key);
+    // A free name and a granted session are taken at once: no timer, no await.
+    const leave =
+      this.#local.tryEnter(req.key) ?? (req.wait ? await this.#local.enter(req.key, cancel) : null);
     if (!leave) return null;
     let session: EtcdSession;
     try {
-      session = await bounded(
-        this.#sessions.current(req.ttlGiven ? req.ttlMs : undefined),
-        cancel,
-        this.callTimeoutMs,
-        'session lease grant',
-      );
+      cancel.throwIfAborted(); // closed meanwhile: send nothing
+      session = this.#sessions.live(this.#sessionTtl(req)) ?? (await this.#grantedSession(req, cancel));
       this.noteReached();
     } catch (error) {
       leave();
@@ -274,6 +273,17 @@ export class EtcdLockProvider extends BaseLockProvider {
     }
   }
 
+  /** The session TTL an acquire asks for: its ttlMs when given, else the provider's sessionTtlMs. */
+  #sessionTtl(req: LockRequest): number | undefined {
+    return req.ttlGiven ? req.ttlMs : undefined;
+  }
+
+  /** The request's session when it must be granted (or replaced) first: bounded and cancellable. */
+  #grantedSession(req: LockRequest, cancel: AbortSignal): Promise<EtcdSession> {
+    const current = this.#sessions.current(this.#sessionTtl(req));
+    return bounded(current, cancel, this.callTimeoutMs, 'session lease grant');
+  }
+
   async #acquire(
     req: LockRequest,
     session: EtcdSession,
@@ -281,6 +291,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     leave: () => void,
   ): Promise<OwnedLock | null> {
     const prefix = namePrefix(this.namespace, req.key);
+    const marker = markerKey(this.namespace, req.key);
     const call: MutexCall = {
       client: this.client,
       session,
@@ -291,7 +302,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       onWake: () => {
         this.wakeups += 1;
       },
-      alsoRead: markerKey(this.namespace, req.key),
+      alsoRead: marker,
     };
     let queued: Queued;
     // Subscribed before the Txn is sent: a delete of our key before the grant is seen too.
@@ -317,17 +328,14 @@ export class EtcdLockProvider extends BaseLockProvider {
     }
     try {
       if (!queued.owner) await waitForTurn(call, queued, signal);
-      // The marker the enqueue read is current only if we headed the queue then.
+      // The marker the enqueue read is current only if we headed the queue then. None there and no
+      // delay asked settles it at once (no call, no await); else clearLockDelay reads and writes.
       const seen = queued.owner ? queued.alsoRead : undefined;
       const delay = { delayMs: req.lockDelayMs, wait: req.wait, signal };
-      if (
-        !(await clearLockDelay(
-          { ...call, alsoRead: markerKey(this.namespace, req.key) },
-          queued,
-          delay,
-          seen,
-        ))
-      ) {
+      const cleared =
+        noDelayDue(seen, req.lockDelayMs) ||
+        (await clearLockDelay({ ...call, alsoRead: marker }, queued, delay, seen));
+      if (!cleared) {
         await giveBack();
         return null;
       }
@@ -381,8 +389,8 @@ export class EtcdLockProvider extends BaseLockProvider {
       releaseOnBackend: async () => {
         // With a lock-delay: key and marker in one Txn (a clean release starts no delay). Unanswered,
         // the session deletes the key alone, and the next holder waits out a delay it need not.
-        const marker = markerKey(this.namespace, req.key);
         if (req.lockDelayMs > 0) {
+          const marker = markerKey(this.namespace, req.key);
           const answered = await releaseWithMarker(
             this.client,
             key,

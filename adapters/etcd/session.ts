@@ -5,8 +5,8 @@ import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
 import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
 import { bounded } from './bounded.js';
 import { deleteUntilConfirmed, settledRevision } from './cleanup.js';
+import type { EnqueueAttempt } from './enqueue-txn.js';
 import { leaseHex } from './keys.js';
-import type { EnqueueAttempt } from './mutex.js';
 
 export interface SessionOptions {
   ttlMs: number;

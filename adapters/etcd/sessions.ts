@@ -31,9 +31,17 @@ export class EtcdSessions {
     this.#open = open;
   }
 
+  /**
+   * The live session for ttlMs when one is granted already, without waiting: an acquire on a warm
+   * provider then sets no timer and awaits nothing for it. undefined: use current().
+   */
+  live(ttlMs?: number): EtcdSession | undefined {
+    return this.#byTtl.get(this.#seconds(ttlMs))?.live();
+  }
+
   /** The live session for ttlMs (undefined: the provider's sessionTtlMs), opened if need be. */
   current(ttlMs?: number): Promise<EtcdSession> {
-    const seconds = ttlMs === undefined ? this.#defaultSeconds : leaseSeconds(ttlMs);
+    const seconds = this.#seconds(ttlMs);
     let slot = this.#byTtl.get(seconds);
     if (!slot) {
       const others = [...this.#byTtl.keys()].filter((kept) => kept !== this.#defaultSeconds);
@@ -49,6 +57,10 @@ export class EtcdSessions {
       this.#byTtl.set(seconds, slot);
     }
     return slot.current();
+  }
+
+  #seconds(ttlMs: number | undefined): number {
+    return ttlMs === undefined ? this.#defaultSeconds : leaseSeconds(ttlMs);
   }
 
   /** The provider's own session (sessionTtlMs), if one was opened. */
@@ -67,6 +79,8 @@ export class EtcdSessions {
 class SessionSlot {
   readonly #open: () => Promise<EtcdSession>;
   #session: Promise<EtcdSession> | undefined;
+  /** What #session resolved with, once it did (the same session: current() would answer it). */
+  #granted: EtcdSession | undefined;
 
   constructor(open: () => Promise<EtcdSession>) {
     this.#open = open;
@@ -85,6 +99,11 @@ class SessionSlot {
     });
   }
 
+  /** The granted session if it is alive, at once (undefined while a grant is under way, or it ended). */
+  live(): EtcdSession | undefined {
+    return this.#granted?.alive ? this.#granted : undefined;
+  }
+
   /** The last session granted, if its grant succeeded. */
   opened(): Promise<EtcdSession | undefined> {
     return this.#session?.catch(() => undefined) ?? Promise.resolve(undefined);
@@ -93,9 +112,15 @@ class SessionSlot {
   #reopen(): Promise<EtcdSession> {
     const opening = this.#open();
     this.#session = opening;
-    opening.catch(() => {
-      if (this.#session === opening) this.#session = undefined;
-    });
+    this.#granted = undefined;
+    opening.then(
+      (session) => {
+        if (this.#session === opening) this.#granted = session;
+      },
+      () => {
+        if (this.#session === opening) this.#session = undefined;
+      },
+    );
     return opening;
   }
 }

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 // The public types name pg's types one by one: a declaration file's `import pg from 'pg'` fails a
 // CommonJS user without esModuleInterop (pg's types have no default export there).
 import pg, { type Pool, type PoolConfig } from 'pg';
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import type { ConnectOptions } from '../../src/connect-options.js';
+import type { ConnectionSpec } from '../../src/connection-url.js';
 import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { OwnedLock } from '../../src/ownership.js';

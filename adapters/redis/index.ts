@@ -2,7 +2,8 @@
  * The Redis, Redis Cluster and Redlock providers.
  * @module fencekit/redis
  */
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import type { ConnectOptions } from '../../src/connect-options.js';
+import type { ConnectionSpec } from '../../src/connection-url.js';
 import { createProvider as createRedisProvider, type RedisLockProvider } from './provider.js';
 import { RedlockProvider, type RedlockProviderOptions } from './redlock.js';
 

@@ -1,7 +1,8 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
-import type { ConnectionSpec, ConnectOptions } from '../../src/connect.js';
+import type { ConnectOptions } from '../../src/connect-options.js';
+import type { ConnectionSpec } from '../../src/connection-url.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { guardSockets } from '../../src/ioredis-sockets.js';
 import { leasedLock } from '../../src/lease-renewal.js';

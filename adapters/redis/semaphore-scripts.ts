@@ -31,7 +31,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 ${DELAY_LUA}
 
 -- From all three keys every time: if one was lost (evicted, deleted), a waiter left in the queue
--- list would be granted again and again and block everyone behind it (safety review).
+-- list would be granted again and again and block everyone behind it.
 local function unqueue(id)
   redis.call('LREM', KEYS[5], 0, id)
   redis.call('ZREM', KEYS[6], id)

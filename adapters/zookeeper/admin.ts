@@ -2,7 +2,8 @@ import { decodeHolder } from '../../src/holder-record.js';
 import type { HolderInfo } from '../../src/types.js';
 import { type ZkSession, zkCode } from './client.js';
 import { MARKER_NAME, stampAfterRemoval } from './lock-delay.js';
-import { type NodeKind, queueOrder, unavailable } from './mutex.js';
+import { type NodeKind, queueOrder } from './mutex.js';
+import { unavailable } from './unavailable.js';
 
 /** Folders list() looks into at most: bounded however many names the tree holds. */
 const MAX_FOLDERS = 10_000;

@@ -1,3 +1,5 @@
+import { setMaxListeners } from 'node:events';
+import { sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import {
   AuthenticationError,
@@ -15,6 +17,7 @@ import {
   provenTouch,
   trustedSpanMs,
 } from './heartbeat.js';
+import { SessionRemovals } from './removals.js';
 import { ZkClient } from './wire/client.js';
 import { zkCode } from './wire/codes.js';
 
@@ -53,11 +56,15 @@ export interface ZkSessionOptions {
  * Expiry reported by the server ends it at once. A session lost locally is closed at once (the
  * server then drops its nodes instead of keeping them for a client that reconnects and pings), and
  * never revived: the provider opens a new one for later calls.
+ * The session owns every node it created: remove() and removeMatching() delete them through one
+ * retry loop (removals.ts), and a removal it cannot confirm within a session timeout ends the
+ * session, so that the server deletes the node with it.
  */
 export class ZkSession {
   readonly client: ZkClient;
   readonly #options: ZkSessionOptions;
   readonly #liveness: SessionLiveness;
+  readonly #removals: SessionRemovals;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #heartbeatInFlight = false;
   /** Connections made after the first: a heartbeat counts only on the connection it was sent on. */
@@ -73,6 +80,15 @@ export class ZkSession {
     this.#liveness = new SessionLiveness(options.driftRate, () => {
       clearTimeout(this.#heartbeatTimer);
       void client.close();
+    });
+    // Every removal under way waits on it (close() may release thousands at once): not a leak.
+    setMaxListeners(0, this.#liveness.signal);
+    this.#removals = new SessionRemovals({
+      client,
+      signal: this.#liveness.signal,
+      callTimeoutMs: options.callTimeoutMs,
+      sessionTimeoutMs: () => client.sessionTimeoutMs,
+      end: () => this.#lose('unconfirmed'),
     });
   }
 
@@ -152,6 +168,11 @@ export class ZkSession {
     return this.client.sessionTimeoutMs;
   }
 
+  /** Deadline of each call. */
+  get callTimeoutMs(): number {
+    return this.#options.callTimeoutMs;
+  }
+
   get alive(): boolean {
     return this.#liveness.alive;
   }
@@ -178,7 +199,51 @@ export class ZkSession {
     return this.#liveness.whenLost(onLost);
   }
 
-  /** Closes the session (its ephemeral nodes go at once); bounded by timeoutMs (default callTimeoutMs). */
+  /**
+   * Deletes a node this session created, retrying until the server confirms (true) or the session
+   * ends (false: its nodes went with it). A removal not confirmed within a session timeout ends the
+   * session. Never rejects; the session owns the removal whether or not anyone waits for it.
+   */
+  remove(path: string): Promise<boolean> {
+    return this.#removals.remove(path);
+  }
+
+  /**
+   * After a create whose outcome is unknown: deletes this session's nodes under parent whose
+   * names start with prefix (our request's uuid), as remove() does, listing again on each try.
+   */
+  removeMatching(parent: string, prefix: string): Promise<boolean> {
+    return this.#removals.removeMatching(parent, prefix);
+  }
+
+  /**
+   * remove(), waited for at most waitMs (default callTimeoutMs) or until signal aborts, as a
+   * release waits: resolves once the server confirmed the delete; rejects with
+   * BackendUnavailableError when it did not in time or the session ended first, or with the
+   * signal's reason. Either way the session owns the removal from then on.
+   */
+  async removeWithin(path: string, wait: { waitMs?: number; signal?: AbortSignal } = {}): Promise<void> {
+    const waitMs = wait.waitMs ?? this.#options.callTimeoutMs;
+    const timer = sleepUnlessWoken(waitMs, wait.signal);
+    const confirmed = await Promise.race([this.remove(path), timer.done.then(() => false)]).finally(
+      () => timer.wake(), // confirmed first: the timer goes
+    );
+    if (!confirmed) {
+      throw new BackendUnavailableError(
+        `zookeeper: deleting ${path} was not confirmed within ${waitMs} ms; the session retries it until confirmed or it ends`,
+      );
+    }
+  }
+
+  /** What the session is still removing (for tests and inspection). */
+  get pendingRemovals(): string[] {
+    return this.#removals.pending;
+  }
+
+  /**
+   * Closes the session (its ephemeral nodes go at once, and so do the removals under way: they
+   * stop); bounded by timeoutMs (default callTimeoutMs).
+   */
   close(timeoutMs?: number): Promise<void> {
     const closing = this.client.close(timeoutMs); // first: losing the session would close with the default bound
     this.#lose('closed');

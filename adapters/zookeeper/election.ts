@@ -6,7 +6,8 @@ import type { Lock } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { type ZkSession, zkCode } from './client.js';
 import { confirmThroughLeader } from './heartbeat.js';
-import { queueOrder, unavailable } from './mutex.js';
+import { queueOrder } from './mutex.js';
+import { unavailable } from './unavailable.js';
 import type { ACL } from './wire/ops.js';
 
 /** What the election needs from the provider that runs it. */

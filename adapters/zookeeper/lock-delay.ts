@@ -1,7 +1,8 @@
 import { sleepUnlessWoken } from '../../src/backoff.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { type ZkSession, zkCode } from './client.js';
-import { unavailable, type ZkQueued } from './mutex.js';
+import type { ZkQueued } from './mutex.js';
+import { unavailable } from './unavailable.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 
 /**

@@ -1,9 +1,10 @@
 import { sleepUnlessWoken } from '../../src/backoff.js';
+import { CANCEL_GRACE_MS, withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { type ZkSession, zkCode } from './client.js';
-import { removeOwned } from './entries.js';
 import type { FolderMaker } from './folders.js';
 import type { OwnNodeWatch } from './node-watch.js';
+import { unavailable } from './unavailable.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
 
@@ -101,7 +102,8 @@ const MAX_CREATES = 3;
  * Creates our EPHEMERAL_SEQUENTIAL node once. The client never replays a call, and when the answer
  * is lost (connection loss, timeout) we look for our `_c_<uuid>-` node in the folder and adopt it
  * if it exists and belongs to our session, instead of creating a second one (Curator's protection).
- * Every call races `cancel`; a create given up on that way may still be applied: removeLater owns it.
+ * Every call races `cancel`. A create whose outcome stays unknown (given up on, timed out, its
+ * answer lost with no listing since) may still be applied: the session's removeMatching owns it.
  */
 export async function protectedCreate(call: ZkQueueCall, cancel: AbortSignal): Promise<ZkQueued> {
   const uuid = crypto.randomUUID();
@@ -121,7 +123,7 @@ export async function protectedCreate(call: ZkQueueCall, cancel: AbortSignal): P
       return { path, name: path.slice(call.parent.length + 1), stat, answeredAt: performance.now() };
     } catch (error) {
       if (cancel.aborted) {
-        removeLater(call, `_c_${uuid}-`); // sent, perhaps: its node must not outlive us
+        abandonCreate(call, uuid); // sent, perhaps: its node must not outlive us
         throw cancel.reason;
       }
       const code = zkCode(error);
@@ -135,10 +137,9 @@ export async function protectedCreate(call: ZkQueueCall, cancel: AbortSignal): P
         // ZooKeeper answers a session's calls in order: once a listing on the reconnected session
         // answers, the lost create has either made our node or never will. Adopt it, or create again.
         const adopted = await findOursAfterReconnect(call, `_c_${uuid}-`, cancel);
+        if (adopted === 'unknown') abandonCreate(call, uuid);
         if (cancel.aborted) {
-          if (adopted !== 'unknown' && adopted)
-            void removeOwned(call.session, adopted.path).catch(() => undefined);
-          else if (adopted === 'unknown') removeLater(call, `_c_${uuid}-`);
+          if (adopted && adopted !== 'unknown') void call.session.remove(adopted.path);
           throw cancel.reason;
         }
         if (adopted === 'unknown') throw unavailable('creating the lock node failed', error);
@@ -147,7 +148,7 @@ export async function protectedCreate(call: ZkQueueCall, cancel: AbortSignal): P
       }
       // Timed out with the connection up: the create may still be applied later. Do not wait for it
       // here, but do not leave it behind either.
-      removeLater(call, `_c_${uuid}-`);
+      abandonCreate(call, uuid);
       throw unavailable('creating the lock node failed', error);
     }
   }
@@ -201,20 +202,9 @@ async function findOurs(
   return { path: `${call.parent}/${name}`, name, stat, answeredAt: performance.now() };
 }
 
-/** Tries a few times, over a few seconds, to delete a node whose create had an unknown outcome. */
-function removeLater(call: ZkQueueCall, prefix: string): void {
-  void (async () => {
-    for (let i = 0; i < 5 && call.session.alive; i++) {
-      await new Promise((r) => setTimeout(r, 500 * (i + 1)).unref());
-      try {
-        const found = await findOurs(call, prefix);
-        if (found) await removeNode(call.session, found.path);
-        return;
-      } catch {
-        // still unreachable: try again
-      }
-    }
-  })();
+/** A create of request `uuid` whose outcome is unknown: the session removes whatever it made. */
+function abandonCreate(call: ZkQueueCall, uuid: string): void {
+  void call.session.removeMatching(call.parent, `_c_${uuid}-`);
 }
 
 async function list(call: ZkQueueCall, signal?: AbortSignal): Promise<string[]> {
@@ -227,12 +217,14 @@ async function list(call: ZkQueueCall, signal?: AbortSignal): Promise<string[]> 
   }
 }
 
-export async function removeNode(session: ZkSession, path: string): Promise<void> {
-  try {
-    await session.client.delete(path, -1);
-  } catch (error) {
-    if (zkCode(error) !== 'NO_NODE') throw unavailable('deleting the lock node failed', error);
-  }
+/**
+ * Deletes nodes a request no longer needs, waiting for the server's confirmation at most
+ * CANCEL_GRACE_MS when its caller gave up (a frozen server must not stretch waitMs or an abort),
+ * else callTimeoutMs. Never rejects: the session owns the deletes from then on.
+ */
+export function leaveQueue(session: ZkSession, paths: readonly string[], cancel: AbortSignal): Promise<void> {
+  const removing = Promise.all(paths.map((path) => session.remove(path)));
+  return withinGrace(removing, cancel.aborted ? CANCEL_GRACE_MS : session.callTimeoutMs);
 }
 
 /** Deletes the folder if it is empty (NOT_EMPTY and NO_NODE are fine: someone else is using it). */
@@ -335,12 +327,5 @@ function deletion(call: ZkQueueCall, path: string, cancel: AbortSignal): Promise
       },
       (error: unknown) => finish(unavailable('watching the node ahead failed', error)),
     );
-  });
-}
-
-export function unavailable(what: string, error: unknown): BackendUnavailableError {
-  if (error instanceof BackendUnavailableError) return error;
-  return new BackendUnavailableError(`zookeeper: ${what}: ${String((error as Error)?.message ?? error)}`, {
-    cause: error,
   });
 }

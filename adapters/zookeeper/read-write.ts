@@ -1,10 +1,8 @@
-import { withinGrace } from '../../src/cancel-grace.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import type { HolderInfo } from '../../src/types.js';
 import { type ZkSession, zkCode } from './client.js';
-import { removeOwned } from './entries.js';
 import type { FolderMaker } from './folders.js';
 import {
   createGrantMarker,
@@ -18,8 +16,9 @@ import {
   shownDelays,
   waitForDelays,
 } from './lock-delay.js';
-import { type NodeKind, queueOrder, unavailable, type ZkNode, type ZkQueued } from './mutex.js';
+import { leaveQueue, type NodeKind, queueOrder, type ZkNode, type ZkQueued } from './mutex.js';
 import { holdTurn, takeTurn } from './turn.js';
+import { unavailable } from './unavailable.js';
 import type { ACL } from './wire/ops.js';
 
 /** What a ZooKeeper read-write lock borrows from its provider. */
@@ -180,7 +179,7 @@ export class ZkReadWriteAdapter implements ReadWriteAdapter {
     if (!turn) return null;
     if (cancel.aborted) {
       // Granted as the caller gave up: given back, never handed out.
-      await withinGrace(removeOwned(session, turn.queued.path).catch(() => undefined));
+      await leaveQueue(session, [turn.queued.path], cancel);
       throw cancel.reason;
     }
     return holdTurn(session, turn, {

@@ -1,5 +1,4 @@
 import { sleepUnlessWoken } from '../../src/backoff.js';
-import { withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { OwnedLock } from '../../src/ownership.js';
@@ -13,7 +12,6 @@ import {
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { type ZkSession, zkCode } from './client.js';
-import { removeOwned, removeOwnedByPrefix } from './entries.js';
 import type { FolderMaker } from './folders.js';
 import {
   createGrantMarker,
@@ -27,14 +25,15 @@ import {
   shownDelays,
 } from './lock-delay.js';
 import {
+  leaveQueue,
   protectedCreate,
   queueOrder,
-  unavailable,
   waitForTurn,
   type ZkQueueCall,
   type ZkQueued,
 } from './mutex.js';
 import { OwnNodeWatch } from './node-watch.js';
+import { unavailable } from './unavailable.js';
 import { type ACL, CreateMode } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
 
@@ -220,8 +219,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       if (started) this.#abandon(session, started); // waitForTurn failed after a speculative start
       // Granted or not, the mutex is left (as Curator does); the session retries a failed delete.
       // A cancelled caller waits for it only CANCEL_GRACE_MS: a frozen server must not stretch waitMs.
-      const leaving = removeOwned(session, queued.path).catch(() => undefined);
-      await (cancel.aborted ? withinGrace(leaving) : leaving);
+      await leaveQueue(session, [queued.path], cancel);
     }
   }
 
@@ -260,8 +258,8 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
   #abandon(session: ZkSession, step: LeaseStart): void {
     step.changed.stop();
     void step.creating.then(
-      (nodes) => Promise.all(nodes.map((node) => removeOwned(session, node.path).catch(() => undefined))),
-      () => undefined, // not made, or deleted later by protectedCreate's own clean-up
+      (nodes) => Promise.all(nodes.map((node) => session.remove(node.path))),
+      () => undefined, // not made, or removed by the session after protectedCreate gave it up
     );
   }
 
@@ -344,10 +342,11 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
       throw unavailable('taking a lease failed', error);
     } finally {
       if (!granted) {
-        const removing = Promise.all(
-          nodes.map((node) => removeOwned(session, node.path).catch(() => undefined)),
+        await leaveQueue(
+          session,
+          nodes.map((node) => node.path),
+          cancel,
         );
-        await (cancel.aborted ? withinGrace(removing) : removing);
       }
     }
   }
@@ -385,7 +384,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     } catch (error) {
       // The multi may have been applied with its answer lost: the session owns the clean-up and
       // retries it until the listing answers (one try could run while the connection is still down).
-      void removeOwnedByPrefix(session, this.#leases, base).catch(() => undefined);
+      void session.removeMatching(this.#leases, base);
       throw unavailable('creating the lease nodes failed', error);
     }
   }
@@ -502,7 +501,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
               () => false,
             )
           : false;
-        if (!both) await Promise.all(paths.map((path) => removeOwned(session, path)));
+        if (!both) await Promise.all(paths.map((path) => session.removeWithin(path)));
         // Not at once: while the semaphore is busy the folder (and its limit) stays.
         this.#c.removeFolderLater(session, this.#leases);
       },

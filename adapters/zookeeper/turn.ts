@@ -1,9 +1,7 @@
-import { withinGrace } from '../../src/cancel-grace.js';
 import { OwnedLock } from '../../src/ownership.js';
 import type { ZkSession } from './client.js';
-import { removeOwned } from './entries.js';
 import { releaseGrantWithMarker, releaseWithMarker } from './lock-delay.js';
-import { protectedCreate, waitForTurn, type ZkQueueCall, type ZkQueued } from './mutex.js';
+import { leaveQueue, protectedCreate, waitForTurn, type ZkQueueCall, type ZkQueued } from './mutex.js';
 import { OwnNodeWatch } from './node-watch.js';
 
 /** A queued node of ours whose turn came: its czxid is the fencing token. */
@@ -35,12 +33,10 @@ export async function takeTurn(
     const stat = await waitForTurn(call, queued, wait, cancel, watch);
     if (stat && (!atHead || (await atHead(queued)))) return { queued, token: stat.czxid, watch };
   } catch (error) {
-    // Timed out, aborted or cut off. A cancelled caller waits for the delete only CANCEL_GRACE_MS.
-    const removing = removeOwned(session, queued.path).catch(() => undefined);
-    await (cancel.aborted ? withinGrace(removing) : removing);
+    await leaveQueue(session, [queued.path], cancel); // timed out, aborted or cut off
     throw error;
   }
-  await removeOwned(session, queued.path);
+  await session.removeWithin(queued.path, { signal: cancel });
   return null;
 }
 
@@ -81,7 +77,7 @@ export function holdTurn(session: ZkSession, turn: ZkTurn, grant: TurnGrant): Ow
             () => false,
           )
         : false;
-      if (!both) await removeOwned(session, turn.queued.path); // if it fails, the session retries until confirmed
+      if (!both) await session.removeWithin(turn.queued.path); // unconfirmed: the session retries it
       grant.released();
     },
   });

@@ -6,7 +6,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { type Command, Option } from 'commander';
-import { type ConnectOptions, connect } from '../connect.js';
+import { connect } from '../connect.js';
+import type { ConnectOptions } from '../connect-options.js';
 import { parseConnectionUrl } from '../connection-url.js';
 import { InvalidArgumentError } from '../errors.js';
 import { processSecrets } from '../secret-mask.js';

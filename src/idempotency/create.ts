@@ -1,4 +1,5 @@
-import { parseConnectionUrl, requirePeer } from '../connect.js';
+import { requirePeer } from '../connect.js';
+import { parseConnectionUrl } from '../connection-url.js';
 import { InvalidArgumentError } from '../errors.js';
 import { guardSockets } from '../ioredis-sockets.js';
 import { postgresTls } from '../postgres-tls.js';

@@ -175,11 +175,11 @@ export class PostgresRecords implements RecordBackend {
     await this.named('abandon', [key, String(token)]);
   }
 
-  // Named: each connection plans a statement once (unnamed, planning the begin statement took
-  // ~0.7 ms of its ~0.8 ms here). Sent as a pg.Query given its callback at construction, on a client
-  // checked out here, as pool.query would do it: pg then does not copy a config object property by
-  // property (~3% of a replay's client time), and pg before 8.19 honours that callback too (it
-  // ignores pool.query's callback for a query object).
+  // Named: each connection plans a statement once (unnamed, planning is most of the begin
+  // statement's time on the server). Sent as a pg.Query given its callback at construction, on a
+  // client checked out here, as pool.query would do it: pg then does not copy a config object
+  // property by property (a visible share of a replay's client time), and pg before 8.19 honours
+  // that callback too (it ignores pool.query's callback for a query object).
   private named(statement: Statement, values: unknown[]): Promise<QueryResult> {
     const name = this.names[statement];
     const text = this.sql[statement];

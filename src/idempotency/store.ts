@@ -25,7 +25,7 @@ import {
 const MAX_LATE_STARTS = 3;
 
 // Attempt names: one random prefix per process and a counter, unique across processes without
-// drawing 16 random bytes per call (randomUUID was ~1% of a PostgreSQL replay's client time).
+// drawing 16 random bytes per call, which is a visible share of a replay's client time.
 const attemptPrefix = randomUUID();
 let attempts = 0;
 const nextAttempt = () => `${attemptPrefix}:${(attempts++).toString(36)}`;

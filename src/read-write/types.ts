@@ -1,4 +1,4 @@
-import type { AcquireOptions, HolderInfo, Lock } from '../types.js';
+import type { AcquireOptions, HolderInfo, Lock } from '../lock-types.js';
 
 /** Options of `acquireRead`, `tryAcquireRead` and `withRead`: those of a lock, and `downgradeFrom`. */
 export interface ReadOptions extends AcquireOptions {

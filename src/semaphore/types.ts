@@ -1,4 +1,4 @@
-import type { AcquireOptions, HolderInfo, Lock } from '../types.js';
+import type { AcquireOptions, HolderInfo, Lock } from '../lock-types.js';
 
 /** Options of `provider.semaphore(name, options)`. */
 export interface SemaphoreOptions {

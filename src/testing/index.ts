@@ -8,5 +8,5 @@ export { describeConformance } from './conformance.js';
 export { ExclusionMonitor, eventually, rejectsWith, uniqueKey, waitersReach } from './helpers.js';
 export { PermitChecker } from './permit-checker.js';
 export { describeReadWriteConformance, type ReadWriteConformanceTarget } from './read-write-conformance.js';
-export { describeSemaphoreConformance, type SemaphoreConformanceTarget } from './semaphore-conformance.js';
-export type { ConformanceTarget, TestApi } from './target.js';
+export { describeSemaphoreConformance } from './semaphore-conformance.js';
+export type { ConformanceTarget, SemaphoreConformanceTarget, TestApi } from './target.js';

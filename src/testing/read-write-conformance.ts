@@ -4,8 +4,7 @@ import type { ReadWriteLock } from '../read-write/types.js';
 import type { Lock, LockProvider } from '../types.js';
 import { eventually, rejectsWith, releaseStale, uniqueKey } from './helpers.js';
 import { describeReadWriteLockDelay } from './recipe-lock-delay-conformance.js';
-import type { SemaphoreConformanceTarget } from './semaphore-conformance.js';
-import type { TestApi } from './target.js';
+import type { SemaphoreConformanceTarget, TestApi } from './target.js';
 
 /** What a backend tells the read-write lock conformance suite about itself. */
 export type ReadWriteConformanceTarget = Pick<

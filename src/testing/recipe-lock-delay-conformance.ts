@@ -3,8 +3,7 @@ import type { ReadWriteLock } from '../read-write/types.js';
 import type { Semaphore } from '../semaphore/types.js';
 import type { LockProvider } from '../types.js';
 import { eventually, rejectsWith, uniqueKey } from './helpers.js';
-import type { SemaphoreConformanceTarget } from './semaphore-conformance.js';
-import type { TestApi } from './target.js';
+import type { SemaphoreConformanceTarget, TestApi } from './target.js';
 
 /** The delay the waiting tests ask for: long enough to see, short enough to wait for. */
 const DELAY_MS = 1_500;

@@ -5,41 +5,14 @@ import type { LockProvider } from '../types.js';
 import { eventually, rejectsWith, releaseStale, sleep, uniqueKey } from './helpers.js';
 import { PermitChecker } from './permit-checker.js';
 import { describeSemaphoreLockDelay } from './recipe-lock-delay-conformance.js';
-import type { TestApi } from './target.js';
-
-/** What a backend tells the semaphore conformance suite about itself. */
-export interface SemaphoreConformanceTarget {
-  name: string;
-  /** A new client of the same backend, as another process would open. The suite closes it. */
-  createProvider(): Promise<LockProvider>;
-  /** Lease given to acquires in tests (200–2000 ms). */
-  ttlMs: number;
-  /** How long after a holder dies its permits must be free again: TTL or session, plus slack. */
-  holderDeathBoundMs: number;
-  /** Waiters are granted in request order. */
-  fifo: boolean;
-  /** Waiters the backend has woken so far (for "wake-ups per released permit ≤ 1"). */
-  wakeups?: () => number;
-  /** The backend stores the limit with the name (SemaphoreLimitMismatchError on a different one). */
-  limitMismatch: boolean;
-  /** The backend keeps lock-delay on semaphores: their lock-delay tests fail if it refuses one. */
-  lockDelay?: boolean;
-  faults?: {
-    /** The client's process dies: it neither renews nor releases anything again. */
-    crash(provider: LockProvider): Promise<void>;
-    /** Cut (true) or heal (false) the client's connection, without closing it. */
-    partition?(provider: LockProvider, cut: boolean): Promise<void>;
-  };
-  /** The providers' callTimeoutMs: close() of a cut-off provider must end within it + 1 s. */
-  callTimeoutMs?: number;
-}
+import type { SemaphoreConformanceTarget, TestApi } from './target.js';
 
 /** How long one test may wait for a grant before it counts as a failure rather than a hang. */
 const WAIT = { waitMs: 20_000 };
 
 /**
  * Waits until inspect() reports `count` waiters: a set-up step, not a speed check, so its bound is
- * as generous as a grant's (100 enqueues on a loaded 2-core machine took over 5 s).
+ * as generous as a grant's: enqueueing a hundred waiters on a loaded machine takes seconds.
  */
 function waitersReach(sem: Semaphore, count: number): Promise<void> {
   return eventually(

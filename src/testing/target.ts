@@ -34,6 +34,33 @@ export interface ConformanceTarget {
   };
 }
 
+/** What a backend tells the semaphore conformance suite about itself. */
+export interface SemaphoreConformanceTarget {
+  name: string;
+  /** A new client of the same backend, as another process would open. The suite closes it. */
+  createProvider(): Promise<LockProvider>;
+  /** Lease given to acquires in tests (200–2000 ms). */
+  ttlMs: number;
+  /** How long after a holder dies its permits must be free again: TTL or session, plus slack. */
+  holderDeathBoundMs: number;
+  /** Waiters are granted in request order. */
+  fifo: boolean;
+  /** Waiters the backend has woken so far (for "wake-ups per released permit ≤ 1"). */
+  wakeups?: () => number;
+  /** The backend stores the limit with the name (SemaphoreLimitMismatchError on a different one). */
+  limitMismatch: boolean;
+  /** The backend keeps lock-delay on semaphores: their lock-delay tests fail if it refuses one. */
+  lockDelay?: boolean;
+  faults?: {
+    /** The client's process dies: it neither renews nor releases anything again. */
+    crash(provider: LockProvider): Promise<void>;
+    /** Cut (true) or heal (false) the client's connection, without closing it. */
+    partition?(provider: LockProvider, cut: boolean): Promise<void>;
+  };
+  /** The providers' callTimeoutMs: close() of a cut-off provider must end within it + 1 s. */
+  callTimeoutMs?: number;
+}
+
 /** The slice of a test framework the suite needs: vitest, jest and mocha fit as they are. */
 export interface TestApi {
   describe(name: string, body: () => void): void;

@@ -130,23 +130,38 @@ describe('etcd adapter on a real etcd', () => {
       const key = uniqueKey('compacted');
       const lock = await a.acquire(key);
       await (await b.acquire(uniqueKey('warm-up'))).release(); // B's session exists before the delay
+      // Compacts past a start revision: writes until the revision is beyond it, then compacts there.
+      const compactPast = async (revision: bigint) => {
+        for (;;) {
+          const { header } = await a.client.put(`${key}-compaction-marker`).value('x').exec();
+          if (BigInt(header.revision) > revision) {
+            await a.client.kv.compact({ revision: header.revision, physical: true });
+            return;
+          }
+        }
+      };
+      // B's watches that start at a revision (the queue turn's; not the provider's deletion watch).
       let watches = 0;
+      let compacted: Promise<void> | undefined;
       const watch = b.client.watch.bind(b.client);
       b.client.watch = () => {
-        watches += 1;
-        return watch();
+        const builder = watch();
+        const startRevision = builder.startRevision.bind(builder);
+        builder.startRevision = (revision: string) => {
+          watches += 1;
+          // B has read the queue and is creating its watch, whose request needs 400 ms through the
+          // proxy to reach etcd: the compaction (direct, a few ms) lands before it, whatever the load.
+          compacted ??= compactPast(BigInt(revision));
+          return startRevision(revision);
+        };
+        return builder;
       };
-      // 400 ms each way: B's queue read is served ~0.8 s after its key appears, and its watch
-      // request reaches etcd ~0.8 s after that; the compaction lands in between.
       proxy.setMode({ kind: 'latency', ms: 400 });
       const waiting = b.acquire(key, { waitMs: 20_000 });
-      await eventually('B queued', async () => (await a.inspect(key))?.waiters === 1);
-      await new Promise((r) => setTimeout(r, 1_150));
-      await a.client.put(`${key}-compaction-marker`).value('1');
-      // Two writes: the compaction must pass the revision just after B's read, where its watch starts.
-      const { header } = await a.client.put(`${key}-compaction-marker`).value('2').exec();
-      await a.client.kv.compact({ revision: header.revision, physical: true });
-      await new Promise((r) => setTimeout(r, 1_500)); // B's watch was refused as compacted
+      await eventually('B creates its watch', async () => compacted !== undefined);
+      await compacted;
+      // B's watch was refused as compacted: B reads the queue again and watches from there.
+      await eventually('B watches again after a new read', async () => watches >= 2, 20_000);
       proxy.setMode({ kind: 'pass' });
       await lock.release();
       const granted = await waiting;
@@ -173,10 +188,11 @@ describe('etcd adapter on a real etcd', () => {
   });
 
   it('100 waiters: each release wakes at most one of them', async () => {
-    // 101 providers in one process on a shared 2-core machine: a 2 s session lost to a CPU stall
-    // would delete a waiter's key and wake the one behind it; 6 s rides through such stalls.
-    const waiters = Array.from({ length: 100 }, () => open({ sessionTtlMs: 6_000 }));
-    await expectOneWakeupPerRelease(open({ sessionTtlMs: 6_000 }), waiters, uniqueKey('herd-100'));
+    // 101 providers in one process on a shared 2-core machine: a session lost to a CPU stall would
+    // delete a waiter's key and wake the one behind it (6 s sessions were lost so on a machine
+    // loaded eight times over); 20 s rides through such stalls, and nothing here waits for one.
+    const waiters = Array.from({ length: 100 }, () => open({ sessionTtlMs: 20_000 }));
+    await expectOneWakeupPerRelease(open({ sessionTtlMs: 20_000 }), waiters, uniqueKey('herd-100'));
   }, 120_000);
 
   it('a SIGKILLed holder process: the next waiter is granted within the session TTL + 1 s', async () => {

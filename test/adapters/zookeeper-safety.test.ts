@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import zookeeper from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
@@ -5,6 +6,63 @@ import { InvalidArgumentError } from '../../src/index.js';
 import { uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 import { type PartitionableEnsemble, startPartitionableEnsemble } from '../servers/zk-peer-links.js';
+
+/** Digest credentials of the test's observer, the only identity that may list a refusing folder. */
+const OBSERVER = 'observer:secret';
+/** Anyone may create and delete nodes; only the observer may list them (or change the ACL). */
+const UNLISTABLE = [
+  new zookeeper.ACL(
+    zookeeper.Permission.CREATE | zookeeper.Permission.DELETE,
+    new zookeeper.Id('world', 'anyone'),
+  ),
+  new zookeeper.ACL(
+    zookeeper.Permission.ALL,
+    new zookeeper.Id('digest', `observer:${createHash('sha1').update(OBSERVER).digest('base64')}`),
+  ),
+];
+
+/** Anyone may do anything: the folder's ACL once the test lifts its refusal. */
+const OPEN = [new zookeeper.ACL(zookeeper.Permission.ALL, new zookeeper.Id('world', 'anyone'))];
+
+/** A raw client for checks behind the provider's back. */
+async function rawClient(connect: string, digest?: string): Promise<zookeeper.Client> {
+  const client = zookeeper.createClient(connect, { sessionTimeout: 4_000, retries: 0 });
+  await new Promise<void>((ok) => {
+    client.once('connected', () => ok());
+    client.connect();
+  });
+  if (digest) client.addAuthInfo('digest', Buffer.from(digest));
+  return client;
+}
+
+/** A node-zookeeper-client call as a promise. */
+function call<T>(
+  start: (done: (error: Error | zookeeper.Exception | null, value: T) => void) => void,
+): Promise<T> {
+  return new Promise<T>((ok, fail) => start((error, value) => (error ? fail(error) : ok(value))));
+}
+
+/** Whether path has no children within limitMs: listed again on each change its watch reports. */
+async function emptiedWithin(client: zookeeper.Client, path: string, limitMs: number): Promise<boolean> {
+  const giveUpAt = performance.now() + limitMs;
+  for (;;) {
+    let changed!: () => void;
+    const change = new Promise<void>((resolve) => {
+      changed = resolve;
+    });
+    const names = await call<string[]>((done) => client.getChildren(path, () => changed(), done));
+    if (names.length === 0) return true;
+    const left = giveUpAt - performance.now();
+    if (left <= 0) return false;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), left);
+    });
+    const outcome = await Promise.race([change, late]);
+    clearTimeout(timer);
+    if (outcome === 'late') return false;
+  }
+}
 
 /** Milliseconds from `since` until `signal` aborts, or undefined if it did not within `limitMs`. */
 function abortTime(signal: AbortSignal, since: number, limitMs: number): Promise<number | undefined> {
@@ -79,6 +137,8 @@ describe('ZooKeeper safety on a 3-node ensemble (tickTime 200, syncLimit 10)', (
 });
 
 describe('ZooKeeper: the session owns the nodes it created', () => {
+  /** The session timeout of the removal tests: a removal that cannot confirm ends the session then. */
+  const SESSION_MS = 4_000;
   let zk: ServerGroup;
   const providers: ZooKeeperLockProvider[] = [];
   beforeAll(async () => {
@@ -206,6 +266,91 @@ describe('ZooKeeper: the session owns the nodes it created', () => {
       await proxy.close();
     }
   }, 40_000);
+
+  /** A victim provider behind a proxy, a direct one, and an observer that alone may list the folder. */
+  async function refusedRemovalSetup() {
+    const connectString = endpoint(zk, 'ZK_CONNECT');
+    const [host = '', port = ''] = connectString.split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    const options = { sessionTimeoutMs: SESSION_MS, serverTickMs: 200, callTimeoutMs: 500 };
+    const victim = new ZooKeeperLockProvider({ connectString: proxy.address, ...options });
+    const other = new ZooKeeperLockProvider({ connectString, ...options });
+    providers.push(victim, other);
+    const observer = await rawClient(connectString, OBSERVER);
+    return { proxy, victim, other, observer };
+  }
+
+  /**
+   * An acquire whose create reaches the server but whose answer is lost, in a folder that lets
+   * anyone create and delete nodes but only the observer list them: the request can never find its
+   * node again to delete it, and its removal keeps failing.
+   */
+  async function nodeWithRefusedRemoval(setup: Awaited<ReturnType<typeof refusedRemovalSetup>>) {
+    const { proxy, victim, observer } = setup;
+    const key = uniqueKey('removal-refused');
+    const folder = victim.folder(key);
+    await call<string>((done) => observer.mkdirp(folder.slice(0, folder.lastIndexOf('/')), done));
+    await call<string>((done) => observer.create(folder, Buffer.alloc(0), UNLISTABLE, done));
+    await (await victim.acquire(uniqueKey('warm-up'))).release(); // the victim's session is open
+    let lostAnswer = false;
+    proxy.cutAfterRequest(
+      (chunk) => chunk.includes(`${folder}/_c_`),
+      () => {
+        lostAnswer = true;
+      },
+    );
+    const failed = await victim.acquire(key, { waitMs: 1_000 }).then(
+      () => 'granted',
+      (error: Error) => error.name,
+    );
+    expect(failed).not.toBe('granted');
+    expect(lostAnswer).toBe(true); // the create reached the server and its answer was lost
+    expect(await call<string[]>((done) => observer.getChildren(folder, done))).toHaveLength(1);
+    return { key, folder, failed };
+  }
+
+  it('a node whose removal keeps failing does not outlive it: the session is closed and the name is free again', async () => {
+    const setup = await refusedRemovalSetup();
+    const { proxy, victim, other, observer } = setup;
+    try {
+      const { key, folder, failed } = await nodeWithRefusedRemoval(setup);
+      const failedAt = performance.now();
+      // Its removal cannot confirm (each listing is refused) within a session timeout: the session
+      // is closed and the server deletes the node with it. The bound leaves room for a slow machine.
+      const emptied = await emptiedWithin(observer, folder, 3 * SESSION_MS);
+      console.log(
+        `acquire: ${failed}; the node ${emptied ? `went ${(performance.now() - failedAt).toFixed(0)} ms later` : 'stayed'}`,
+      );
+      expect(emptied).toBe(true);
+
+      await call<unknown>((done) => observer.setACL(folder, OPEN, -1, done));
+      await (await other.acquire(key, { waitMs: SESSION_MS })).release();
+      expect(victim.closed).toBe(false); // a new session serves the victim's later calls
+      await (await victim.acquire(key, { waitMs: SESSION_MS })).release();
+    } finally {
+      observer.close();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it("close() does not wait for a removal that keeps failing: the session's end takes the node", async () => {
+    const setup = await refusedRemovalSetup();
+    const { proxy, victim, observer } = setup;
+    try {
+      const { folder } = await nodeWithRefusedRemoval(setup);
+      const closing = performance.now();
+      await victim.close();
+      const closedIn = performance.now() - closing;
+      const emptied = await emptiedWithin(observer, folder, 3 * SESSION_MS);
+      console.log(`close() took ${closedIn.toFixed(0)} ms; the node ${emptied ? 'went' : 'stayed'}`);
+      // close() is bounded by callTimeoutMs (500 ms): far less than the removal's session timeout.
+      expect(closedIn).toBeLessThan(SESSION_MS);
+      expect(emptied).toBe(true);
+    } finally {
+      observer.close();
+      await proxy.close();
+    }
+  }, 60_000);
 
   it('a holder whose node is deleted behind its back loses its signal on the watch event, not at a heartbeat', async () => {
     const connectString = endpoint(zk, 'ZK_CONNECT');

@@ -131,11 +131,12 @@ interface Standing {
   /** The queue's first key (latin1). */
   head: string | undefined;
   /**
-   * For each queue key of the front (latin1): its create revision and the permits queued before
-   * it, which are under the limit. The walk stops where they reach it: nobody after can fit before
-   * someone ahead leaves the queue.
+   * For each queue key of the front (latin1): its create revision, the permits queued before it,
+   * which are under the limit, and the first limit other than ours recorded on a queue key before
+   * it. The walk stops where the permits reach the limit: nobody after can fit before someone
+   * ahead leaves the queue.
    */
-  ahead: Map<string, { revision: string; permits: number }>;
+  ahead: Map<string, { revision: string; permits: number; otherLimit: number | undefined }>;
   /** A lease's limit other than ours: SemaphoreLimitMismatchError. */
   otherLimit: number | undefined;
 }
@@ -330,8 +331,8 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     let standing = this.#enqueueStanding(queued, req.limit);
     for (;;) {
       signal.throwIfAborted();
-      if (standing.otherLimit !== undefined)
-        throw new SemaphoreLimitMismatchError(req.name, req.limit, standing.otherLimit);
+      const otherLimit = mismatch(standing, me);
+      if (otherLimit !== undefined) throw new SemaphoreLimitMismatchError(req.name, req.limit, otherLimit);
       const unstamped = this.#toStamp(standing, me);
       if (unstamped.length > 0) {
         for (const delay of unstamped) me.stamped.add(stampId(delay));
@@ -384,6 +385,12 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       const [own, ahead = [], leases = [], markers = []] = res.responses.map((r) => r.response_range.kvs);
       const mine = own?.[0];
       if (mine?.create_revision !== me.revision.toString()) throw queueKeyGone();
+      // A queue key ahead of ours with another limit: the request fails now, as in the front.
+      for (const kv of ahead) {
+        const otherLimit = otherLimitOf(kv, me.limit);
+        if (otherLimit !== undefined)
+          return { used: 0, delays: [], head: undefined, ahead: new Map(), otherLimit };
+      }
       // Fewer than `limit` keys ahead: all of them, so the whole front is known.
       if (ahead.length < me.limit) {
         const standing = this.#standing(
@@ -439,7 +446,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
         }
         const standing = this.#viewStanding(state, me.limit);
         if (
-          standing.otherLimit === undefined &&
+          mismatch(standing, me) === undefined &&
           !fits(standing, me) &&
           this.#toStamp(standing, me).length === 0
         )
@@ -490,14 +497,22 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
       if (!Number.isNaN(record.limit) && record.limit !== limit) otherLimit ??= record.limit;
       used += record.permits;
     }
-    const ahead = new Map<string, { revision: string; permits: number }>();
+    const ahead = new Map<string, { revision: string; permits: number; otherLimit: number | undefined }>();
     let head: string | undefined;
     let queued = 0;
+    // A queue key judges by its own limit: one ahead of us with another would count our permits
+    // against its limit while we count its permits against ours, and both could be granted
+    // (limit 2 taking 2 beside limit 4 taking 2). So a request with a queue key of another limit
+    // ahead of it fails as against a lease of another limit. A key with none (an older fencekit's)
+    // is not compared, as a lease key with none is not.
+    let queuedLimit: number | undefined;
     for (const kv of folder.queue) {
       head ??= kv.key.toString('latin1');
       if (queued >= limit) break;
-      ahead.set(kv.key.toString('latin1'), { revision: kv.create_revision, permits: queued });
+      const entry = { revision: kv.create_revision, permits: queued, otherLimit: queuedLimit };
+      ahead.set(kv.key.toString('latin1'), entry);
       queued += queuedPermits(kv, limit);
+      queuedLimit ??= otherLimitOf(kv, limit);
     }
     return { used, delays, head, ahead, otherLimit };
   }
@@ -687,6 +702,19 @@ function frontGate(ahead: IKeyValue[], limit: number): IKeyValue | undefined {
     if (permits >= limit) return kv;
   }
   return undefined;
+}
+
+/** A limit other than ours on a lease key, or on a queue key ahead of ours; undefined if none. */
+function mismatch(standing: Standing, me: Waiter): number | undefined {
+  if (standing.otherLimit !== undefined) return standing.otherLimit;
+  const mine = standing.ahead.get(me.id);
+  return mine?.revision === me.revision.toString() ? mine.otherLimit : undefined;
+}
+
+/** The limit recorded on a key if it is not `limit`; undefined if it is, or if none is recorded. */
+function otherLimitOf(kv: IKeyValue, limit: number): number | undefined {
+  const recorded = readRecord(kv).limit;
+  return Number.isNaN(recorded) || recorded === limit ? undefined : recorded;
 }
 
 /** Whether we are in the queue's front: the permits queued before ours are under the limit. */

@@ -155,9 +155,11 @@ export class FolderView {
     const revision = BigInt(read.header.revision);
     this.#copy = { revision, groups: new Map() };
     for (const kv of read.kvs) this.#put(this.#copy.groups, kv);
+    // The prefix as bytes: a string would be sent as its UTF-8 encoding, so a latin1 spelling of a
+    // non-ASCII name's bytes would watch other keys, and the view would never hear a release.
     const watcher = this.#client
       .watch()
-      .prefix(this.#prefix.toString('latin1'))
+      .prefix(this.#prefix)
       .startRevision((revision + 1n).toString())
       .watcher();
     this.#watcher = watcher;

@@ -75,6 +75,23 @@ describe('etcd semaphore: a waiter whose permits fit does not wait for the grant
     await Promise.all([b.release(), s.release()]);
   });
 
+  it('a name with non-ASCII characters: a waiter in the front hears the release (its view watches the name’s own keys)', async () => {
+    const [holder, waiter] = [etcd.open(), etcd.open()];
+    const name = uniqueKey('sem-café-锁');
+    const held = await holder.semaphore(name, { limit: 1 }).acquire();
+    const view = holder.semaphore(name, { limit: 1 });
+    // waitMs far past any release below: the old code's watch covered other keys, and it ran into it.
+    const waits = waiter.semaphore(name, { limit: 1 }).acquire({ waitMs: 15_000 });
+    waits.catch(() => undefined); // awaited below
+    await eventually('the waiter queued', async () => (await view.inspect()).waiters === 1, 10_000);
+    await sleep(200); // set-up: let it settle into its wait (not a bound)
+    await held.release();
+    const permit = await waits;
+    expect(permit.held).toBe(true);
+    expect((await view.inspect()).holders.map((h) => h.fencingToken)).toEqual([permit.fencingToken]);
+    await permit.release();
+  }, 30_000);
+
   it('a waiter whose connection is reset while it waits is granted after the release, never beside the holder', async () => {
     await etcd.throughProxy(async (proxy) => {
       const holder = etcd.open();

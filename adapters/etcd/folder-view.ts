@@ -186,9 +186,16 @@ export class FolderView {
     watcher.on('data', (res: IWatchResponse) => {
       if (generation === this.#generation) this.#apply(res);
     });
-    const created = new Promise<void>((resolve) => watcher.once('connected', () => resolve()));
+    // Confirmed in the handler itself: a break heard between it and the end of the await below is
+    // a break of a confirmed watch, and rebuilds the view (#build sees the new generation and starts
+    // over) rather than going unheard while the view goes live on a dead watch.
+    const created = new Promise<void>((resolve) =>
+      watcher.once('connected', () => {
+        confirmed = true;
+        resolve();
+      }),
+    );
     await bounded(Promise.race([created, broken]), this.#stopped.signal, timeoutMs, 'watching the semaphore');
-    confirmed = true;
   }
 
   /** The stream broke or etcd ended the watch: the copy may miss events, so it is built anew. */

@@ -21,7 +21,7 @@ export interface FolderState {
 export interface FolderListener {
   /** Read `state.groups` at once: the next watch response changes them. */
   changed(state: FolderState): void;
-  /** The view could not be (re)built: its listeners are owed an outage. */
+  /** The view ended for good (the provider closed): its listeners are owed an outage. */
   failed(error: BackendUnavailableError): void;
 }
 
@@ -104,9 +104,12 @@ export class FolderView {
 
   /**
    * Reads the folder, then watches it from the next revision, while someone listens. A failed try
-   * fails the listeners (each waiter then leaves, and its request is retried as after any outage)
-   * and is tried again after a backoff if listeners remain; a try overtaken by a drop (the watch it
-   * made broke at once) starts over.
+   * (each of its calls bounded by callTimeoutMs) is tried again after a jittered backoff, and its
+   * listeners keep waiting meanwhile: a waiter that left would delete its queue key and queue again
+   * at the back, behind requests that came later, so a short outage would reorder the queue. Each
+   * waiter still ends on its own terms (its waitMs, its signal, its session's loss: its queue key
+   * and so its place live while its session does). A try overtaken by a drop (the watch it made
+   * broke at once) starts over.
    */
   async #build(): Promise<void> {
     this.#building = true;
@@ -117,10 +120,9 @@ export class FolderView {
         const generation = this.#generation;
         try {
           await this.#readAndWatch(generation);
-        } catch (error) {
+        } catch {
           if (this.#stopped.signal.aborted) return;
           this.#drop();
-          for (const listener of [...this.#listeners]) listener.failed(outage(error));
           await sleepUnlessWoken(delays.next().value, this.#stopped.signal).done.catch(() => undefined);
           continue;
         }
@@ -244,10 +246,4 @@ export class FolderView {
     if (!state) return;
     for (const listener of [...this.#listeners]) listener.changed(state);
   }
-}
-
-function outage(error: unknown): BackendUnavailableError {
-  if (error instanceof BackendUnavailableError) return error;
-  const message = `etcd: watching the semaphore failed: ${(error as Error).message}`;
-  return new BackendUnavailableError(message, { cause: error });
 }

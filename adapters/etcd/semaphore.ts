@@ -420,8 +420,9 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
   /**
    * Waits on the provider's view of the folder until a state in which our permits fit, or we must
    * stamp a delay, or a lease has another limit, or our queue key is gone (the session expired; the
-   * request's signal usually says so first): BackendUnavailableError then. A view that cannot be
-   * built fails the wait as an outage does.
+   * request's signal usually says so first): BackendUnavailableError then. While the view cannot
+   * be built (an outage) we keep waiting, and our place: the signal ends the wait (waitMs, the
+   * caller's abort, our session's loss); the view fails it only when the provider closes.
    */
   #park(me: Waiter, signal: AbortSignal): Promise<Standing> {
     const view = this.#c.folder(Buffer.from(this.#base));

@@ -92,6 +92,52 @@ describe('etcd semaphore: a waiter whose permits fit does not wait for the grant
     await permit.release();
   }, 30_000);
 
+  it('a front waiter whose view cannot be read for a while keeps its place: granted before the waiter behind it', async () => {
+    await etcd.throughProxy(async (proxy) => {
+      const holder = etcd.open();
+      // Its session outlives the outage below by far: its queue key, and so its place, stays.
+      const first = etcd.open({ endpoints: [`http://${proxy.address}`], sessionTtlMs: 10_000 });
+      const second = etcd.open();
+      const name = uniqueKey('sem-outage');
+      const held = await holder.semaphore(name, { limit: 1 }).acquire();
+      const view = holder.semaphore(name, { limit: 1 });
+      const order: string[] = [];
+      const firstWaits = first
+        .semaphore(name, { limit: 1 })
+        .acquire({ waitMs: 30_000 })
+        .then((permit) => {
+          order.push('first');
+          return permit;
+        });
+      firstWaits.catch(() => undefined); // awaited below
+      await eventually('the first waiter queued', async () => (await view.inspect()).waiters === 1, 10_000);
+      const secondWaits = second
+        .semaphore(name, { limit: 1 })
+        .acquire({ waitMs: 30_000 })
+        .then((permit) => {
+          order.push('second');
+          return permit;
+        });
+      secondWaits.catch(() => undefined);
+      await eventually('the second waiter queued', async () => (await view.inspect()).waiters === 2, 10_000);
+      await sleep(200); // set-up: let both settle into their wait (not a bound)
+      // The first waiter's connections are reset and refused: its view's watch breaks, and the reads
+      // that would build it again fail until the proxy heals.
+      proxy.setMode({ kind: 'refuse' });
+      await sleep(1_500);
+      proxy.setMode({ kind: 'pass' });
+      await held.release();
+      await eventually('a waiter was granted', async () => order.length > 0, 20_000);
+      expect(order).toEqual(['first']);
+      const permit = await firstWaits;
+      expect((await view.inspect()).holders.map((h) => h.fencingToken)).toEqual([permit.fencingToken]);
+      await permit.release();
+      const next = await secondWaits;
+      expect(next.fencingToken).toBeGreaterThan(permit.fencingToken);
+      await next.release();
+    });
+  }, 60_000);
+
   it('a waiter whose connection is reset while it waits is granted after the release, never beside the holder', async () => {
     await etcd.throughProxy(async (proxy) => {
       const holder = etcd.open();

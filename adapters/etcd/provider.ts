@@ -503,8 +503,11 @@ export class EtcdLockProvider extends BaseLockProvider {
   readWriteWakeups = 0;
 
   /**
-   * Semaphore waiters woken by a change that lets them in (at most one per released permit); etcd
-   * semaphores make no handoffs any more (no chain through the queue), so the second stays 0.
+   * Semaphore waiters woken: `semaphoreWakeups` counts front waiters woken by a change of their
+   * view that lets them in (at most one per released permit); `semaphoreHandoffs` counts waiters
+   * behind the front woken by the leaving of the one queue key they watch (they read the queue
+   * again, and may still be behind). No grant is handed on through the queue: each request grants
+   * itself.
    */
   semaphoreWakeups = 0;
   semaphoreHandoffs = 0;

@@ -355,10 +355,12 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
    * requests ahead of it leave the queue. It reads the newest `limit` queue keys before its own and
    * watches the one whose leaving (with those before it) brings it into the front: walking back
    * from its own key, the key at which the permits reach the limit. When that key leaves it reads
-   * again, until it is in the front. Queue keys mostly leave in order, so each leaving wakes about
-   * one such request, the one `limit` permits behind it (a few, with mixed permit counts; never
-   * more than `limit`), and only the front, at most `limit` requests, follows the folder's every
-   * change.
+   * again, until it is in the front. Each leaving wakes the requests that watch that key (about
+   * one, the one `limit` permits behind it; a few with mixed permit counts, never more than
+   * `limit`), and only the front, at most `limit` requests, follows the folder's every change.
+   * Known limit: grants in the front can be made out of queue order, so keys in the window of
+   * such a request can leave before the one it watches; it then waits on until that key leaves
+   * (never longer than when only the queue's head was granted, as that key had to leave first).
    */
   async #behind(me: Waiter, call: MutexCall, signal: AbortSignal): Promise<Standing> {
     const { client, callTimeoutMs } = this.#c;

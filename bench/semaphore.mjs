@@ -19,9 +19,22 @@ import { compileAgainstCurator, curatorMissing } from '../docker/native/curator-
 import { startServer } from './servers.mjs';
 import { measureSideBySide, printTable } from './table.mjs';
 
-const LIMIT = 5;
-const CONTENDERS = 20;
+const LIMIT = envCount('FENCEKIT_BENCH_LIMIT', 5);
+const CONTENDERS = envCount('FENCEKIT_BENCH_CONTENDERS', 20);
 const SECONDS = 3;
+/** FENCEKIT_BENCH_HOLDS: the contended rows' hold times, e.g. `0,5` (default) or `2-10` (uniform per hold). */
+const HOLDS = (process.env.FENCEKIT_BENCH_HOLDS ?? '0,5').split(',').map((h) => h.trim());
+
+function envCount(name, fallback) {
+  const value = Number(process.env[name]);
+  return Number.isInteger(value) && value > 0 ? value : fallback;
+}
+
+/** One hold's length in ms: `5` is 5, `2-10` a uniform draw in [2, 10]. */
+function holdOf(hold) {
+  const [low, high] = hold.split('-').map(Number);
+  return high === undefined ? low : low + Math.random() * (high - low);
+}
 const REDIS_SEMAPHORE = 'redis-semaphore Semaphore (retryInterval 10 ms)';
 
 function fencekit(provider, name) {
@@ -49,19 +62,23 @@ function redisSemaphore(url, name) {
 
 /**
  * FENCEKIT_BENCH_ONLY=redis: only the rows on Redis (fencekit's and redis-semaphore's; the other
- * servers are not started); FENCEKIT_BENCH_ONLY=zookeeper: fencekit's ZooKeeper row and Curator's.
+ * servers are not started); FENCEKIT_BENCH_ONLY=zookeeper: fencekit's ZooKeeper row and Curator's;
+ * FENCEKIT_BENCH_ONLY=etcd: fencekit's etcd row. FENCEKIT_BENCH_LIMIT and FENCEKIT_BENCH_CONTENDERS
+ * change the contended rows' limit (5) and contenders (20), FENCEKIT_BENCH_HOLDS their holds.
  * FENCEKIT_BENCH_ROUNDS=N: the contended rows N times, interleaved, with the Redis and ZooKeeper
  * ratios printed per round (on a loaded machine, ratios measured side by side are what count).
  */
 export async function benchSemaphore() {
   const onlyRedis = process.env.FENCEKIT_BENCH_ONLY === 'redis';
   const onlyZk = process.env.FENCEKIT_BENCH_ONLY === 'zookeeper';
+  const onlyEtcd = process.env.FENCEKIT_BENCH_ONLY === 'etcd';
   const rounds = Math.min(Math.max(Number(process.env.FENCEKIT_BENCH_ROUNDS ?? 1) || 1, 1), 20);
   const none = { vars: new Map(), stop: async () => {} };
-  const redis = onlyZk ? none : await startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL');
+  const redis = onlyZk || onlyEtcd ? none : await startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL');
   const etcd = onlyRedis || onlyZk ? none : await startServer('etcd.sh', ['1'], 'FENCEKIT_ETCD_ENDPOINTS');
-  const pg = onlyRedis || onlyZk ? none : await startServer('postgres.sh', [], 'FENCEKIT_PG_URL');
-  const zk = onlyRedis ? none : await startServer('zookeeper.sh', ['1', '200'], 'FENCEKIT_ZK_CONNECT');
+  const pg = onlyRedis || onlyZk || onlyEtcd ? none : await startServer('postgres.sh', [], 'FENCEKIT_PG_URL');
+  const zk =
+    onlyRedis || onlyEtcd ? none : await startServer('zookeeper.sh', ['1', '200'], 'FENCEKIT_ZK_CONNECT');
   const zkConnect = zk.vars.get('ZK_CONNECT') ?? zk.vars.get('URL');
   const redisUrl = redis.vars.get('REDIS_URL') ?? redis.vars.get('URL');
   const etcdEndpoints = (etcd.vars.get('ETCD_ENDPOINTS') ?? etcd.vars.get('URL') ?? '').split(',');
@@ -72,18 +89,21 @@ export async function benchSemaphore() {
     [REDIS_SEMAPHORE]: (name) => redisSemaphore(redisUrl, name),
   };
   const zkMaker = (name) => fencekit(new ZooKeeperLockProvider({ connectString: zkConnect, root: '' }), name);
-  const makers = onlyRedis
-    ? redisMakers
-    : onlyZk
-      ? { 'fencekit ZooKeeper': zkMaker }
-      : {
-          'fencekit memory': (name) => fencekit(new MemoryLockProvider(), name),
-          ...redisMakers,
-          'fencekit etcd': (name) => fencekit(new EtcdLockProvider({ endpoints: etcdEndpoints }), name),
-          'fencekit PostgreSQL': (name) =>
-            fencekit(new PostgresLockProvider({ connectionString: pgUrl, maxConnections: 4 }), name),
-          'fencekit ZooKeeper': zkMaker,
-        };
+  const etcdMaker = (name) => fencekit(new EtcdLockProvider({ endpoints: etcdEndpoints }), name);
+  const makers = onlyEtcd
+    ? { 'fencekit etcd': etcdMaker }
+    : onlyRedis
+      ? redisMakers
+      : onlyZk
+        ? { 'fencekit ZooKeeper': zkMaker }
+        : {
+            'fencekit memory': (name) => fencekit(new MemoryLockProvider(), name),
+            ...redisMakers,
+            'fencekit etcd': etcdMaker,
+            'fencekit PostgreSQL': (name) =>
+              fencekit(new PostgresLockProvider({ connectionString: pgUrl, maxConnections: 4 }), name),
+            'fencekit ZooKeeper': zkMaker,
+          };
   try {
     const opened = [];
     const cases = {};
@@ -98,12 +118,18 @@ export async function benchSemaphore() {
     );
     await Promise.all(opened.map((c) => c.close()));
 
-    for (const holdMs of [0, 5]) {
+    for (const holdMs of HOLDS) {
       const ratios = [];
       for (let round = 1; round <= rounds; round++) {
         const tag = rounds > 1 ? ` (round ${round} of ${rounds})` : '';
         ratios.push(
-          await contended(makers, `${run}-${round}`, holdMs, onlyRedis ? undefined : zkConnect, tag),
+          await contended(
+            makers,
+            `${run}-${round}`,
+            holdMs,
+            onlyRedis || onlyEtcd ? undefined : zkConnect,
+            tag,
+          ),
         );
       }
       const shown = (key, digits) =>
@@ -164,6 +190,9 @@ class HandoverCount {
   #held = 0;
   /** The most grants held at once (as the clients see them). */
   maxHeld = 0;
+  /** The most grants surely live at once: from the grant to the call of its release (a lower bound). */
+  maxLive = 0;
+  #live = 0;
   /** How many times the semaphore became full; per client, its value at the client's release. */
   #fullTimes = 0;
   #fullTimesAtRelease = new Array(CONTENDERS).fill(-1); // -1: not released yet
@@ -176,8 +205,15 @@ class HandoverCount {
     else if (atRelease >= 0 || this.#fullTimes > 0) this.handovers += 1; // else: a permit never used
     this.#held += 1;
     this.maxHeld = Math.max(this.maxHeld, this.#held);
+    this.#live += 1;
+    this.maxLive = Math.max(this.maxLive, this.#live);
     // Above LIMIT for a moment when a release's own hand-over is heard before its reply.
     if (this.#held >= LIMIT) this.#fullTimes += 1;
+  }
+
+  /** Called before release(): the permit may be gone from here on. */
+  releasing() {
+    this.#live -= 1;
   }
 
   released(client) {
@@ -193,7 +229,7 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
     `\nSemaphores, ${CONTENDERS} contenders on one semaphore of limit ${LIMIT} for ${SECONDS} s each, each holding ${holdMs} ms${tag}`,
   );
   console.log(
-    `${'client'.padEnd(50)} ${'handovers/s'.padStart(12)} ${'re-grabs/s'.padStart(11)} ${'old rule/s'.padStart(11)} ${'acq/s'.padStart(7)} ${'wait p50 ms'.padStart(12)} ${'min..max per client'.padStart(20)}`,
+    `${'client'.padEnd(50)} ${'handovers/s'.padStart(12)} ${'re-grabs/s'.padStart(11)} ${'old rule/s'.padStart(11)} ${'acq/s'.padStart(7)} ${'wait p50 ms'.padStart(12)} ${'min..max per client'.padStart(20)} ${'most live at once'.padStart(17)} ${'ran s'.padStart(6)} ${'acq/s ran'.padStart(9)}`,
   );
   const results = new Map();
   const oldRule = new Map();
@@ -205,7 +241,8 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
     const counts = new Array(CONTENDERS).fill(0);
     const count = new HandoverCount();
     let granted = 0;
-    const deadline = performance.now() + SECONDS * 1_000;
+    const started = performance.now();
+    const deadline = started + SECONDS * 1_000;
     await Promise.all(
       clients.map(async (client, index) => {
         while (performance.now() < deadline) {
@@ -215,18 +252,22 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
           granted += 1;
           counts[index] += 1;
           count.granted(index);
-          if (holdMs > 0) await new Promise((r) => setTimeout(r, holdMs));
+          const hold = holdOf(holdMs);
+          if (hold > 0) await new Promise((r) => setTimeout(r, hold));
+          count.releasing();
           await release();
           count.released(index);
         }
       }),
     );
+    // The last acquires asked before the deadline end after it: the run lasts longer than SECONDS.
+    const ranSeconds = (performance.now() - started) / 1_000;
     waits.sort((a, b) => a - b);
     const perSecond = count.handovers / SECONDS;
     results.set(label, perSecond);
     oldRule.set(label, count.toOtherThanLastReleaser / SECONDS);
     console.log(
-      `${label.padEnd(50)} ${perSecond.toFixed(0).padStart(12)} ${(count.regrabs / SECONDS).toFixed(0).padStart(11)} ${(count.toOtherThanLastReleaser / SECONDS).toFixed(0).padStart(11)} ${(granted / SECONDS).toFixed(0).padStart(7)} ${(waits[waits.length >> 1] ?? Number.NaN).toFixed(2).padStart(12)} ${`${Math.min(...counts)}..${Math.max(...counts)}`.padStart(20)}`,
+      `${label.padEnd(50)} ${perSecond.toFixed(0).padStart(12)} ${(count.regrabs / SECONDS).toFixed(0).padStart(11)} ${(count.toOtherThanLastReleaser / SECONDS).toFixed(0).padStart(11)} ${(granted / SECONDS).toFixed(0).padStart(7)} ${(waits[waits.length >> 1] ?? Number.NaN).toFixed(2).padStart(12)} ${`${Math.min(...counts)}..${Math.max(...counts)}`.padStart(20)} ${String(count.maxLive).padStart(17)} ${ranSeconds.toFixed(1).padStart(6)} ${(granted / ranSeconds).toFixed(0).padStart(9)}`,
     );
     if (count.maxHeld < LIMIT) {
       // Then every grant found a free permit: 0 handovers is right, the rate was bounded elsewhere.
@@ -235,7 +276,9 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
     await Promise.all(clients.map((c) => c.close()));
   }
   const curator =
-    zkConnect && (await curatorRow(zkConnect, `/bench/semaphore/${run}/curator-${holdMs}`, holdMs));
+    zkConnect &&
+    !holdMs.includes('-') &&
+    (await curatorRow(zkConnect, `/bench/semaphore/${run}/curator-${holdMs}`, holdMs));
   let zkRatio;
   if (curator) {
     const label = 'Curator InterProcessSemaphoreV2 (Java)';
@@ -255,7 +298,7 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
   // The 5× target names no hold time; it is judged where a permit guards work (5 ms holds). With no
   // hold, redis-semaphore's releaser takes its own permit back in the same turn (re-grabs, no hop),
   // while every fencekit grant is a hand-over through Redis: shown, not judged.
-  const target = holdMs > 0 ? 'target ≥ 5×' : 'no target with 0 ms holds: see docs/benchmarks.md';
+  const target = holdOf(holdMs) > 0 ? 'target ≥ 5×' : 'no target with 0 ms holds: see docs/benchmarks.md';
   console.log(`fencekit Redis: ${ratio.toFixed(1)}× the handovers per second of redis-semaphore (${target})`);
   return { redis: ratio, zk: zkRatio };
 }

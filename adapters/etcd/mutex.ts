@@ -4,6 +4,7 @@ import {
   type Etcd3,
   type IKeyValue,
   type IRangeRequest,
+  type IRangeResponse,
   type ITxnResponse,
   SortOrder,
   SortTarget,
@@ -35,6 +36,8 @@ export interface MutexCall {
    * of which it reads the first key (a read-write lock's markers).
    */
   alsoRead?: Buffer | IRangeRequest;
+  /** Ranges the enqueue Txn reads too, whole, at its revision (a semaphore's folder): Queued.reads. */
+  reads?: IRangeRequest[];
 }
 
 export interface Queued {
@@ -45,6 +48,8 @@ export interface Queued {
   owner: boolean;
   /** MutexCall.alsoRead as the enqueue Txn found it (undefined: absent), and that Txn's revision. */
   alsoRead?: { kv: IKeyValue | undefined; revision: bigint };
+  /** MutexCall.reads as the enqueue Txn answered them, in order, and that Txn's revision. */
+  reads?: { ranges: IRangeResponse[]; revision: bigint };
 }
 
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
@@ -65,7 +70,8 @@ export function sendEnqueue(call: MutexCall): EnqueueAttempt {
   const key = call.key;
   const head = { request_range: queueRange(call.prefix) };
   const alsoRead = Buffer.isBuffer(call.alsoRead) ? { key: call.alsoRead } : { ...call.alsoRead, limit: 1 };
-  const also = call.alsoRead ? [{ request_range: alsoRead }] : [];
+  const also: Array<{ request_range: IRangeRequest }> = call.alsoRead ? [{ request_range: alsoRead }] : [];
+  for (const range of call.reads ?? []) also.push({ request_range: range });
   const options = callOptions(call.callTimeoutMs);
   const txn = call.client.kv.txn(
     {
@@ -107,9 +113,14 @@ export async function enqueue(
   if (revision === undefined) throw new BackendUnavailableError('etcd: could not create the lock key');
   const first = res.responses[1]?.response_range.kvs[0];
   const owner = first !== undefined && BigInt(first.create_revision) === revision;
-  if (!call.alsoRead) return { key, revision, owner };
-  const alsoRead = { kv: res.responses[2]?.response_range.kvs[0], revision: BigInt(res.header.revision) };
-  return { key, revision, owner, alsoRead };
+  const queued: Queued = { key, revision, owner };
+  const at = BigInt(res.header.revision);
+  if (call.alsoRead) queued.alsoRead = { kv: res.responses[2]?.response_range.kvs[0], revision: at };
+  if (call.reads) {
+    const ranges = res.responses.slice(res.responses.length - call.reads.length).map((r) => r.response_range);
+    queued.reads = { ranges, revision: at };
+  }
+  return queued;
 }
 
 /** Which keys a waiter waits for, and whether it waits at all. */

@@ -23,6 +23,7 @@ import { bounded, requestSignal } from './bounded.js';
 import { endpointHosts, endWatchStream, etcdClient, urlClientOptions } from './client.js';
 import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
+import { FolderView } from './folder-view.js';
 import { loseWithSessionOrKey } from './grant-loss.js';
 import { type GuardedTxnResult, guardedTxn } from './guarded-txn.js';
 import { namePrefix, prefixEnd } from './keys.js';
@@ -91,6 +92,8 @@ export class EtcdLockProvider extends BaseLockProvider {
   /** The last session granted, once its grant resolved (for a synchronous reachability answer). */
   #granted: EtcdSession | undefined;
   #deletions: DeletionWatch | undefined;
+  /** Each semaphore folder's view, shared by the provider's waiters on it (folder-view.ts). */
+  readonly #folders = new Map<string, FolderView>();
   /** Predecessor deletions that woke a waiter of this provider (one per handoff when there is no herd). */
   wakeups = 0;
 
@@ -461,8 +464,26 @@ export class EtcdLockProvider extends BaseLockProvider {
         else this.semaphoreHandoffs += 1;
       },
       watchDeletion: (key) => this.#deletionWatch().subscribe(key),
+      folder: (prefix) => this.#folder(prefix),
       refused: (error) => this.#refused(error),
     });
+  }
+
+  /** The provider's view of a semaphore's folder: made on first use, dropped when idle or closed. */
+  #folder(prefix: Buffer): FolderView {
+    const id = prefix.toString('latin1');
+    const known = this.#folders.get(id);
+    if (known) return known;
+    const view = new FolderView(this.client, prefix, this.callTimeoutMs, () => {
+      if (this.#folders.get(id) === view) this.#folders.delete(id);
+    });
+    this.#folders.set(id, view);
+    return view;
+  }
+
+  #stopFolders(): void {
+    for (const view of this.#folders.values()) view.stop();
+    this.#folders.clear();
   }
 
   /** Readers share, a writer excludes everyone, in create-revision order: see read-write.ts. */
@@ -481,7 +502,13 @@ export class EtcdLockProvider extends BaseLockProvider {
   /** Read-write lock waiters woken by the deletion of the key they watched. */
   readWriteWakeups = 0;
 
-  /** Semaphore waiters woken by a released permit (at most one per permit), and by a queue handoff. */
+  /**
+   * Semaphore waiters woken: `semaphoreWakeups` counts front waiters woken by a change of their
+   * view that lets them in (at most one per released permit); `semaphoreHandoffs` counts waiters
+   * behind the front woken by the leaving of the one queue key they watch (they read the queue
+   * again, and may still be behind). No grant is handed on through the queue: each request grants
+   * itself.
+   */
   semaphoreWakeups = 0;
   semaphoreHandoffs = 0;
 
@@ -545,6 +572,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       await Promise.all(sessions.map((session) => session.close(true)));
     })();
     await bounded(closing, undefined, this.callTimeoutMs, 'close').catch(() => undefined);
+    this.#stopFolders();
     this.#deletions?.close();
     this.client.close();
     endWatchStream(this.client); // etcd may not answer the watches' cancels: see endWatchStream
@@ -556,6 +584,7 @@ export class EtcdLockProvider extends BaseLockProvider {
    */
   async abandon(): Promise<void> {
     for (const session of await this.#sessions.all()) await session.close(false);
+    this.#stopFolders();
     this.#deletions?.close();
     this.client.close();
     endWatchStream(this.client);

@@ -85,9 +85,11 @@ export function lineChart({ title, xLabel, yLabel, series }) {
 /**
  * An SVG bar chart of groups of bars on a linear y axis from 0, e.g. each backend's cases as a
  * ratio to its floor. groups: [{ name, bars: [{ name, value }] }]; a dashed line marks `reference`.
+ * A bar above `cap` is drawn to the cap, with its value and an arrow over it, so that one outlier
+ * does not flatten the others.
  */
-export function barChart({ title, yLabel, groups, reference }) {
-  const values = groups.flatMap((g) => g.bars.map((b) => b.value));
+export function barChart({ title, yLabel, groups, reference, cap = Number.POSITIVE_INFINITY }) {
+  const values = groups.flatMap((g) => g.bars.map((b) => Math.min(b.value, cap)));
   if (values.length === 0) throw new Error(`barChart "${title}": no bar to draw`);
   const top = Math.ceil(Math.max(...values, reference ?? 0) * 1.1);
   const plotW = WIDTH - MARGIN.left - 20;
@@ -112,9 +114,11 @@ export function barChart({ title, yLabel, groups, reference }) {
     group.bars.forEach((bar, i) => {
       const x = x0 + slot * 0.1 + i * barW;
       const colour = COLOURS[i % COLOURS.length];
+      const shown = Math.min(bar.value, cap);
+      const label = `${bar.value.toFixed(2)}${bar.value > cap ? ' ↑' : ''}`;
       parts.push(
-        `<rect x="${x.toFixed(1)}" y="${py(bar.value).toFixed(1)}" width="${(barW - 2).toFixed(1)}" height="${(py(0) - py(bar.value)).toFixed(1)}" fill="${colour}"/>`,
-        `<text x="${(x + barW / 2).toFixed(1)}" y="${(py(bar.value) - 4).toFixed(1)}" text-anchor="middle">${bar.value.toFixed(2)}</text>`,
+        `<rect x="${x.toFixed(1)}" y="${py(shown).toFixed(1)}" width="${(barW - 2).toFixed(1)}" height="${(py(0) - py(shown)).toFixed(1)}" fill="${colour}"/>`,
+        `<text x="${(x + barW / 2).toFixed(1)}" y="${(py(shown) - 4).toFixed(1)}" text-anchor="middle">${label}</text>`,
         `<text transform="translate(${(x + barW / 2).toFixed(1)} ${py(0) + 8}) rotate(35)" font-size="10">${xmlText(bar.name)}</text>`,
       );
     });

@@ -39,6 +39,7 @@ export function lineChart({ title, xLabel, yLabel, series }) {
   const py = (y) => MARGIN.top + plotH - ((Math.log10(y) - y0) / (y1 - y0 || 1)) * plotH;
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" font-family="sans-serif" font-size="12">`,
+    `<title>${xmlText(title)}</title>`,
     `<rect width="${WIDTH}" height="${HEIGHT}" fill="white"/>`,
     `<text x="${MARGIN.left}" y="22" font-size="14" font-weight="bold">${xmlText(title)}</text>`,
   ];
@@ -98,6 +99,7 @@ export function barChart({ title, yLabel, groups, reference, cap = Number.POSITI
   const slot = plotW / groups.length;
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" font-family="sans-serif" font-size="11">`,
+    `<title>${xmlText(title)}</title>`,
     `<rect width="${WIDTH}" height="${HEIGHT}" fill="white"/>`,
     `<text x="${MARGIN.left}" y="22" font-size="14" font-weight="bold">${xmlText(title)}</text>`,
     `<text transform="translate(16 ${MARGIN.top + plotH / 2}) rotate(-90)" text-anchor="middle">${xmlText(yLabel)}</text>`,

@@ -22,10 +22,12 @@ function decades(min, max) {
  * that are not positive finite numbers are left out (a log axis cannot show them).
  */
 export function lineChart({ title, xLabel, yLabel, series }) {
-  const shown = series.map((s) => ({
-    ...s,
-    points: s.points.filter(([x, y]) => x > 0 && y > 0 && Number.isFinite(x) && Number.isFinite(y)),
-  }));
+  const shown = series
+    .map((s) => ({
+      ...s,
+      points: s.points.filter(([x, y]) => x > 0 && y > 0 && Number.isFinite(x) && Number.isFinite(y)),
+    }))
+    .filter((s) => s.points.length > 0); // a series with nothing to draw stays out of the legend
   const xs = shown.flatMap((s) => s.points.map(([x]) => x));
   const ys = shown.flatMap((s) => s.points.map(([, y]) => y));
   if (xs.length === 0) throw new Error(`lineChart "${title}": no point to draw`);

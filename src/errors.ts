@@ -71,7 +71,7 @@ export class LockTimeoutError extends FencekitError<'LOCK_TIMEOUT'> {
 export type LossReason =
   | 'released' // the holder released it (not an error for the holder, but the work must stop)
   | 'expired' // the lease ran out on the backend
-  | 'unconfirmed' // renewals failed; the local deadline (lease minus safety margin) passed
+  | 'unconfirmed' // renewals failed and the local deadline (lease minus safety margin) passed, or (ZooKeeper) the session was ended because a node's deletion could not be confirmed
   | 'session-lost' // the backend session ended (etcd lease gone, ZooKeeper session expired)
   | 'connection-lost' // the connection that holds the lock broke (PostgreSQL)
   | 'revoked' // the backend says someone else owns the key now

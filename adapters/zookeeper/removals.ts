@@ -22,8 +22,9 @@ export interface RemovalOwner {
  * as the server confirmed, or with the session. One retry loop with one rule, as Curator's
  * guaranteed delete and etcd's EtcdSession.remove: each removal is tried with jittered backoff
  * until the server confirms it or the session ends, and one that cannot be confirmed within a
- * session timeout ends the session, whose ephemeral nodes the server then deletes. So no node of
- * ours outlives the give-up and keeps its name locked while the provider stays open. Curator's
+ * session timeout ends the session, whose ephemeral nodes the server then deletes (at its expiry
+ * at the latest, should the close go unanswered). So no node of ours keeps its name locked while
+ * the provider stays open. Curator's
  * guaranteed delete differs there: it retries in the background for as long as its client runs.
  * Never rejects: whoever asked may go away, the session owns the removal.
  */
@@ -67,7 +68,8 @@ export class SessionRemovals {
 
   /**
    * Retries the attempt until it succeeds (true) or the session ends (false); waits 50 ms to 1 s
-   * between tries (jittered); gives up one session timeout after the start, ending the session.
+   * between tries (jittered); gives up one session timeout after the start (after one last whole
+   * try), ending the session.
    */
   async #untilConfirmed(attempt: (call: CallOptions) => Promise<void>): Promise<boolean> {
     const { signal } = this.#owner;
@@ -76,6 +78,16 @@ export class SessionRemovals {
     while (!signal.aborted) {
       const left = giveUpAt - monotonicNow();
       if (left <= 0) {
+        // One last try, whole: a connection back just as the time ran out confirms it, and the
+        // session (and every lock on it) goes on.
+        const last = attempt({ timeoutMs: this.#owner.callTimeoutMs, signal });
+        if (
+          await last.then(
+            () => true,
+            () => false,
+          )
+        )
+          return true;
         this.#owner.end(); // unconfirmed: the session's end removes the node on the server
         return false;
       }

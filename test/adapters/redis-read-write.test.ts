@@ -198,9 +198,10 @@ describe('Redis read-write locks across a restart without AOF', () => {
     }
     const read = await a.readWriteLock(name).acquireRead({ ttlMs: 3_000 });
     given.push(read.fencingToken);
-    // B has reached this server, as a running client has: it rides out the restart within waitMs
-    // (a client that never reached its server fails at once instead, as a wrong address would).
-    await b.inspect(name);
+    // B's read-write locks have reached this server, as a running client's have: it rides out the
+    // restart within waitMs (one that never reached its server fails at once, as a wrong address
+    // would; the grant loop counts read-write and semaphore calls for that, not lock calls).
+    await b.readWriteLock(name).inspect();
     await server.kill();
     await server.startAgain(); // empty: the grants, the queue and the fence counter are gone
     const write = await b.readWriteLock(name).acquireWrite({ ttlMs: 3_000, waitMs: 10_000 });

@@ -14,7 +14,6 @@ bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
 [ -x "$bin/initdb" ] || { echo "postgres.sh: PostgreSQL not installed (apt-get install postgresql)" >&2; exit 1; }
 dir=$(new_state_dir postgres)
 stop_on_failure "$dir"
-read -r port <<<"$(free_ports 1)"
 # initdb refuses to run as root: run the server as the postgres user, in a directory it owns.
 as_owner=()
 if [ "$(id -u)" -eq 0 ]; then
@@ -46,15 +45,25 @@ fi
 # away, speed matters more. A SIGKILL of the server loses nothing the OS was given (fsync guards
 # against a machine crash only); a commit acknowledged before its WAL left the server's memory is
 # lost, so a test that kills the server and counts on its commits asks for synchronous commit.
-cmd=("${as_owner[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -k "$dir"
-  -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit="${PG_SYNCHRONOUS_COMMIT:-off}"
-  -c full_page_writes=off -c max_connections="${PG_MAX_CONNECTIONS:-200}" "${tls[@]}")
-# What postgres-restart.sh starts again.
-printf '%s\0' "${cmd[@]}" >"$dir/pg.cmd"
-echo "$port" >"$dir/pg.port"
-start_bg "$dir" pg "${cmd[@]}"
-ready() { "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres; }
-wait_until "postgres" "$dir/pg.log" ready
+# A free port can be taken by another process before the server binds it (tests start servers
+# side by side): the server then exits at once, and the start is tried again on another port.
+for attempt in 1 2 3; do
+  read -r port <<<"$(free_ports 1)"
+  cmd=("${as_owner[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -k "$dir"
+    -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit="${PG_SYNCHRONOUS_COMMIT:-off}"
+    -c full_page_writes=off -c max_connections="${PG_MAX_CONNECTIONS:-200}" "${tls[@]}")
+  # What postgres-restart.sh starts again.
+  printf '%s\0' "${cmd[@]}" >"$dir/pg.cmd"
+  echo "$port" >"$dir/pg.port"
+  start_bg "$dir" pg "${cmd[@]}"
+  ready() { "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres; }
+  if WAIT_PID=$(cat "$dir/pg.pid") wait_until "postgres" "$dir/pg.log" ready; then break; fi
+  if ((attempt < 3)) && grep -q 'Address already in use' "$dir/pg.log"; then
+    echo "postgres.sh: port $port was taken before the server bound it; trying another" >&2
+    continue
+  fi
+  exit 1
+done
 if [ -n "${PG_TLS_DIR:-}" ]; then
   admin() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres -d postgres "$@"; }
   # What fencekit needs: to connect, and to create its tables in a schema of its own (found

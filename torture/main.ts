@@ -12,6 +12,7 @@ const USAGE = `npm run torture -- --backend <name|all> [--workload <name,…|all
   [--seed S] [--faults a,b] [--no-fencing] [--no-nemesis] [--unsafe VARIANT] [--json] [--lib DIR]
   [--min-grants N]  (the quiet tail lasts until every workload made N grants, at most 60 s more)
   [--min-faults N]  (the faulted part lasts until N faults were injected, at most 60 s more)
+  [--until-violation RULE]  (a control run: the faulted part lasts until RULE is broken, at most 60 s more)
 backends: memory, redis, postgres, etcd, zookeeper, redlock, all
 workloads: ${Object.keys(WORKLOADS).join(', ')}, all
 docs/torture.md describes the workloads, their rules, the faults and the controls.`;
@@ -35,6 +36,7 @@ function parseOptions() {
         json: { type: 'boolean', default: false },
         'min-grants': { type: 'string' },
         'min-faults': { type: 'string' },
+        'until-violation': { type: 'string' },
         /** Drive another checkout's build (e.g. a worktree of an old commit) instead of this one's. */
         lib: { type: 'string' },
       },
@@ -80,6 +82,7 @@ for (const backend of backends) {
     workers: Number(values.workers),
     ...(values['min-grants'] ? { minGrants: Number(values['min-grants']) } : {}),
     ...(values['min-faults'] ? { minFaults: Number(values['min-faults']) } : {}),
+    ...(values['until-violation'] ? { untilViolation: values['until-violation'] } : {}),
     seed,
     workerScript: resolve(import.meta.dirname, 'worker-main.js'),
     fencing: !values['no-fencing'],

@@ -33,14 +33,20 @@ export interface TortureOptions {
   unsafe?: string;
   /**
    * After the faulted part, the quiet tail lasts until every workload has made this many grants
-   * (at most MIN_GRANTS_WAIT_MS longer): a busy machine makes a short run slow, not wrong.
+   * (at most EXTRA_WAIT_MS longer): a busy machine makes a short run slow, not wrong.
    */
   minGrants?: number;
   /**
    * The faulted part lasts until the nemesis has injected this many faults (at most
-   * MIN_FAULTS_WAIT_MS longer): on a busy machine the first grant, and so the first fault, come late.
+   * EXTRA_WAIT_MS longer): on a busy machine the first grant, and so the first fault, come late.
    */
   minFaults?: number;
+  /**
+   * A control run: the faulted part lasts until the checker finds a violation of this rule (at
+   * most EXTRA_WAIT_MS longer), so a busy machine that made the zombie's write come late
+   * cannot turn the control green. The report is still judged on the whole history.
+   */
+  untilViolation?: string;
   /** Where the history goes as JSONL (default: none). */
   historyDir?: string;
   log?: (line: string) => void;
@@ -127,12 +133,17 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
             stopping.signal,
           );
     await sleep(options.seconds * 1_000);
-    if (options.minFaults && options.nemesis !== false) await untilFaults(pool, options.minFaults);
+    const faults = () => pool.history.filter((e) => e.type === 'fault').length;
+    if (options.minFaults && options.nemesis !== false)
+      await until(() => faults() >= (options.minFaults ?? 0));
+    const rule = options.untilViolation;
+    if (rule) await until(() => ruleBroken(pool, workloads, workloadOf, rule));
     stopping.abort();
     await nemesis;
     // Quiet tail: every fault has healed; grants must resume within the bound.
     await sleep(Math.min(PROGRESS_BOUND_MS, 6_000));
-    if (options.minGrants) await untilGrants(pool, workloads, workloadOf, options.minGrants);
+    const minGrants = options.minGrants;
+    if (minGrants) await until(() => grantsMade(pool, workloads, workloadOf, minGrants));
     await pool.stopAll();
     await checkLeftovers(cluster, options, workloads, pool);
   } finally {
@@ -155,35 +166,41 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
   });
 }
 
-const MIN_GRANTS_WAIT_MS = 60_000;
+/** How much longer than asked a run goes on for --min-grants, --min-faults or --until-violation. */
+const EXTRA_WAIT_MS = 60_000;
 
-/** Waits until every workload's workers have recorded `count` grants, or MIN_GRANTS_WAIT_MS. */
-async function untilGrants(
+/** Waits until `done()` holds, or EXTRA_WAIT_MS passed: the checker then judges what there is. */
+async function until(done: () => boolean): Promise<void> {
+  const giveUpAt = performance.now() + EXTRA_WAIT_MS;
+  while (!done() && performance.now() < giveUpAt) await sleep(250);
+}
+
+/** Every workload's workers have recorded `count` grants. */
+function grantsMade(
   pool: WorkerPool,
   workloads: readonly Workload[],
   workloadOf: ReadonlyMap<string, WorkloadName>,
   count: number,
-): Promise<void> {
-  const giveUpAt = performance.now() + MIN_GRANTS_WAIT_MS;
-  for (;;) {
-    const grants = new Map<WorkloadName, number>();
-    for (const e of pool.history) {
-      const name = e.type === 'grant' ? workloadOf.get(e.worker) : undefined;
-      if (name) grants.set(name, (grants.get(name) ?? 0) + 1);
-    }
-    if (workloads.every((w) => (grants.get(w.name) ?? 0) >= count)) return;
-    if (performance.now() > giveUpAt) return; // the checker judges what there is
-    await sleep(250);
+): boolean {
+  const grants = new Map<WorkloadName, number>();
+  for (const e of pool.history) {
+    const name = e.type === 'grant' ? workloadOf.get(e.worker) : undefined;
+    if (name) grants.set(name, (grants.get(name) ?? 0) + 1);
   }
+  return workloads.every((w) => (grants.get(w.name) ?? 0) >= count);
 }
 
-const MIN_FAULTS_WAIT_MS = 60_000;
-
-/** Waits until the history holds `count` faults, or MIN_FAULTS_WAIT_MS passed (the test judges). */
-async function untilFaults(pool: WorkerPool, count: number): Promise<void> {
-  const giveUpAt = performance.now() + MIN_FAULTS_WAIT_MS;
-  while (pool.history.filter((e) => e.type === 'fault').length < count && performance.now() < giveUpAt)
-    await sleep(250);
+/** A workload's checker finds a violation of `rule` in the history so far. */
+function ruleBroken(
+  pool: WorkerPool,
+  workloads: readonly Workload[],
+  workloadOf: ReadonlyMap<string, WorkloadName>,
+  rule: string,
+): boolean {
+  const limits = { progressBoundMs: PROGRESS_BOUND_MS, ttlMs: TTL_MS };
+  return workloads.some((w) =>
+    w.check(shareOf(pool.history, w.name, workloadOf), limits).violations.some((v) => v.rule === rule),
+  );
 }
 
 /**

@@ -67,6 +67,20 @@ export interface WatchOptions extends CallOptions {
   watch?: WatchListener;
 }
 
+/** One request as #call sends it. */
+interface ZkCall<T> {
+  op: number;
+  /** The node it names (errors name it; a watch is registered on it). */
+  path: string | undefined;
+  body: (w: JuteWriter) => void;
+  decode: (r: JuteReader) => T;
+  opts?: CallOptions | undefined;
+  /** The watch this call sets: on `kind` when it succeeds, on `onNoNode` when the node is absent. */
+  watch?: { listener: WatchListener; kind: WatchKind; onNoNode?: WatchKind } | undefined;
+  /** A failed reply still carries a body to decode (multi: which operation failed). */
+  errorsInBody?: boolean;
+}
+
 const TERMINAL: ReadonlySet<ZkState> = new Set(['expired', 'closed']);
 /**
  * Largest SetWatches request, as the Java client: a server drops a request past its jute.maxbuffer
@@ -178,13 +192,13 @@ export class ZkClient {
   }
 
   create(path: string, data: Buffer, acl: readonly ACL[], mode: number, opts?: CallOptions): Promise<string> {
-    return this.#call(
-      Op.create,
+    return this.#call({
+      op: Op.create,
       path,
-      (w) => encode.create(w, this.#at(path), data, acl, mode),
-      (r) => this.#from(r.string() ?? ''),
+      body: (w) => encode.create(w, this.#at(path), data, acl, mode),
+      decode: (r) => this.#from(r.string() ?? ''),
       opts,
-    );
+    });
   }
 
   /** create that also returns the new node's Stat (one round trip for the node and its czxid). */
@@ -195,13 +209,13 @@ export class ZkClient {
     mode: number,
     opts?: CallOptions,
   ): Promise<{ path: string; stat: Stat }> {
-    return this.#call(
-      Op.create2,
+    return this.#call({
+      op: Op.create2,
       path,
-      (w) => encode.create(w, this.#at(path), data, acl, mode),
-      (r) => ({ path: this.#from(r.string() ?? ''), stat: readStat(r) }),
+      body: (w) => encode.create(w, this.#at(path), data, acl, mode),
+      decode: (r) => ({ path: this.#from(r.string() ?? ''), stat: readStat(r) }),
       opts,
-    );
+    });
   }
 
   /**
@@ -215,115 +229,114 @@ export class ZkClient {
     acl: readonly ACL[],
     opts?: CallOptions,
   ): Promise<{ path: string; stat: Stat }> {
-    return this.#call(
-      Op.createContainer,
+    return this.#call({
+      op: Op.createContainer,
       path,
-      (w) => encode.create(w, this.#at(path), data, acl, CreateMode.CONTAINER),
-      (r) => ({ path: this.#from(r.string() ?? ''), stat: readStat(r) }),
+      body: (w) => encode.create(w, this.#at(path), data, acl, CreateMode.CONTAINER),
+      decode: (r) => ({ path: this.#from(r.string() ?? ''), stat: readStat(r) }),
       opts,
-    );
+    });
   }
 
   delete(path: string, version = -1, opts?: CallOptions): Promise<void> {
-    return this.#call(
-      Op.delete,
+    return this.#call({
+      op: Op.delete,
       path,
-      (w) => encode.pathVersion(w, this.#at(path), version),
-      () => undefined,
+      body: (w) => encode.pathVersion(w, this.#at(path), version),
+      decode: () => undefined,
       opts,
-    );
+    });
   }
 
   /** The node's Stat, or null when it does not exist (a watch then waits for its creation). */
   exists(path: string, opts: WatchOptions = {}): Promise<Stat | null> {
-    return this.#call(
-      Op.exists,
+    return this.#call({
+      op: Op.exists,
       path,
-      (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
-      (r) => readStat(r),
+      body: (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
+      decode: (r) => readStat(r),
       opts,
-      opts.watch && { listener: opts.watch, kind: 'data', onNoNode: 'exist' },
-    ).catch((error: unknown) => {
+      watch: opts.watch && { listener: opts.watch, kind: 'data', onNoNode: 'exist' },
+    }).catch((error: unknown) => {
       if (error instanceof ZkError && error.code === Code.NO_NODE) return null;
       throw error;
     });
   }
 
   getData(path: string, opts: WatchOptions = {}): Promise<{ data: Buffer; stat: Stat }> {
-    return this.#call(
-      Op.getData,
+    return this.#call({
+      op: Op.getData,
       path,
-      (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
-      (r) => ({ data: Buffer.from(r.buffer() ?? Buffer.alloc(0)), stat: readStat(r) }),
+      body: (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
+      decode: (r) => ({ data: Buffer.from(r.buffer() ?? Buffer.alloc(0)), stat: readStat(r) }),
       opts,
-      opts.watch && { listener: opts.watch, kind: 'data' },
-    );
+      watch: opts.watch && { listener: opts.watch, kind: 'data' },
+    });
   }
 
   setData(path: string, data: Buffer, version = -1, opts?: CallOptions): Promise<Stat> {
-    return this.#call(
-      Op.setData,
+    return this.#call({
+      op: Op.setData,
       path,
-      (w) => encode.setData(w, this.#at(path), data, version),
-      (r) => readStat(r),
+      body: (w) => encode.setData(w, this.#at(path), data, version),
+      decode: (r) => readStat(r),
       opts,
-    );
+    });
   }
 
   setACL(path: string, acl: readonly ACL[], version = -1, opts?: CallOptions): Promise<Stat> {
-    return this.#call(
-      Op.setACL,
+    return this.#call({
+      op: Op.setACL,
       path,
-      (w) => encode.setACL(w, this.#at(path), acl, version),
-      (r) => readStat(r),
+      body: (w) => encode.setACL(w, this.#at(path), acl, version),
+      decode: (r) => readStat(r),
       opts,
-    );
+    });
   }
 
   getChildren(path: string, opts: WatchOptions = {}): Promise<string[]> {
-    return this.#call(
-      Op.getChildren,
+    return this.#call({
+      op: Op.getChildren,
       path,
-      (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
-      (r) => (r.vector((x) => x.string() ?? '') ?? []) as string[],
+      body: (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
+      decode: (r) => (r.vector((x) => x.string() ?? '') ?? []) as string[],
       opts,
-      opts.watch && { listener: opts.watch, kind: 'child' },
-    );
+      watch: opts.watch && { listener: opts.watch, kind: 'child' },
+    });
   }
 
   getChildren2(path: string, opts: WatchOptions = {}): Promise<{ children: string[]; stat: Stat }> {
-    return this.#call(
-      Op.getChildren2,
+    return this.#call({
+      op: Op.getChildren2,
       path,
-      (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
-      (r) => ({ children: (r.vector((x) => x.string() ?? '') ?? []) as string[], stat: readStat(r) }),
+      body: (w) => encode.pathWatch(w, this.#at(path), opts.watch !== undefined),
+      decode: (r) => ({ children: (r.vector((x) => x.string() ?? '') ?? []) as string[], stat: readStat(r) }),
       opts,
-      opts.watch && { listener: opts.watch, kind: 'child' },
-    );
+      watch: opts.watch && { listener: opts.watch, kind: 'child' },
+    });
   }
 
   /** Brings this session's server up to date with the leader. */
   sync(path: string, opts?: CallOptions): Promise<void> {
-    return this.#call(
-      Op.sync,
+    return this.#call({
+      op: Op.sync,
       path,
-      (w) => encode.path(w, this.#at(path)),
-      () => undefined,
+      body: (w) => encode.path(w, this.#at(path)),
+      decode: () => undefined,
       opts,
-    );
+    });
   }
 
   /** All or nothing; rejects with the ZkError of the first operation that failed. */
   async multi(ops: readonly MultiOp[], opts?: CallOptions): Promise<MultiResult[]> {
-    const results = await this.#call(
-      Op.multi,
-      ops[0]?.path,
-      (w) => encodeMulti(w, ops, (p) => this.#at(p)),
-      (r) => decodeMulti(r, (p) => this.#from(p)),
+    const results = await this.#call({
+      op: Op.multi,
+      path: ops[0]?.path,
+      body: (w) => encodeMulti(w, ops, (p) => this.#at(p)),
+      decode: (r) => decodeMulti(r, (p) => this.#from(p)),
       opts,
-      undefined,
-      true,
-    );
+      errorsInBody: true,
+    });
     for (const [i, result] of results.entries()) {
       if (result.op === 'error' && result.err !== Code.OK) throw new ZkError(result.err, ops[i]?.path);
     }
@@ -472,15 +485,7 @@ export class ZkClient {
   }
 
   /** One request: waits for a connection, sends once, and settles on reply, loss, deadline or abort. */
-  #call<T>(
-    op: number,
-    path: string | undefined,
-    body: (w: JuteWriter) => void,
-    decode: (r: JuteReader) => T,
-    opts: CallOptions = {},
-    watch?: { listener: WatchListener; kind: WatchKind; onNoNode?: WatchKind },
-    bodyOnError = false,
-  ): Promise<T> {
+  #call<T>({ op, path, body, decode, opts = {}, watch, errorsInBody = false }: ZkCall<T>): Promise<T> {
     const timeoutMs = opts.timeoutMs ?? this.#options.callTimeoutMs;
     const deadline = performance.now() + timeoutMs;
     const { signal } = opts;
@@ -511,7 +516,7 @@ export class ZkClient {
           conn.request(op, body, {
             reply: (err, r) => {
               if (done) return;
-              if (err !== Code.OK && !(bodyOnError && r.remaining > 0)) {
+              if (err !== Code.OK && !(errorsInBody && r.remaining > 0)) {
                 if (err === Code.NO_NODE) register(watch?.onNoNode);
                 finish(new ZkError(err, path));
                 return;

@@ -1,5 +1,4 @@
 import { type Etcd3, type IOperation, type IOptions, type IRequestOp, SortOrder, SortTarget } from 'etcd3';
-import { CANCEL_GRACE_MS } from '../../src/cancel-grace.js';
 import type { ConnectOptions } from '../../src/connect-options.js';
 import type { ConnectionSpec, HostPort } from '../../src/connection-url.js';
 import {
@@ -7,7 +6,6 @@ import {
   BackendUnavailableError,
   InvalidArgumentError,
   NotHolderError,
-  ProviderClosedError,
 } from '../../src/errors.js';
 import { noteReached } from '../../src/grant-loop.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
@@ -21,7 +19,7 @@ import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
 import { bounded, requestSignal } from './bounded.js';
 import { endpointHosts, endWatchStream, etcdClient, urlClientOptions } from './client.js';
-import { type DeletionSubscription, DeletionWatch } from './deletion-watch.js';
+import { DeletionWatch } from './deletion-watch.js';
 import { type ElectionHost, EtcdElection } from './election.js';
 import { FolderView } from './folder-view.js';
 import { loseWithSessionOrKey } from './grant-loss.js';
@@ -38,6 +36,7 @@ import {
   startDelay,
 } from './lock-delay.js';
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
+import { QueueEntry } from './queue-entry.js';
 import { EtcdReadWriteAdapter, readWriteFolder } from './read-write.js';
 import { refusedOr, unexplainedConnectFailure } from './refusal.js';
 import { etcdSemaphore } from './semaphore.js';
@@ -304,29 +303,18 @@ export class EtcdLockProvider extends BaseLockProvider {
       },
       alsoRead: marker,
     };
-    let queued: Queued;
     // Subscribed before the Txn is sent: a delete of our key before the grant is seen too.
     const deletion = this.#deletionWatch().subscribe(call.key);
     const attempt = sendEnqueue(call);
+    const callTimeoutMs = this.callTimeoutMs;
+    const entry = new QueueEntry({ session, key: call.key, deletion, attempt, leave, callTimeoutMs });
     try {
-      queued = await enqueue(call, attempt, signal);
-    } catch (error) {
-      deletion.stop();
-      // The Txn may still put our key: the session waits for its outcome and deletes what it made.
-      await this.#handOff(session.removeEnqueued(call.key, attempt), session, leave, signal);
-      throw error;
-    }
-    const giveBack = async () => {
-      deletion.stop();
-      // Timed out, aborted or cut off: take our queue entry back (closing: the lease's revoke
-      // deletes it with the rest, no need to wait).
-      await this.#handOff(session.remove(queued.key, queued.revision), session, leave, signal);
-    };
-    if (!queued.owner && !req.wait) {
-      await giveBack();
-      return null;
-    }
-    try {
+      const queued = await enqueue(call, attempt, signal);
+      entry.enqueued(queued);
+      if (!queued.owner && !req.wait) {
+        await entry.abandon(signal);
+        return null;
+      }
       if (!queued.owner) await waitForTurn(call, queued, signal);
       // The marker the enqueue read is current only if we headed the queue then. None there and no
       // delay asked settles it at once (no call, no await); else clearLockDelay reads and writes.
@@ -336,50 +324,22 @@ export class EtcdLockProvider extends BaseLockProvider {
         noDelayDue(seen, req.lockDelayMs) ||
         (await clearLockDelay({ ...call, alsoRead: marker }, queued, delay, seen));
       if (!cleared) {
-        await giveBack();
+        await entry.abandon(signal);
         return null;
       }
+      return this.#grant(req, queued, entry);
     } catch (error) {
-      await giveBack();
+      // Timed out, aborted, cut off or refused: our key is taken back (closing: the lease's revoke
+      // deletes it with the rest, no need to wait).
+      await entry.abandon(signal);
       throw error;
     }
-    return this.#grant(req, session, queued, leave, deletion);
-  }
-
-  /**
-   * Waits for a removal the session owns (it retries until confirmed or the session ends); the
-   * name's local turn ends when it settles. A request still running waits up to callTimeoutMs, so
-   * on time the entry is gone before the caller hears back; a cancelled one only CANCEL_GRACE_MS,
-   * since its caller must be answered at once. Late, the session goes on without us.
-   */
-  async #handOff(
-    removal: Promise<boolean>,
-    session: EtcdSession,
-    leave: () => void,
-    signal?: AbortSignal,
-  ): Promise<boolean> {
-    let settled = false;
-    const removed = removal.then(() => {
-      settled = true;
-      leave();
-    });
-    const closing = signal?.reason instanceof ProviderClosedError;
-    const waitMs = closing ? 0 : signal?.aborted ? CANCEL_GRACE_MS : this.callTimeoutMs;
-    await bounded(removed, undefined, waitMs, 'clean-up').catch(() => undefined);
-    // Not confirmed while the session lives: the key is still there (its session keeps trying).
-    // A session that ended took the key with its lease.
-    return settled || !session.alive;
   }
 
   /** The handle of a granted key (a method of its own so its closures keep only what they need). */
-  #grant(
-    req: LockRequest,
-    session: EtcdSession,
-    queued: Queued,
-    leave: () => void,
-    deletion: DeletionSubscription,
-  ): OwnedLock {
+  #grant(req: LockRequest, queued: Queued, entry: QueueEntry): OwnedLock {
     const { key, revision } = queued;
+    const { session, deletion } = entry.parts;
     const lock = new OwnedLock({
       key: req.key,
       fencingToken: revision,
@@ -402,11 +362,11 @@ export class EtcdLockProvider extends BaseLockProvider {
             () => false,
           );
           if (answered) {
-            leave();
+            entry.lost();
             return;
           }
         }
-        if (!(await this.#handOff(session.remove(key, revision), session, leave))) {
+        if (!(await entry.remove())) {
           throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
         }
       },
@@ -414,7 +374,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     this.#keys.set(lock, { key, revision, session });
     // Lost with its session or its key (lease revoked, `etcdctl del`): at once. Either way the next
     // local acquire makes a new key (on a new session, or in place of the deleted one).
-    loseWithSessionOrKey(lock, session, deletion, revision, leave);
+    loseWithSessionOrKey(lock, session, deletion, revision, () => entry.lost());
     return lock;
   }
 

@@ -2,6 +2,7 @@ import type { ConnectOptions } from '../../src/connect-options.js';
 import type { ConnectionSpec } from '../../src/connection-url.js';
 import { BackendUnavailableError, InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
+import { KeyedFifo } from '../../src/keyed-fifo.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
@@ -78,6 +79,12 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   readonly #acl: readonly ACL[];
   readonly #tls: TlsOptions | undefined;
   readonly #nodes = new WeakMap<Lock, { session: ZkSession; path: string }>();
+  /**
+   * Lock requests of one name inside this provider take turns here before one of them queues on
+   * the server: the folder holds a node per process, not per waiter, so a listing (one per
+   * request, as Curator's) stays short however many wait in each process.
+   */
+  readonly #local = new KeyedFifo();
   readonly #folderLingerMs: number;
   /** Makes the folders of every session of this provider; remembers whether the servers have containers. */
   readonly #folders = new FolderMaker();
@@ -209,20 +216,22 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       throw unavailable('inspect failed', error);
     }
     const order = queueOrder(children, 'lock-');
-    const [head, ...waiters] = order;
+    const [head, ...queued] = order;
+    // This provider's requests lined up behind its own one in the folder wait too.
+    const waiters = queued.length + this.#local.behind(key);
     // Only a folder that lists a marker costs a read of it.
     if (children.includes(MARKER_NAME)) {
       const until = delayedUntil(await readMarker(session, parent), head?.name);
       // The head waits the delay out: it counts as a waiter, nobody holds.
-      if (until) return { key, holder: null, waiters: order.length, delayedUntil: until };
+      if (until) return { key, holder: null, waiters: waiters + 1, delayedUntil: until };
     }
     if (!head) return null;
     try {
       const { data, stat } = await session.client.getData(`${parent}/${head.name}`);
       const stored = decodeHolder(data);
-      return { key, holder: { ...stored, fencingToken: stat.czxid }, waiters: waiters.length };
+      return { key, holder: { ...stored, fencingToken: stat.czxid }, waiters };
     } catch (error) {
-      if (zkCode(error) === 'NO_NODE') return { key, holder: null, waiters: waiters.length };
+      if (zkCode(error) === 'NO_NODE') return { key, holder: null, waiters };
       throw unavailable('inspect failed', error);
     }
   }
@@ -256,6 +265,26 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   }
 
   async #request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    // Campaigns queue on the server as they are (Curator's LeaderLatch sees every candidate).
+    if (req.payload !== undefined) return this.#queue(req, cancel);
+    // A request that must not wait (tryAcquire, waitMs 0) does not line up behind a local one.
+    const leave =
+      this.#local.tryEnter(req.key) ?? (req.wait ? await this.#local.enter(req.key, cancel) : null);
+    if (!leave) return null;
+    let lock: OwnedLock | null;
+    try {
+      lock = await this.#queue(req, cancel);
+    } catch (error) {
+      leave();
+      throw error;
+    }
+    if (lock) lock.onEnd(leave);
+    else leave();
+    return lock;
+  }
+
+  /** One request's node in the name's folder: its turn, its lock-delay, its grant. */
+  async #queue(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const session = await this.#currentSession(cancel);
     const parent = this.folder(req.key);
     let markerListed = false;

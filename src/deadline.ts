@@ -12,7 +12,9 @@ import { longTimeout } from './timers.js';
  * that aborts at the deadline (reason: the BackendUnavailableError) or when `limits.signal` does.
  * Both exist because some callers hand over a request already sent (a gRPC call, a shared session
  * being opened) while others can pass the signal on to the client so it stops the work itself. A
- * function is not called when `limits.signal` has already aborted.
+ * function is not called when `limits.signal` has already aborted. Its signal follows
+ * `limits.signal` as linkSignals' children do (reads ask the parent first), which costs more than a
+ * fast backend call's own client work: a caller whose client takes no signal passes a promise.
  *
  * The work is not stopped by giving up on it (beyond its signal): whoever gave up owns whatever it
  * may still do on the server. Its late rejection is swallowed here, so it never surfaces as an

@@ -200,12 +200,11 @@ export function boundedCall<T>(
   /** Who is asked: a refusal of our identity by it is an AuthenticationError. */
   peer?: Peer | Reachability,
 ): Promise<T> {
-  return callWithin(() => answerOf(run, label, what, Math.min(timeoutMs, 3_000), peer), {
-    timeoutMs,
-    signal: cancel,
-    what,
-    backend: label,
-  });
+  // A started promise, not a function: ioredis takes no signal, and deriving one for every command
+  // would cost more than the command's own client work. So the cancel check before sending is here.
+  if (cancel?.aborted) return Promise.reject(cancel.reason);
+  const answer = answerOf(run, label, what, Math.min(timeoutMs, 3_000), peer);
+  return callWithin(answer, { timeoutMs, signal: cancel, what, backend: label });
 }
 
 /**

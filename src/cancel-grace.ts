@@ -1,3 +1,5 @@
+import { callWithin } from './deadline.js';
+
 /**
  * How long a cancelled request still waits for the deletion of its queue entry before answering:
  * enough for a healthy server (a few ms), so "cancellation leaves nothing" holds when the caller
@@ -6,17 +8,13 @@
  */
 export const CANCEL_GRACE_MS = 250;
 
-/** Waits for `work` at most `ms` (default CANCEL_GRACE_MS); never rejects. */
+/**
+ * Waits for `work` at most `ms` (default CANCEL_GRACE_MS) and never rejects: a grace period, not a
+ * deadline, so its end is no error (callWithin's timeout and `work`'s own failure are both dropped).
+ */
 export function withinGrace(work: Promise<unknown>, ms = CANCEL_GRACE_MS): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const grace = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ms);
-  });
-  return Promise.race([
-    work.then(
-      () => undefined,
-      () => undefined,
-    ),
-    grace,
-  ]).finally(() => clearTimeout(timer));
+  return callWithin(work, { timeoutMs: ms, what: 'grace' }).then(
+    () => undefined,
+    () => undefined, // the grace ran out or the work failed: either way the wait is over
+  );
 }

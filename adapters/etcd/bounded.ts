@@ -1,10 +1,10 @@
+import { callWithin } from '../../src/deadline.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 
 /**
- * Awaits `work` no longer than `timeoutMs` (Infinity: no limit) and no longer than `signal` stays unaborted: rejects with
- * the signal's reason, or with BackendUnavailableError naming `what` when the time is up. The
- * listener and the timer are gone whatever settles first (a waiter must leave nothing behind).
- * `work` itself is not stopped: its caller owns whatever it may still do on the server.
+ * callWithin for etcd's calls, in the argument order its call sites use: `work` (a call already
+ * sent) no longer than `timeoutMs` (Infinity: no limit) and no longer than `signal` stays
+ * unaborted. `work` itself is not stopped: its caller owns whatever it may still do on the server.
  */
 export function bounded<T>(
   work: Promise<T>,
@@ -12,34 +12,7 @@ export function bounded<T>(
   timeoutMs: number,
   what: string,
 ): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const finish = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-    };
-    const onAbort = () => {
-      finish();
-      reject(signal?.reason);
-    };
-    const timer = Number.isFinite(timeoutMs)
-      ? setTimeout(() => {
-          finish();
-          reject(new BackendUnavailableError(`etcd: ${what}: no answer within ${timeoutMs} ms`));
-        }, timeoutMs)
-      : undefined;
-    if (signal?.aborted) return onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (value) => {
-        finish();
-        resolve(value);
-      },
-      (error: unknown) => {
-        finish();
-        reject(error);
-      },
-    );
-  });
+  return callWithin(work, { timeoutMs, signal, what, backend: 'etcd' });
 }
 
 /**

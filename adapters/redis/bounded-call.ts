@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { callWithin } from '../../src/deadline.js';
 import { AuthenticationError, BackendUnavailableError } from '../../src/errors.js';
 import { redisRefusal } from '../../src/redis-refusal.js';
 
@@ -184,11 +185,11 @@ export function wasNotSent(error: unknown): boolean {
 }
 
 /**
- * Runs one backend call with a deadline and a cancellation path: rejects with
+ * Runs one backend call with a deadline and a cancellation path (callWithin): rejects with
  * BackendUnavailableError when `run` fails or has not answered after timeoutMs (AuthenticationError
- * when the server refused who we are), and with
- * cancel.reason as soon as `cancel` aborts. The call itself may still complete later (its outcome
- * is then unknown): callers that changed state clean up after any rejection.
+ * when the server refused who we are), and with cancel.reason as soon as `cancel` aborts; `run` is
+ * not called when `cancel` has already aborted. The call itself may still complete later (its
+ * outcome is then unknown): callers that changed state clean up after any rejection.
  */
 export function boundedCall<T>(
   label: string,
@@ -199,44 +200,32 @@ export function boundedCall<T>(
   /** Who is asked: a refusal of our identity by it is an AuthenticationError. */
   peer?: Peer | Reachability,
 ): Promise<T> {
+  // A started promise, not a function: ioredis takes no signal, and deriving one for every command
+  // would cost more than the command's own client work. So the cancel check before sending is here.
   if (cancel?.aborted) return Promise.reject(cancel.reason);
-  return new Promise<T>((resolve, reject) => {
-    const finish = (settle: () => void) => {
-      clearTimeout(timer);
-      cancel?.removeEventListener('abort', onAbort);
-      settle();
-    };
-    const onAbort = () => finish(() => reject(cancel?.reason));
-    const timer = setTimeout(
-      () =>
-        finish(() =>
-          reject(new BackendUnavailableError(`${label}: ${what}: no answer within ${timeoutMs} ms`)),
-        ),
-      timeoutMs,
+  const answer = answerOf(run, label, what, Math.min(timeoutMs, 3_000), peer);
+  return callWithin(answer, { timeoutMs, signal: cancel, what, backend: label });
+}
+
+/**
+ * `run`'s answer, its failure as the error boundedCall promises. A doubtful failure waits up to
+ * `verdictMs` for its verdict first, within the call's deadline (callWithin's timer still runs).
+ */
+async function answerOf<T>(
+  run: () => Promise<T>,
+  label: string,
+  what: string,
+  verdictMs: number,
+  peer: Peer | Reachability | undefined,
+): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (peer instanceof Reachability) await peer.settledRefusal(error, verdictMs);
+    if (error instanceof BackendUnavailableError) throw error;
+    throw (
+      (peer instanceof Reachability ? peer.refusal(error) : refusalError(peer, error)) ??
+      new BackendUnavailableError(`${label}: ${what} failed: ${(error as Error).message}`, { cause: error })
     );
-    cancel?.addEventListener('abort', onAbort, { once: true });
-    let running: Promise<T>;
-    try {
-      running = run();
-    } catch (error) {
-      running = Promise.reject(error);
-    }
-    running.then(
-      (value) => finish(() => resolve(value)),
-      async (error: unknown) => {
-        // Within the call's deadline (the timer still runs), a doubtful failure waits for its verdict.
-        if (peer instanceof Reachability) await peer.settledRefusal(error, Math.min(timeoutMs, 3_000));
-        finish(() =>
-          reject(
-            error instanceof BackendUnavailableError
-              ? error
-              : ((peer instanceof Reachability ? peer.refusal(error) : refusalError(peer, error)) ??
-                  new BackendUnavailableError(`${label}: ${what} failed: ${(error as Error).message}`, {
-                    cause: error,
-                  })),
-          ),
-        );
-      },
-    );
-  });
+  }
 }

@@ -1,5 +1,6 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
+import { withinGrace } from '../../src/cancel-grace.js';
 import { monotonicNow } from '../../src/clock.js';
 import type { ConnectOptions } from '../../src/connect-options.js';
 import type { ConnectionSpec } from '../../src/connection-url.js';
@@ -380,17 +381,13 @@ export class RedisLockProvider extends BaseLockProvider {
     this.#notices.close();
     // Bounded (within the base's 1 s for shutdown): one more try at the leftovers, then QUIT;
     // whatever is not done by then is cut.
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
+    await withinGrace(
       (async () => {
         await this.#leftovers.flush();
         if (this.#ownsClient) await this.redis.quit().catch(() => undefined);
       })(),
-      new Promise((resolve) => {
-        timer = setTimeout(resolve, Math.min(this.callTimeoutMs, SHUTDOWN_MS));
-      }),
-    ]);
-    clearTimeout(timer);
+      Math.min(this.callTimeoutMs, SHUTDOWN_MS),
+    );
     this.#leftovers.close();
     if (this.#ownsClient) this.redis.disconnect();
   }

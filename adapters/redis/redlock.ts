@@ -1,5 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
+import { withinGrace } from '../../src/cancel-grace.js';
 import { monotonicNow } from '../../src/clock.js';
 import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { guardSockets } from '../../src/ioredis-sockets.js';
@@ -376,17 +377,13 @@ export class RedlockProvider extends BaseLockProvider {
   protected async shutdown(): Promise<void> {
     // Bounded (within the base's 1 s for shutdown): one more try at the leftovers, then QUIT;
     // whatever is not done by then is cut.
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
+    await withinGrace(
       (async () => {
         await this.#leftovers.flush();
         await Promise.all([...this.#owned].map((r) => r.quit().catch(() => undefined)));
       })(),
-      new Promise((resolve) => {
-        timer = setTimeout(resolve, Math.min(this.callTimeoutMs, SHUTDOWN_MS));
-      }),
-    ]);
-    clearTimeout(timer);
+      Math.min(this.callTimeoutMs, SHUTDOWN_MS),
+    );
     this.#leftovers.close();
     for (const redis of this.#owned) redis.disconnect();
   }

@@ -1,5 +1,7 @@
+import { withinGrace } from '../../src/cancel-grace.js';
 import type { ConnectOptions } from '../../src/connect-options.js';
 import type { ConnectionSpec } from '../../src/connection-url.js';
+import { callWithin } from '../../src/deadline.js';
 import { BackendUnavailableError, InvalidArgumentError, NotHolderError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
@@ -401,7 +403,12 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
    */
   async #currentSession(cancel?: AbortSignal): Promise<ZkSession> {
     const current = this.#session ?? this.#open();
-    const session = await (cancel ? untilAborted(current, cancel) : current);
+    // No time limit here: the opening has its own (connectTimeoutMs) and goes on for the others.
+    const session = await callWithin(current, {
+      timeoutMs: Number.POSITIVE_INFINITY,
+      signal: cancel,
+      what: 'opening a session',
+    });
     if (session.alive) return session;
     if (this.#session === current) {
       void session.close(); // a lost session is closed at once, so the server drops its nodes
@@ -468,8 +475,13 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     this.#lingering.clear();
     // Bounded by callTimeoutMs in all: half for the folders, half for closeSession's answer.
     const half = this.callTimeoutMs / 2;
-    await Promise.race([Promise.all(pending), delay(half)]);
-    const session = await Promise.race([this.#session?.catch(() => undefined), delay(half)]);
+    await withinGrace(Promise.all(pending), half);
+    const opened = this.#session;
+    const session =
+      opened &&
+      (await callWithin(opened, { timeoutMs: half, what: 'opening a session' }).catch(
+        () => undefined, // a session not open by then (or never) has nothing to close
+      ));
     await session?.close(half);
   }
 
@@ -487,28 +499,6 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   async abandon(): Promise<void> {
     (await this.#session?.catch(() => undefined))?.abandon();
   }
-}
-
-const delay = (ms: number) =>
-  new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref());
-
-/** promise, or the signal's reason as soon as it aborts (the promise goes on for whoever else waits). */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
 }
 
 /** The provider `connect()` opens for a `zk://` URL. */

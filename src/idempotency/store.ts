@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { jitteredDelays, sleepUnlessWoken } from '../backoff.js';
+import { withinGrace } from '../cancel-grace.js';
 import { DEFAULT_DRIFT_RATE } from '../clock.js';
+import { callWithin } from '../deadline.js';
 import {
   AbortError,
   BackendUnavailableError,
@@ -9,7 +11,7 @@ import {
 } from '../errors.js';
 import { linkSignals } from '../signals.js';
 import { jsonCodec, type ResultCodec } from './codec.js';
-import { CallDeadlines, within } from './deadline.js';
+import { CallDeadlines } from './deadline.js';
 import { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from './errors.js';
 import { type Canonicalize, canonicalJson, payloadHash } from './hash.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -356,7 +358,10 @@ export class IdempotencyStore {
       await this.settleWithin([...this.underWay]);
       this.finishing.abort(reason);
       this.deadlines.failAll(reason);
-      await within('idempotency close', this.callTimeoutMs, undefined, () => this.records.close()).catch(
+      await callWithin(() => this.records.close(), {
+        timeoutMs: this.callTimeoutMs,
+        what: 'idempotency close',
+      }).catch(
         () => undefined, // a connection the server no longer answers is left to its client's end
       );
     })();
@@ -366,13 +371,6 @@ export class IdempotencyStore {
   /** Waits until every run given has settled, or callTimeoutMs has passed. */
   private async settleWithin(runs: Promise<unknown>[]): Promise<void> {
     if (runs.length === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.allSettled(runs),
-      new Promise((resolve) => {
-        timer = setTimeout(resolve, this.callTimeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
+    await withinGrace(Promise.allSettled(runs), this.callTimeoutMs);
   }
 }

@@ -1,4 +1,6 @@
 import { EventEmitter } from 'node:events';
+import { withinGrace } from '../../cancel-grace.js';
+import { callWithin } from '../../deadline.js';
 import { InvalidArgumentError, LockTimeoutError } from '../../errors.js';
 import { checkedOnRead } from '../../signals.js';
 import { abortableDelay } from '../../timers.js';
@@ -432,26 +434,18 @@ async function quitClient(client: unknown): Promise<void> {
     disconnect?: () => unknown;
     destroy?: () => unknown;
   };
-  let timer: NodeJS.Timeout | undefined;
   const quitting = Promise.resolve((c.close ?? c.quit)?.call(c)).then(
     () => true,
     () => true, // already closed, or the connection failed: nothing more to wait for
   );
-  const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), QUIT_MS);
-  });
-  const quit = await Promise.race([quitting, late]);
-  clearTimeout(timer);
+  const quit = await callWithin(quitting, { timeoutMs: QUIT_MS, what: 'quit' }).catch(
+    () => false, // no answer within QUIT_MS: disconnected below
+  );
   if (!quit) (c.disconnect ?? c.destroy)?.call(c);
 }
 
 /** Waits until every call settled, or ms passed. */
 async function settledWithin(calls: Promise<unknown>[], ms: number): Promise<void> {
   if (calls.length === 0) return;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ms);
-  });
-  await Promise.race([Promise.all(calls), late]);
-  clearTimeout(timer);
+  await withinGrace(Promise.all(calls), ms);
 }

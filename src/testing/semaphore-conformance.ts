@@ -174,22 +174,26 @@ export function describeSemaphoreConformance(target: SemaphoreConformanceTarget,
         const sh = await sem(name, 2, holder);
         const held = [await sh.acquire(ttl), await sh.acquire(ttl)];
         const order: number[] = [];
+        const granted: Permit[] = [];
         const done: Promise<void>[] = [];
         for (const [index, waiter] of waiters.entries()) {
           const s = await sem(name, 2, waiter);
           done.push(
-            s.acquire({ ...ttl, ...WAIT }).then(async (permit) => {
+            s.acquire({ ...ttl, ...WAIT }).then((permit) => {
               order.push(index);
-              await sleep(20);
-              await permit.release();
+              granted[index] = permit;
             }),
           );
           await waitersReach(sh, index + 1);
         }
-        await (held[0] as Permit).release();
-        await eventually('first waiter granted', async () => order.length === 1);
-        await (held[1] as Permit).release();
+        // One permit frees at a time, so each grant has exactly one rightful waiter: the front.
+        for (const permit of [...held, undefined, undefined]) {
+          const before = order.length;
+          await (permit ?? (granted[before - 2] as Permit)).release();
+          await eventually(`grant ${before + 1}`, async () => order.length === before + 1);
+        }
         await Promise.all(done);
+        await Promise.all(granted.map((permit) => permit.release()));
         assert.deepEqual(order, [0, 1, 2, 3]);
       });
     }

@@ -7,6 +7,7 @@ import {
   ProviderClosedError,
 } from './errors.js';
 import type { OwnedLock } from './ownership.js';
+import { withDeadline } from './semaphore/deadline.js';
 import { linkSignals } from './signals.js';
 import type { GrantKind, ProviderTelemetry } from './telemetry/telemetry.js';
 import { longTimeout } from './timers.js';
@@ -46,6 +47,18 @@ export interface GrantRequest {
   wait: boolean;
 }
 
+/** The terms an acquire's validated options give a request, with a new ownerToken; `wait` is the loop's. */
+export function grantTerms(options: ValidAcquireOptions): GrantRequest {
+  return {
+    ttlMs: options.ttlMs,
+    ttlGiven: options.ttlGiven,
+    owner: options.owner,
+    ownerToken: crypto.randomUUID(),
+    lockDelayMs: options.lockDelayMs,
+    wait: false,
+  };
+}
+
 /**
  * The backend part of a recipe that runs on this loop (a semaphore, a read-write lock). `request`
  * contract (as for locks): resolve with the grant, or null when `wait` is false and the grant is
@@ -67,6 +80,31 @@ export interface RecipeAdapter<Request extends GrantRequest, Info> {
   reachable?(): boolean;
   /** Whether the backend answered before (in process: always). Default: tracked per provider here. */
   reached?(): boolean;
+}
+
+/** Refuses a call to a recipe of a closed provider with the provider's close reason. */
+export function assertOpen(ctx: GrantContext): void {
+  if (ctx.closeSignal.aborted) throw ctx.closeSignal.reason;
+}
+
+/**
+ * A recipe's inspect (`what`: `inspect semaphore "jobs"`): one call to its adapter within
+ * callTimeoutMs and the provider's close; its answer notes the backend reached.
+ */
+export async function inspectRecipe<Info>(
+  ctx: GrantContext,
+  adapter: Pick<RecipeAdapter<GrantRequest, Info>, 'inspect'>,
+  what: string,
+): Promise<Info> {
+  assertOpen(ctx);
+  const info = await withDeadline(
+    (signal) => adapter.inspect(signal),
+    ctx.callTimeoutMs,
+    ctx.closeSignal,
+    what,
+  );
+  noteReached(ctx);
+  return info;
 }
 
 /** One acquire as the loop runs it: the validated options, one attempt at the backend, and its rules. */
@@ -171,13 +209,13 @@ export function obtainGrant(ctx: GrantContext, call: GrantCall): Promise<OwnedLo
 
 async function obtain(ctx: GrantContext, call: GrantCall): Promise<OwnedLock | null> {
   const { options, what } = call;
-  if (ctx.closeSignal.aborted) throw ctx.closeSignal.reason;
+  assertOpen(ctx);
   if (options.signal?.aborted) throw new AbortError(what, options.signal.reason);
   const shouldWait = call.wait && options.waitMs > 0;
 
   // When it gives up: when the request's one signal aborts, for the caller, waitMs or close().
   // Without a caller's signal or a time limit that is the close signal itself: a derived signal
-  // per request costs a third of the memory provider's time.
+  // per request is a large part of what an in-process acquire costs.
   const timeLimited = shouldWait && Number.isFinite(options.waitMs);
   const linked = options.signal || timeLimited ? linkSignals([options.signal, ctx.closeSignal]) : undefined;
   const cancel = linked?.signal ?? ctx.closeSignal;
@@ -219,7 +257,7 @@ async function obtain(ctx: GrantContext, call: GrantCall): Promise<OwnedLock | n
         if (cancel.aborted) throw cancelled();
         if (!ridesThrough(error)) throw error;
         unavailable = error;
-        await sleepUnlessWoken(delays.next().value, cancel).done.catch(() => undefined);
+        await sleepUnlessWoken(delays.next().value, cancel).done.catch(() => undefined); // an abort is read below
         if (cancel.aborted) throw cancelled();
         continue;
       }

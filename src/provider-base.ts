@@ -23,6 +23,7 @@ import {
 import {
   type GrantContext,
   type GrantRequest,
+  grantTerms,
   observeWait,
   obtainGrant,
   refuseUnkeptLockDelay,
@@ -471,12 +472,7 @@ export abstract class BaseLockProvider implements LockProvider {
     this.assertOpen();
     const request: LockRequest = {
       key,
-      ttlMs: options.ttlMs,
-      ttlGiven: options.ttlGiven,
-      owner: options.owner,
-      ownerToken: crypto.randomUUID(),
-      wait: false,
-      lockDelayMs: options.lockDelayMs,
+      ...grantTerms(options),
       ...(payload === undefined ? {} : { payload }),
     };
     return obtainGrant(this.#grantContext, {

@@ -1,15 +1,16 @@
 import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
 import {
   adapterAttempt,
+  assertOpen,
   type GrantContext,
   type GrantRequest,
+  grantTerms,
   HeldGrants,
-  noteReached,
+  inspectRecipe,
   obtainGrant,
   type RecipeAdapter,
   refuseUnkeptLockDelay,
 } from '../grant-loop.js';
-import { withDeadline } from '../semaphore/deadline.js';
 import type { AcquireOptions, Lock } from '../types.js';
 import { validateAcquireOptions, validateKey } from '../validate.js';
 import { ContinuedGrant } from './continuation.js';
@@ -94,14 +95,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
   }
 
   async inspect(): Promise<ReadWriteInfo> {
-    this.#assertOpen();
-    const info = await withDeadline(
-      (signal) => this.#adapter.inspect(signal),
-      this.#ctx.callTimeoutMs,
-      this.#ctx.closeSignal,
-      `inspect read-write lock "${this.name}"`,
-    );
-    noteReached(this.#ctx);
+    const info = await inspectRecipe(this.#ctx, this.#adapter, `inspect read-write lock "${this.name}"`);
     return { name: this.name, ...info, delayed: info.delayed ?? [] };
   }
 
@@ -124,10 +118,6 @@ export class GenericReadWriteLock implements ReadWriteLock {
     }
   }
 
-  #assertOpen(): void {
-    if (this.#ctx.closeSignal.aborted) throw this.#ctx.closeSignal.reason;
-  }
-
   async #obtain(
     mode: 'read' | 'write',
     opts: AcquireOptions | undefined,
@@ -139,17 +129,8 @@ export class GenericReadWriteLock implements ReadWriteLock {
       this.#adapter.keepsLockDelay,
       `${this.#ctx.backend} read-write locks`,
     );
-    this.#assertOpen();
-    const request: ReadWriteRequest = {
-      name: this.name,
-      mode,
-      ttlMs: options.ttlMs,
-      ttlGiven: options.ttlGiven,
-      owner: options.owner,
-      ownerToken: crypto.randomUUID(),
-      lockDelayMs: options.lockDelayMs,
-      wait: false,
-    };
+    assertOpen(this.#ctx);
+    const request: ReadWriteRequest = { name: this.name, mode, ...grantTerms(options) };
     const lock = await obtainGrant(this.#ctx, {
       name: this.name,
       what: `acquire ${mode} of "${this.name}"`,
@@ -178,7 +159,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
       // Nothing new is granted on the backend: if the grant is lost, the write's delay applies.
       throw new InvalidArgumentError('lockDelayMs', 'a downgrade continues the write: give the delay to it');
     }
-    this.#assertOpen();
+    assertOpen(this.#ctx);
     const origin = writes.get(write);
     if (!origin || origin.name !== this.name || origin.closeSignal !== this.#ctx.closeSignal) {
       throw new InvalidArgumentError(

@@ -1,15 +1,16 @@
 import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
 import {
   adapterAttempt,
+  assertOpen,
   type GrantContext,
   type GrantRequest,
+  grantTerms,
   HeldGrants,
-  noteReached,
+  inspectRecipe,
   obtainGrant,
   type RecipeAdapter,
   refuseUnkeptLockDelay,
 } from '../grant-loop.js';
-import { withDeadline } from './deadline.js';
 import { PermitHandle } from './permit.js';
 import type { Permit, PermitOptions, Semaphore, SemaphoreInfo, SemaphoreOptions } from './types.js';
 import { validateLimit, validatePermitOptions, validateSemaphoreName } from './validate.js';
@@ -83,19 +84,8 @@ export class GenericSemaphore implements Semaphore {
   }
 
   async inspect(): Promise<SemaphoreInfo> {
-    this.#assertOpen();
-    const info = await withDeadline(
-      (signal) => this.#adapter.inspect(signal),
-      this.#ctx.callTimeoutMs,
-      this.#ctx.closeSignal,
-      `inspect semaphore "${this.name}"`,
-    );
-    noteReached(this.#ctx);
+    const info = await inspectRecipe(this.#ctx, this.#adapter, `inspect semaphore "${this.name}"`);
     return { name: this.name, limit: this.limit, ...info, delayed: info.delayed ?? [] };
-  }
-
-  #assertOpen(): void {
-    if (this.#ctx.closeSignal.aborted) throw this.#ctx.closeSignal.reason;
   }
 
   async #obtain(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
@@ -105,17 +95,12 @@ export class GenericSemaphore implements Semaphore {
       this.#adapter.keepsLockDelay,
       `${this.#ctx.backend} semaphores`,
     );
-    this.#assertOpen();
+    assertOpen(this.#ctx);
     const request: PermitRequest = {
       name: this.name,
       limit: this.limit,
       permits: options.permits,
-      ttlMs: options.ttlMs,
-      ttlGiven: options.ttlGiven,
-      owner: options.owner,
-      ownerToken: crypto.randomUUID(),
-      lockDelayMs: options.lockDelayMs,
-      wait: false,
+      ...grantTerms(options),
     };
     const lock = await obtainGrant(this.#ctx, {
       name: this.name,

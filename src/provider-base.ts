@@ -7,11 +7,8 @@ import {
   validateForceReleaseOptions,
   validateListPrefix,
 } from './admin.js';
-import { jitteredDelays, sleepUnlessWoken } from './backoff.js';
 import { DEFAULT_DRIFT_RATE } from './clock.js';
 import {
-  AbortError,
-  BackendUnavailableError,
   InvalidArgumentError,
   LockTimeoutError,
   NotImplementedError,
@@ -23,16 +20,22 @@ import {
   ProviderEvents,
   type TtlIgnored,
 } from './events.js';
+import {
+  type GrantContext,
+  type GrantRequest,
+  grantTerms,
+  observeWait,
+  obtainGrant,
+  refuseUnkeptLockDelay,
+} from './grant-loop.js';
 import type { OwnedLock } from './ownership.js';
 import { GenericReadWriteLock, type ReadWriteAdapter } from './read-write/core.js';
 import type { ReadWriteLock } from './read-write/types.js';
 import { processSecrets } from './secret-mask.js';
 import type { SemaphoreContext } from './semaphore/core.js';
 import type { SessionRenewalListener } from './session-liveness.js';
-import { linkSignals } from './signals.js';
 import { secretsIn } from './telemetry/redact.js';
 import { ProviderTelemetry, TELEMETRY, type TelemetryOptions } from './telemetry/telemetry.js';
-import { longTimeout } from './timers.js';
 import type {
   AcquireOptions,
   BackendName,
@@ -45,17 +48,13 @@ import type {
 import { validateAcquireOptions, validateKey, validateTtlMs, validateWaitMs } from './validate.js';
 
 /** What an adapter is asked for: one grant of `key`, waiting in the backend's queue if `wait`. */
-export interface LockRequest {
+export interface LockRequest extends GrantRequest {
   key: string;
-  ttlMs: number;
   /**
    * Whether ttlMs was given (by the acquire or the provider's options) rather than defaulted:
    * session backends that can honour it (etcd) then use a session of that TTL.
    */
   ttlGiven: boolean;
-  owner: string | undefined;
-  ownerToken: string;
-  wait: boolean;
   /** Backend-specific value to store with the grant instead of the owner record (election proposals). */
   payload?: string;
   /**
@@ -84,7 +83,6 @@ export interface ProviderDefaults extends TelemetryOptions {
 }
 
 export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
-const TIMED_OUT = Symbol('timed out');
 /** What close() may spend on shutdown() after the clean-up phase. */
 const SHUTDOWN_GRACE_MS = 1_000;
 
@@ -100,8 +98,9 @@ function grace(ms: number): Promise<void> {
 }
 
 /**
- * What every provider shares: validation, waitMs and AbortSignal handling, tracking what it holds so
- * close() releases it, and withLock. An adapter implements `request` and `inspect` only.
+ * What every provider shares: validation, tracking what it holds so close() releases it, withLock,
+ * and its locks' turn on the shared acquire loop (src/grant-loop.ts: waitMs, signals, outages,
+ * born-lost grants). An adapter implements `request` and `inspect` only.
  *
  * `request` contract: resolve with the grant, or with null when `wait` is false and the key is busy.
  * `cancel` is the request's one signal (the caller's, waitMs, close): race every backend call
@@ -136,14 +135,13 @@ export abstract class BaseLockProvider implements LockProvider {
   readonly #held = new Set<OwnedLock>();
   /** Requests under way: each promise settles once its request has cleaned up after itself. */
   readonly #pending = new Set<Promise<unknown>>();
-  /**
-   * Aborted by close(). Requests with neither a signal nor a time limit use it as it is (a derived
-   * signal per acquire cost a third of the memory provider's time); the others derive theirs from it.
-   */
+  /** Aborted by close(): every request's signal derives from it (or is it). */
   readonly #closeController = unlimitedListeners(new AbortController());
   #closing: Promise<void> | undefined;
-  /** The backend has answered at least once: from then on, outages are ridden through (retried). */
+  /** The backend has answered at least once: from then on, locks ride outages through (retried). */
   #reached = false;
+  /** What this provider lends its locks' acquire loop: the semaphores' context, made once. */
+  #grantContextInstance: GrantContext | undefined;
   /**
    * For backends where a session or connection, not ttlMs, decides how long a dead holder's lock
    * stays held (ZooKeeper, PostgreSQL): what governs instead, when it differs from `ttlMs`.
@@ -346,6 +344,11 @@ export abstract class BaseLockProvider implements LockProvider {
     };
   }
 
+  get #grantContext(): GrantContext {
+    this.#grantContextInstance ??= this.semaphoreContext();
+    return this.#grantContextInstance;
+  }
+
   /**
    * Readers share, a writer excludes everyone, in request order, under `name` (src/read-write/).
    * An adapter offers it by overriding readWriteAdapter.
@@ -437,17 +440,20 @@ export abstract class BaseLockProvider implements LockProvider {
     if (this.closed) throw new ProviderClosedError(this.backend);
   }
 
-  /** #obtain, timed and counted: wait duration by outcome, waiters meanwhile (no extra await). */
+  /**
+   * An acquire of a lock on the shared acquire loop (src/grant-loop.ts), timed from before its
+   * validation so that a refused acquire is counted too.
+   */
   #observed(
     key: string,
     opts: AcquireOptions | undefined,
     wait: boolean,
     payload?: string,
   ): Promise<OwnedLock | null> {
-    const done = this.telemetry.waitStarted('lock', key, wait && (opts?.waitMs ?? this.waitMs) !== 0);
-    const obtaining = this.#obtain(key, opts, wait, payload);
-    obtaining.then(done, done);
-    return obtaining;
+    const waiting = wait && (opts?.waitMs ?? this.waitMs) !== 0;
+    return observeWait(this.#grantContext, 'lock', key, waiting, () =>
+      this.#obtain(key, opts, wait, payload),
+    );
   }
 
   async #obtain(
@@ -462,108 +468,28 @@ export abstract class BaseLockProvider implements LockProvider {
       waitMs: this.waitMs,
       ttlGiven: this.#ttlGiven,
     });
-    if (options.lockDelayMs > 0 && !this.lockDelaySupported) {
-      throw new NotImplementedError(`lockDelayMs on the ${this.backend} provider`);
-    }
+    refuseUnkeptLockDelay(options.lockDelayMs, this.lockDelaySupported, `the ${this.backend} provider`);
     this.assertOpen();
-    const shouldWait = wait && options.waitMs > 0;
-    const userSignal = options.signal;
-    if (userSignal?.aborted) throw new AbortError(`acquire("${key}")`, userSignal.reason);
-
-    // One signal for the whole request: the caller's, the wait's time limit, and close().
-    const timeLimited = shouldWait && Number.isFinite(options.waitMs);
-    const derived =
-      userSignal || timeLimited ? linkSignals([userSignal, this.#closeController.signal]) : undefined;
-    const cancel = derived?.signal ?? this.#closeController.signal;
-    const cancelTimer = timeLimited
-      ? longTimeout(() => derived?.abort(TIMED_OUT), options.waitMs)
-      : undefined;
-    const ownerToken = crypto.randomUUID();
-    let unavailable: BackendUnavailableError | undefined;
-    const delays = shouldWait
-      ? jitteredDelays({ initialMs: 50, maxMs: Math.max(50, this.callTimeoutMs / 2) })
-      : undefined;
-    try {
-      for (;;) {
-        let lock: OwnedLock | null;
-        try {
-          lock = await this.#requestOnce(
-            {
-              key,
-              ttlMs: options.ttlMs,
-              ttlGiven: options.ttlGiven,
-              owner: options.owner,
-              ownerToken,
-              wait: shouldWait,
-              lockDelayMs: options.lockDelayMs,
-              ...(payload === undefined ? {} : { payload }),
-            },
-            cancel,
-          );
-        } catch (error) {
-          if (cancel.aborted) throw this.#cancelled(key, options.waitMs, cancel.reason, unavailable);
-          // Ride through an outage while there is time to wait, once the backend was reached at all.
-          if (error instanceof BackendUnavailableError && shouldWait && this.#reached) {
-            unavailable = error;
-            await sleepUnlessWoken(delays?.next().value ?? 50, cancel).done.catch(() => undefined);
-            if (cancel.aborted) throw this.#cancelled(key, options.waitMs, cancel.reason, unavailable);
-            continue;
-          }
-          throw error;
-        }
-        this.#reached = true;
-        unavailable = undefined;
-        if (lock === null) return null;
-        if (!lock.held) {
-          // Born lost (the answer came after the lease could have passed on): not a grant.
-          await lock.release().catch(() => undefined);
-          if (!shouldWait) return null;
-          if (cancel.aborted) throw this.#cancelled(key, options.waitMs, cancel.reason, undefined);
-          continue;
-        }
-        if (this.closed) {
-          await lock.release().catch(() => undefined);
-          throw new ProviderClosedError(this.backend);
-        }
-        this.#track(lock);
-        this.telemetry.granted(lock, 'lock', key, options.owner);
-        if (options.ttlGiven) this.#noteTtl(options.ttlMs);
-        return lock;
-      }
-    } finally {
-      cancelTimer?.();
-      derived?.dispose();
-    }
-  }
-
-  /** One call of the adapter, counted as pending so that close() waits for its clean-up. */
-  async #requestOnce(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
-    const requested = this.request(req, cancel);
-    this.#pending.add(requested);
-    try {
-      return await requested;
-    } finally {
-      this.#pending.delete(requested);
-    }
-  }
-
-  /** The error a request ends with when its signal aborted. */
-  #cancelled(
-    key: string,
-    waitMs: number,
-    reason: unknown,
-    unavailable: BackendUnavailableError | undefined,
-  ): Error {
-    if (reason instanceof ProviderClosedError) return reason;
-    if (reason !== TIMED_OUT) return new AbortError(`acquire("${key}")`, reason);
-    // The wait ran out: during an outage (or before the backend ever answered) that is what to say.
-    if (unavailable) return unavailable;
-    if (!this.backendReachable()) {
-      return new BackendUnavailableError(
-        `the ${this.backend} backend did not answer within ${waitMs} ms (acquire("${key}"))`,
-      );
-    }
-    return new LockTimeoutError(key, waitMs);
+    const request: LockRequest = {
+      key,
+      ...grantTerms(options),
+      ...(payload === undefined ? {} : { payload }),
+    };
+    return obtainGrant(this.#grantContext, {
+      name: key,
+      what: `acquire("${key}")`,
+      kind: 'lock',
+      options,
+      wait,
+      attempt: (shouldWait, cancel) => this.request({ ...request, wait: shouldWait }, cancel),
+      // A provider's locks keep their own flag: its adapter notes the backend reached on connecting.
+      reached: () => this.#reached,
+      answered: () => this.noteReached(),
+      reachable: () => this.backendReachable(),
+      keep: (lock) => this.#track(lock),
+      passesClosedOn: true,
+      timedByCaller: true,
+    });
   }
 
   // Its own method so the listener's closure keeps only the lock, not the request's state (signals,

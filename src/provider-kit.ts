@@ -7,7 +7,7 @@
  */
 export { DEFAULT_DRIFT_RATE, monotonicNow, safeDeadline } from './clock.js';
 export { type ConnectionSpec, type HostPort, parseConnectionUrl } from './connection-url.js';
-export type { GrantContext } from './grant-loop.js';
+export type { GrantContext, GrantRequest, RecipeAdapter } from './grant-loop.js';
 export { keepRenewing, type LeasedLockInit, leasedLock, type RenewalOptions } from './lease-renewal.js';
 export { OwnedLock, type OwnedLockInit } from './ownership.js';
 export { BaseLockProvider, type LockRequest } from './provider-base.js';

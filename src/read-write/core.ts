@@ -1,7 +1,16 @@
-import { InvalidArgumentError, LockTimeoutError, NotImplementedError } from '../errors.js';
-import { type GrantContext, HeldGrants, noteReached, obtainGrant } from '../grant-loop.js';
-import type { OwnedLock } from '../ownership.js';
-import { withDeadline } from '../semaphore/deadline.js';
+import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
+import {
+  adapterAttempt,
+  assertOpen,
+  type GrantContext,
+  type GrantRequest,
+  grantTerms,
+  HeldGrants,
+  inspectRecipe,
+  obtainGrant,
+  type RecipeAdapter,
+  refuseUnkeptLockDelay,
+} from '../grant-loop.js';
 import type { AcquireOptions, Lock } from '../types.js';
 import { validateAcquireOptions, validateKey } from '../validate.js';
 import { ContinuedGrant } from './continuation.js';
@@ -11,31 +20,21 @@ import type { ReadOptions, ReadWriteInfo, ReadWriteLock } from './types.js';
 export type ReadWriteMode = 'read' | 'write';
 
 /** What an adapter is asked for: a read or the write of `name`, waiting in the backend's queue if `wait`. */
-export interface ReadWriteRequest {
+export interface ReadWriteRequest extends GrantRequest {
   name: string;
   mode: ReadWriteMode;
-  ttlMs: number;
-  /** Whether ttlMs was given (by the acquire or the provider's options) rather than defaulted. */
-  ttlGiven: boolean;
-  owner: string | undefined;
-  /** Unique per request (and so per grant): the backend's id of the grant. */
-  ownerToken: string;
   /**
    * Lock-delay of the grant (0 = none): a lost grant is kept this long after the loss, a write
    * against everybody, a read against writers.
    */
   lockDelayMs: number;
-  wait: boolean;
 }
 
 /**
- * The backend part of a read-write lock: all an adapter writes. The `request` contract is the
- * semaphore's (SemaphoreAdapter): resolve with the grant, or null when `wait` is false and the
- * grant is not free now. `cancel` is the request's one signal (caller, waitMs, provider close): race
- * every backend call against it and callTimeoutMs (withDeadline); when it aborts, leave the queue
- * (and give back a grant that raced in), then reject. An unreachable backend is a
- * BackendUnavailableError, promptly: the wait is retried in the shared loop (src/grant-loop.ts),
- * which also handles born-lost grants, close and telemetry.
+ * The backend part of a read-write lock: all an adapter writes. Its `request` contract is the
+ * shared loop's (RecipeAdapter, src/grant-loop.ts, which also handles outages, born-lost grants,
+ * close and telemetry); `inspect` answers the writer, the readers, the waiters and delays
+ * (default none).
  *
  * What the backend must keep: one queue per name in request order; a read is granted when no write
  * request is before it, a write when no request at all is before it; a read `tryAcquire` answers
@@ -44,17 +43,7 @@ export interface ReadWriteRequest {
  * such as a create revision, since everything before a write has ended when it is granted).
  * Downgrades are done here, above the adapter (ContinuedGrant): adapters never see them.
  */
-export interface ReadWriteAdapter {
-  request(req: ReadWriteRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
-  /** The writer, the readers, the waiters and delays (default none); `signal` carries the deadline. */
-  inspect(signal: AbortSignal): Promise<AdapterReadWriteInfo>;
-  /** Whether the adapter keeps lock-delay (ReadWriteRequest.lockDelayMs); if not, a delay is refused. */
-  readonly keepsLockDelay?: boolean;
-  /** Whether the backend is reachable as far as the adapter knows. Default: reachable. */
-  reachable?(): boolean;
-  /** Whether the backend answered before (in process: always). Default: tracked per provider. */
-  reached?(): boolean;
-}
+export interface ReadWriteAdapter extends RecipeAdapter<ReadWriteRequest, AdapterReadWriteInfo> {}
 
 /** What an adapter's inspect answers: the info without the name; `delayed` may be left out. */
 export type AdapterReadWriteInfo = Omit<ReadWriteInfo, 'name' | 'delayed'> &
@@ -106,14 +95,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
   }
 
   async inspect(): Promise<ReadWriteInfo> {
-    this.#assertOpen();
-    const info = await withDeadline(
-      (signal) => this.#adapter.inspect(signal),
-      this.#ctx.callTimeoutMs,
-      this.#ctx.closeSignal,
-      `inspect read-write lock "${this.name}"`,
-    );
-    noteReached(this.#ctx);
+    const info = await inspectRecipe(this.#ctx, this.#adapter, `inspect read-write lock "${this.name}"`);
     return { name: this.name, ...info, delayed: info.delayed ?? [] };
   }
 
@@ -136,40 +118,26 @@ export class GenericReadWriteLock implements ReadWriteLock {
     }
   }
 
-  #assertOpen(): void {
-    if (this.#ctx.closeSignal.aborted) throw this.#ctx.closeSignal.reason;
-  }
-
   async #obtain(
     mode: 'read' | 'write',
     opts: AcquireOptions | undefined,
     wait: boolean,
   ): Promise<Lock | null> {
     const options = validateAcquireOptions(opts, this.#ctx);
-    if (options.lockDelayMs > 0 && !this.#adapter.keepsLockDelay) {
-      throw new NotImplementedError(`lockDelayMs on ${this.#ctx.backend} read-write locks`);
-    }
-    this.#assertOpen();
-    const request: ReadWriteRequest = {
-      name: this.name,
-      mode,
-      ttlMs: options.ttlMs,
-      ttlGiven: options.ttlGiven,
-      owner: options.owner,
-      ownerToken: crypto.randomUUID(),
-      lockDelayMs: options.lockDelayMs,
-      wait: false,
-    };
-    const adapter = this.#adapter;
+    refuseUnkeptLockDelay(
+      options.lockDelayMs,
+      this.#adapter.keepsLockDelay,
+      `${this.#ctx.backend} read-write locks`,
+    );
+    assertOpen(this.#ctx);
+    const request: ReadWriteRequest = { name: this.name, mode, ...grantTerms(options) };
     const lock = await obtainGrant(this.#ctx, {
       name: this.name,
       what: `acquire ${mode} of "${this.name}"`,
       kind: mode === 'read' ? 'read-lock' : 'write-lock',
       options,
       wait,
-      attempt: (shouldWait, cancel) => adapter.request({ ...request, wait: shouldWait }, cancel),
-      ...(adapter.reached ? { reached: () => adapter.reached?.() ?? true } : {}),
-      reachable: () => adapter.reachable?.() ?? true,
+      ...adapterAttempt(this.#adapter, request),
     });
     if (lock === null) return null;
     if (mode === 'read') {
@@ -191,7 +159,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
       // Nothing new is granted on the backend: if the grant is lost, the write's delay applies.
       throw new InvalidArgumentError('lockDelayMs', 'a downgrade continues the write: give the delay to it');
     }
-    this.#assertOpen();
+    assertOpen(this.#ctx);
     const origin = writes.get(write);
     if (!origin || origin.name !== this.name || origin.closeSignal !== this.#ctx.closeSignal) {
       throw new InvalidArgumentError(

@@ -1,47 +1,36 @@
-import { InvalidArgumentError, LockTimeoutError, NotImplementedError } from '../errors.js';
-import { type GrantContext, HeldGrants, noteReached, obtainGrant } from '../grant-loop.js';
-import type { OwnedLock } from '../ownership.js';
-import { withDeadline } from './deadline.js';
+import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
+import {
+  adapterAttempt,
+  assertOpen,
+  type GrantContext,
+  type GrantRequest,
+  grantTerms,
+  HeldGrants,
+  inspectRecipe,
+  obtainGrant,
+  type RecipeAdapter,
+  refuseUnkeptLockDelay,
+} from '../grant-loop.js';
 import { PermitHandle } from './permit.js';
 import type { Permit, PermitOptions, Semaphore, SemaphoreInfo, SemaphoreOptions } from './types.js';
 import { validateLimit, validatePermitOptions, validateSemaphoreName } from './validate.js';
 
 /** What an adapter is asked for: `permits` of `name`'s `limit`, waiting in the backend's queue if `wait`. */
-export interface PermitRequest {
+export interface PermitRequest extends GrantRequest {
   name: string;
   limit: number;
   permits: number;
-  ttlMs: number;
-  /** Whether ttlMs was given (by the acquire or the provider's options) rather than defaulted. */
-  ttlGiven: boolean;
-  owner: string | undefined;
-  /** Unique per request (and so per grant): the backend's id of the grant. */
-  ownerToken: string;
   /** Lock-delay of the grant (0 = none): a lost grant keeps its permits this long after the loss. */
   lockDelayMs: number;
-  wait: boolean;
 }
 
 /**
- * The backend part of a semaphore. `request` contract (as for locks): resolve with the grant, or
- * null when `wait` is false and the permits are not free. `cancel` is the request's one signal
- * (caller, waitMs, provider close): race every backend call against it and callTimeoutMs
- * (withDeadline); when it aborts, leave the queue (and give back a grant that raced in), then reject.
- * An unreachable backend is a BackendUnavailableError, promptly: the wait is retried here.
- * A name stored with another limit is a SemaphoreLimitMismatchError.
+ * The backend part of a semaphore: its `request` contract is the shared loop's (RecipeAdapter),
+ * with the permits not free as the busy answer. `inspect` answers the holders, waiters and
+ * delayed permits (default none). A name stored with another limit is a
+ * SemaphoreLimitMismatchError.
  */
-export interface SemaphoreAdapter {
-  request(req: PermitRequest, cancel: AbortSignal): Promise<OwnedLock | null>;
-  /** Holders, waiters and delayed permits (default none); `signal` carries the caller's deadline. */
-  inspect(signal: AbortSignal): Promise<AdapterSemaphoreInfo>;
-  /** Whether the adapter keeps lock-delay (PermitRequest.lockDelayMs); if not, a delay is refused. */
-  readonly keepsLockDelay?: boolean;
-  /** Whether the backend is reachable as far as the adapter knows: a wait that runs out while it
-   * is not ends with BackendUnavailableError instead of a timeout. Default: reachable. */
-  reachable?(): boolean;
-  /** Whether the backend answered before (in process: always). Default: tracked per provider here. */
-  reached?(): boolean;
-}
+export interface SemaphoreAdapter extends RecipeAdapter<PermitRequest, AdapterSemaphoreInfo> {}
 
 /** What an adapter's inspect answers: the info without the name and limit; `delayed` may be left out. */
 export type AdapterSemaphoreInfo = Omit<SemaphoreInfo, 'name' | 'limit' | 'delayed'> &
@@ -95,37 +84,23 @@ export class GenericSemaphore implements Semaphore {
   }
 
   async inspect(): Promise<SemaphoreInfo> {
-    this.#assertOpen();
-    const info = await withDeadline(
-      (signal) => this.#adapter.inspect(signal),
-      this.#ctx.callTimeoutMs,
-      this.#ctx.closeSignal,
-      `inspect semaphore "${this.name}"`,
-    );
-    noteReached(this.#ctx);
+    const info = await inspectRecipe(this.#ctx, this.#adapter, `inspect semaphore "${this.name}"`);
     return { name: this.name, limit: this.limit, ...info, delayed: info.delayed ?? [] };
-  }
-
-  #assertOpen(): void {
-    if (this.#ctx.closeSignal.aborted) throw this.#ctx.closeSignal.reason;
   }
 
   async #obtain(opts: PermitOptions | undefined, wait: boolean): Promise<Permit | null> {
     const options = validatePermitOptions(opts, this.limit, this.#ctx);
-    if (options.lockDelayMs > 0 && !this.#adapter.keepsLockDelay) {
-      throw new NotImplementedError(`lockDelayMs on ${this.#ctx.backend} semaphores`);
-    }
-    this.#assertOpen();
+    refuseUnkeptLockDelay(
+      options.lockDelayMs,
+      this.#adapter.keepsLockDelay,
+      `${this.#ctx.backend} semaphores`,
+    );
+    assertOpen(this.#ctx);
     const request: PermitRequest = {
       name: this.name,
       limit: this.limit,
       permits: options.permits,
-      ttlMs: options.ttlMs,
-      ttlGiven: options.ttlGiven,
-      owner: options.owner,
-      ownerToken: crypto.randomUUID(),
-      lockDelayMs: options.lockDelayMs,
-      wait: false,
+      ...grantTerms(options),
     };
     const lock = await obtainGrant(this.#ctx, {
       name: this.name,
@@ -133,9 +108,7 @@ export class GenericSemaphore implements Semaphore {
       kind: 'semaphore',
       options,
       wait,
-      attempt: (shouldWait, cancel) => this.#adapter.request({ ...request, wait: shouldWait }, cancel),
-      ...(this.#adapter.reached ? { reached: () => this.#adapter.reached?.() ?? true } : {}),
-      reachable: () => this.#adapter.reachable?.() ?? true,
+      ...adapterAttempt(this.#adapter, request),
     });
     if (lock === null) return null;
     this.#held.add(lock);

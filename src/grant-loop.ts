@@ -1,4 +1,5 @@
 import { jitteredDelays, sleepUnlessWoken } from './backoff.js';
+import { callWithin } from './deadline.js';
 import {
   AbortError,
   BackendUnavailableError,
@@ -7,7 +8,6 @@ import {
   ProviderClosedError,
 } from './errors.js';
 import type { OwnedLock } from './ownership.js';
-import { withDeadline } from './semaphore/deadline.js';
 import { linkSignals } from './signals.js';
 import type { GrantKind, ProviderTelemetry } from './telemetry/telemetry.js';
 import { longTimeout } from './timers.js';
@@ -63,7 +63,7 @@ export function grantTerms(options: ValidAcquireOptions): GrantRequest {
  * The backend part of a recipe that runs on this loop (a semaphore, a read-write lock). `request`
  * contract (as for locks): resolve with the grant, or null when `wait` is false and the grant is
  * not free now. `cancel` is the request's one signal (caller, waitMs, provider close): race every
- * backend call against it and callTimeoutMs (withDeadline); when it aborts, leave the queue (and
+ * backend call against it and callTimeoutMs (callWithin); when it aborts, leave the queue (and
  * give back a grant that raced in), then reject. An unreachable backend is a
  * BackendUnavailableError, promptly: the wait is retried here.
  */
@@ -97,12 +97,11 @@ export async function inspectRecipe<Info>(
   what: string,
 ): Promise<Info> {
   assertOpen(ctx);
-  const info = await withDeadline(
-    (signal) => adapter.inspect(signal),
-    ctx.callTimeoutMs,
-    ctx.closeSignal,
+  const info = await callWithin((signal) => adapter.inspect(signal), {
+    timeoutMs: ctx.callTimeoutMs,
+    signal: ctx.closeSignal,
     what,
-  );
+  });
   noteReached(ctx);
   return info;
 }

@@ -7,6 +7,7 @@ import {
   validateForceReleaseOptions,
   validateListPrefix,
 } from './admin.js';
+import { withinGrace } from './cancel-grace.js';
 import { DEFAULT_DRIFT_RATE } from './clock.js';
 import {
   InvalidArgumentError,
@@ -90,11 +91,6 @@ const SHUTDOWN_GRACE_MS = 1_000;
 function unlimitedListeners(controller: AbortController): AbortController {
   setMaxListeners(0, controller.signal);
   return controller;
-}
-
-/** Resolves after ms (unref'd), for bounding clean-up that must not hold close() up. */
-function grace(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /**
@@ -429,9 +425,8 @@ export abstract class BaseLockProvider implements LockProvider {
         ...this.#pending,
         ...[...this.#held].map((lock) => lock.release()),
       ]);
-      await Promise.race([cleanUp, grace(this.callTimeoutMs)]);
-      const shutdown = this.shutdown().catch(() => undefined);
-      await Promise.race([shutdown, grace(SHUTDOWN_GRACE_MS)]);
+      await withinGrace(cleanUp, this.callTimeoutMs);
+      await withinGrace(this.shutdown(), SHUTDOWN_GRACE_MS);
     })();
     return this.#closing;
   }

@@ -347,6 +347,12 @@ export class EtcdLockProvider extends BaseLockProvider {
       trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
       // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
       releaseOnBackend: async () => {
+        // Closing: the lease's revoke (shutdown) deletes every key of the session in one call, as
+        // Go's Session.Close does; a delete per lock (100,000 at once) would saturate the client.
+        if (this.closeSignal.aborted && req.lockDelayMs === 0) {
+          entry.lost();
+          return;
+        }
         // With a lock-delay: key and marker in one Txn (a clean release starts no delay). Unanswered,
         // the session deletes the key alone, and the next holder waits out a delay it need not.
         if (req.lockDelayMs > 0) {

@@ -50,3 +50,29 @@ describe('etcd calls per grant', () => {
     expect(counter.take().calls).toEqual({ 'KV.txn': 3 * grants });
   });
 });
+
+// close() hands its locks to the session lease's revoke, as Go's Session.Close: one call deletes
+// every key, where a delete per lock (100,000 held) saturated the client for minutes.
+describe('etcd calls on close', () => {
+  const etcd = etcdFixture();
+
+  it('close() with 200 locks held revokes the lease once and sends no delete', async () => {
+    const provider = etcd.open();
+    const counter = countEtcdCalls(provider.client);
+    const keys = Array.from({ length: 200 }, (_, i) => uniqueKey(`close-${i}`));
+    const locks = await Promise.all(keys.map((key) => provider.acquire(key)));
+    counter.take();
+    await provider.close();
+    const { calls } = counter.take();
+    expect(calls['KV.txn'] ?? 0).toBe(0);
+    expect(calls['KV.deleteRange'] ?? 0).toBe(0);
+    expect(calls['Lease.leaseRevoke']).toBe(1);
+    expect(locks.every((lock) => lock.signal.aborted && !lock.held)).toBe(true);
+    const other = etcd.open();
+    try {
+      for (const key of keys.slice(0, 20)) expect(await other.inspect(key)).toBeNull();
+    } finally {
+      await other.close();
+    }
+  });
+});

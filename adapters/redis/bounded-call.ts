@@ -203,25 +203,31 @@ export function boundedCall<T>(
   // A started promise, not a function: ioredis takes no signal, and deriving one for every command
   // would cost more than the command's own client work. So the cancel check before sending is here.
   if (cancel?.aborted) return Promise.reject(cancel.reason);
-  const answer = answerOf(run, label, what, Math.min(timeoutMs, 3_000), peer);
+  const answer = answerOf(run, label, what, performance.now() + timeoutMs, peer);
   return callWithin(answer, { timeoutMs, signal: cancel, what, backend: label });
 }
 
+/** How long before the call's deadline a wait for a refusal's verdict gives up (so the answer is its own). */
+const VERDICT_MARGIN_MS = 100;
+
 /**
- * `run`'s answer, its failure as the error boundedCall promises. A doubtful failure waits up to
- * `verdictMs` for its verdict first, within the call's deadline (callWithin's timer still runs).
+ * `run`'s answer, its failure as the error boundedCall promises. A doubtful failure waits for its
+ * verdict first, until just before the call's `deadline` (callWithin's timer still runs): a busy
+ * machine can take seconds to bring a refused certificate's alert.
  */
 async function answerOf<T>(
   run: () => Promise<T>,
   label: string,
   what: string,
-  verdictMs: number,
+  deadline: number,
   peer: Peer | Reachability | undefined,
 ): Promise<T> {
   try {
     return await run();
   } catch (error) {
-    if (peer instanceof Reachability) await peer.settledRefusal(error, verdictMs);
+    if (peer instanceof Reachability) {
+      await peer.settledRefusal(error, Math.max(0, deadline - performance.now() - VERDICT_MARGIN_MS));
+    }
     if (error instanceof BackendUnavailableError) throw error;
     throw (
       (peer instanceof Reachability ? peer.refusal(error) : refusalError(peer, error)) ??

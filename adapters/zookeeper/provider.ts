@@ -319,6 +319,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       key: req.key,
       ownerToken: req.ownerToken,
       released: () => this.#removeFolderLater(session, parent),
+      closing: this.closeSignal,
       ...(req.lockDelayMs > 0 ? { markerIn: parent } : {}),
     });
     this.#nodes.set(lock, { session, path: turn.queued.path });

@@ -50,6 +50,11 @@ export interface TurnGrant {
   markerIn?: string;
   /** The path of the grant's own marker (a read-write grant's): a clean release deletes it too. */
   grantMarker?: string;
+  /**
+   * The provider's close signal: a release once it aborted sends no delete (a grant without a
+   * marker), since closing the session removes all its nodes in one call.
+   */
+  closing?: AbortSignal;
 }
 
 /**
@@ -65,6 +70,8 @@ export function holdTurn(session: ZkSession, turn: ZkTurn, grant: TurnGrant): Ow
     releaseOnBackend: async () => {
       if (!session.alive) return; // the session's end removed the node
       const { markerIn, grantMarker } = grant;
+      // Closing: a delete per grant (100,000 held) would queue the session's close behind them.
+      if (grant.closing?.aborted && !markerIn && !grantMarker) return;
       // Unanswered, the node goes alone: the next holder waits a delay it need not (never shorter).
       const releasing = markerIn
         ? releaseWithMarker(session, markerIn, turn.queued.path)

@@ -213,4 +213,25 @@ describe('ZooKeeper calls per grant', () => {
       await other.close();
     }
   });
+  // Closing the session removes every node of it in one call: close() sends no delete per lock
+  // (100,000 held locks left their nodes to the session timeout: the close queued behind them).
+  it('close() with 50 locks held sends no delete, only the session close', async () => {
+    const own = new ZooKeeperLockProvider({ connectString: counter.connectString, sessionTimeoutMs: 4_000 });
+    const keys = Array.from({ length: 50 }, (_, i) => uniqueKey(`close-${i}`));
+    await Promise.all(keys.map((key) => own.acquire(key)));
+    counter.take();
+    await own.close();
+    const { requests } = counter.take();
+    expect(requests.delete ?? 0).toBe(0);
+    expect(requests['op -11']).toBeGreaterThanOrEqual(1); // closeSession (per session it opened)
+    const raw = await rawClient();
+    try {
+      for (const key of keys.slice(0, 10)) {
+        const nodes = await raw.getChildren(provider.folder(key)).catch(() => []);
+        expect(nodes.filter((node) => node.includes('lock-'))).toEqual([]);
+      }
+    } finally {
+      await raw.close();
+    }
+  });
 });

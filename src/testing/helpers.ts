@@ -93,3 +93,27 @@ export class ExclusionMonitor {
     this.#inside.delete(lock);
   }
 }
+
+/**
+ * A wait cut off from its backend still ends on time: `waitMs: 300` ends with a timeout or
+ * BackendUnavailableError within 1.5 s more, and an abort at 100 ms ends it within 1.5 s more.
+ */
+export async function assertCutOffWaitsEnd(
+  acquire: (options: { waitMs?: number; signal?: AbortSignal }) => Promise<unknown>,
+): Promise<void> {
+  let started = performance.now();
+  const error = await rejectsWith(acquire({ waitMs: 300 }));
+  const waited = performance.now() - started;
+  assert.ok(
+    ['LOCK_TIMEOUT', 'BACKEND_UNAVAILABLE'].includes((error as { code?: string }).code ?? ''),
+    `ended with ${error.message}`,
+  );
+  assert.ok(waited < 300 + 1_500, `waitMs 300 ended only after ${Math.round(waited)} ms`);
+  const controller = new AbortController();
+  started = performance.now();
+  const aborted = acquire({ signal: controller.signal });
+  setTimeout(() => controller.abort(new Error('stop')), 100);
+  await rejectsWith(aborted, 'AbortError');
+  const took = performance.now() - started;
+  assert.ok(took < 100 + 1_500, `an abort at 100 ms ended the wait only after ${Math.round(took)} ms`);
+}

@@ -6,6 +6,7 @@ import type { ConnectOptions } from '../../src/connect-options.js';
 import type { ConnectionSpec } from '../../src/connection-url.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { guardSockets } from '../../src/ioredis-sockets.js';
+import { KeyedFifo } from '../../src/keyed-fifo.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
@@ -88,6 +89,13 @@ export class RedisLockProvider extends BaseLockProvider {
   readonly #reachability: Reachability;
   /** Leaves and releases whose first try failed, retried until done (the provider owns them). */
   readonly #leftovers = new Leftovers();
+  /**
+   * Acquires of one name inside this provider take turns here before one of them queues in Redis:
+   * the queue holds a waiter per process, not per request, so the polls of waiters that missed a
+   * notice stay few however many wait in each process (1,000 waiters polling every maxPollMs were
+   * most of the server's work).
+   */
+  readonly #local = new KeyedFifo();
   /** Release notices that woke a waiter of this provider (one per handoff in fair mode). */
   wakeups = 0;
 
@@ -153,7 +161,8 @@ export class RedisLockProvider extends BaseLockProvider {
     return {
       key,
       holder,
-      waiters,
+      // This provider's requests lined up behind its own one in the queue wait too.
+      waiters: waiters + this.#local.behind(key),
       ...(delayed ? { delayedUntil: new Date(Date.now() + delayLeftMs) } : {}),
     };
   }
@@ -211,6 +220,24 @@ export class RedisLockProvider extends BaseLockProvider {
   }
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+    // A request that must not wait (tryAcquire, waitMs 0) does not line up behind a local one.
+    const leave =
+      this.#local.tryEnter(req.key) ?? (req.wait ? await this.#local.enter(req.key, cancel) : null);
+    if (!leave) return null;
+    let lock: OwnedLock | null;
+    try {
+      lock = await this.#queue(req, cancel);
+    } catch (error) {
+      leave();
+      throw error;
+    }
+    if (lock) lock.onEnd(leave);
+    else leave();
+    return lock;
+  }
+
+  /** One request in the name's queue in Redis: its attempts, its wait, its clean-up. */
+  async #queue(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const keys = this.keys(req.key);
     const args = {
       ownerToken: req.ownerToken,

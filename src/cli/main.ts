@@ -8,6 +8,7 @@ import { VERSION } from '../version.js';
 import { registerAdminCommands } from './commands/admin.js';
 import { registerElectionCommands } from './commands/elect.js';
 import { registerLockCommands } from './commands/lock.js';
+import { registerDashboardCommand } from './dashboard/command.js';
 import { type DemoResult, pauseMemoryClient, RUN_TITLES, runDemo } from './demo.js';
 import { demoWorker, runProcessStory } from './demo-process.js';
 import { exitCodeFor } from './exit-codes.js';
@@ -91,6 +92,7 @@ program
 registerLockCommands(program);
 registerElectionCommands(program);
 registerAdminCommands(program);
+registerDashboardCommand(program);
 
 program
   .parseAsync()

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
+import { endpoint, FaultProxy, type ServerGroup, startAll, startServers } from '../servers/index.js';
 import { CliProcesses, type CliRun, until } from './cli-process.js';
 
 /** Debian's chromium (docker/native/install-servers.sh installs it), or the one CHROMIUM_PATH names. */
@@ -186,6 +186,30 @@ describe.skipIf(!chromiumPath)('fencekit dashboard in a browser (chromium)', () 
       expect(lock.run.child.exitCode).toBeNull();
     } finally {
       await page.close();
+    }
+  });
+
+  it('a backend outage: a banner on the page and 503 from the API; both recover by themselves', async () => {
+    const [host = '', port = ''] = urls.redis.replace('redis://', '').split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    const prefix = `dash-outage-${process.pid}/`;
+    const page = await browser.newPage();
+    try {
+      const { url: page_url } = await dashboard(['--url', `redis://${proxy.address}`, '--prefix', prefix]);
+      const lock = await holder(['lock', `${prefix}orders`, '--url', urls.redis, '--owner', 'alice']);
+      await page.goto(page_url);
+      await shows(page, `${prefix}orders`, lock.token);
+      expect(await page.locator('#banner').isHidden()).toBe(true);
+      proxy.setMode({ kind: 'refuse' });
+      await page.locator('#banner', { hasText: 'Backend unavailable' }).waitFor({ timeout: PAGE_WAIT_MS });
+      expect((await fetch(`${page_url}api/names`)).status).toBe(503);
+      proxy.setMode({ kind: 'pass' });
+      await page.locator('#banner').waitFor({ state: 'hidden', timeout: PAGE_WAIT_MS });
+      await shows(page, `${prefix}orders`, lock.token);
+      expect((await fetch(`${page_url}api/names`)).status).toBe(200);
+    } finally {
+      await page.close();
+      await proxy.close();
     }
   });
 

@@ -33,7 +33,18 @@ describe.skipIf(!chromiumPath)('fencekit dashboard in a browser (chromium)', () 
     urls.etcd = `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}?sessionTtlMs=2000`;
     browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
   });
-  afterEach(() => cli.stop());
+  /** The holders' commands: a holder CLI killed with SIGKILL leaves its command (its own session) running. */
+  const commands: number[] = [];
+  afterEach(async () => {
+    await cli.stop();
+    for (const pid of commands.splice(0)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone already: the CLI ended it
+      }
+    }
+  });
   afterAll(async () => {
     await browser?.close();
     await Promise.all([redis?.stop(), etcd?.stop()]);
@@ -59,13 +70,16 @@ describe.skipIf(!chromiumPath)('fencekit dashboard in a browser (chromium)', () 
       '--',
       'sh',
       '-c',
-      `echo "$FENCEKIT_FENCING_TOKEN"; exec sleep ${seconds}`,
+      `echo "$FENCEKIT_FENCING_TOKEN"; echo "command $$"; exec sleep ${seconds}`,
     ]);
     let token = '';
+    let command = '';
     await until(`${args.slice(0, 2).join(' ')} holds (stderr: ${run.stderr()})`, () => {
       token = /^(\d+)$/m.exec(run.stdout())?.[1] ?? '';
-      return token !== '';
+      command = /^command (\d+)$/m.exec(run.stdout())?.[1] ?? '';
+      return token !== '' && command !== '';
     });
+    commands.push(Number(command));
     return { run, token, at: Date.now() };
   }
 

@@ -51,6 +51,9 @@ const SECURITY_HEADERS = {
 /** Largest force-release request body (a reason is at most 1 KiB). */
 const MAX_BODY_BYTES = 16 * 1024;
 const HEARTBEAT_MS = 15_000;
+/** Event streams open at once, and what one may have unsent before it is dropped. */
+const MAX_STREAMS = 64;
+const MAX_STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
 /** How many recent timeline entries a new event stream starts with. */
 const BACKLOG = 200;
 
@@ -203,13 +206,23 @@ export class DashboardServer {
   }
 
   #events(request: IncomingMessage, response: ServerResponse): void {
+    if (this.#streams.size >= MAX_STREAMS) {
+      this.#json(response, 503, { error: `more than ${MAX_STREAMS} event streams open` });
+      return;
+    }
     response.writeHead(200, {
       ...SECURITY_HEADERS,
       'content-type': 'text/event-stream; charset=utf-8',
       connection: 'keep-alive',
     });
     const send = (event: string, data: unknown) => {
-      if (!response.writableEnded) response.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+      if (response.writableEnded) return;
+      // A client that stops reading is dropped rather than buffered for without bound.
+      if (response.writableLength > MAX_STREAM_BUFFER_BYTES) {
+        response.destroy();
+        return;
+      }
+      response.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     };
     const { poller } = this.#options;
     send('state', poller.state);

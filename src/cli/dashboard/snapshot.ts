@@ -61,14 +61,37 @@ export async function takeSnapshot(
   const listed = await provider.list(watched.prefix);
   const elections = new Set(watched.elections.filter((name) => name.startsWith(watched.prefix)));
   const semaphores = [...watched.semaphores].filter(([name]) => name.startsWith(watched.prefix));
-  const rows: NameRow[] = [];
-  for (const name of elections) rows.push(await electionRow(provider, name, now()));
-  for (const [name, limit] of semaphores) rows.push(await semaphoreRow(provider, name, limit, now()));
-  const taken = new Set(rows.map((row) => row.name));
-  for (const name of new Set(listed)) {
-    if (!taken.has(name)) rows.push(await lockRow(provider, name, now()));
-  }
+  const taken = new Set([...elections, ...semaphores.map(([name]) => name)]);
+  const reads: Array<() => Promise<NameRow>> = [
+    ...[...elections].map((name) => () => electionRow(provider, name, now())),
+    ...semaphores.map(
+      ([name, limit]) =>
+        () =>
+          semaphoreRow(provider, name, limit, now()),
+    ),
+    ...[...new Set(listed)]
+      .filter((name) => !taken.has(name))
+      .map((name) => () => lockRow(provider, name, now())),
+  ];
+  const rows = await inTurns(reads, PARALLEL_READS);
   return rows.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** How many names are read at once: a look at many names is not one round trip per name in a row. */
+const PARALLEL_READS = 16;
+
+/** Runs the reads, at most `width` at a time; fails with the first read that fails. */
+async function inTurns<T>(reads: Array<() => Promise<T>>, width: number): Promise<T[]> {
+  const results: T[] = new Array(reads.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < reads.length) {
+      const index = next++;
+      results[index] = await (reads[index] as () => Promise<T>)();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, reads.length) }, lane));
+  return results;
 }
 
 /** The HolderInfo fields as a row shows them, through inspect's own row (admin.ts). */

@@ -12,6 +12,7 @@
     sortUp: true,
     selected: null,
     streamDown: false,
+    detailAt: 0,
   };
   const $ = (id) => document.getElementById(id);
 
@@ -337,6 +338,7 @@
       return;
     }
     const request = ++detailRequest;
+    view.detailAt = Date.now();
     let detail;
     let failure = null;
     try {
@@ -401,6 +403,8 @@
       view.streamDown = false;
       banner();
       renderNames();
+      // The open detail follows the looks too, at most every 2 s.
+      if (view.selected !== null && Date.now() - view.detailAt > 2000) loadDetail();
     });
     stream.addEventListener('timeline', (event) => addTimeline(JSON.parse(event.data)));
   }

@@ -4,10 +4,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { isLoopback, tokenMatches } from '../../src/cli/dashboard/auth.js';
 import { Poller } from '../../src/cli/dashboard/poller.js';
 import { DashboardServer, type DashboardServerOptions } from '../../src/cli/dashboard/server.js';
-import type { NameRow } from '../../src/cli/dashboard/snapshot.js';
+import { type NameRow, takeSnapshot } from '../../src/cli/dashboard/snapshot.js';
 import { changes, forcedKey, HISTORY_LENGTH, Timeline } from '../../src/cli/dashboard/timeline.js';
 import { BackendUnavailableError } from '../../src/errors.js';
-import { MemoryLockProvider } from '../../src/index.js';
+import { createElection, MemoryLockProvider } from '../../src/index.js';
 import type { LockProvider } from '../../src/types.js';
 
 const assetsDir = resolve(import.meta.dirname, '../../src/cli/dashboard/assets');
@@ -97,6 +97,48 @@ describe('dashboard timeline: what changed between two looks', () => {
     expect(history.grants.at(-1)?.token).toBe(String(HISTORY_LENGTH + 5));
     expect(history.holdTimesMs).toHaveLength(HISTORY_LENGTH);
     expect(timeline.entries()).toHaveLength(10);
+  });
+});
+
+describe('dashboard snapshot on the memory provider', () => {
+  it('tells locks, read-write locks, semaphores and elections apart, with their holders', async () => {
+    const provider = new MemoryLockProvider();
+    try {
+      const lock = await provider.acquire('app/lock', { owner: 'alice', ttlMs: 10_000 });
+      const readWrite = provider.readWriteLock('app/rw');
+      const [first, second] = [
+        await readWrite.acquireRead({ owner: 'r1' }),
+        await readWrite.acquireRead({ owner: 'r2' }),
+      ];
+      const permit = await provider.semaphore('app/jobs', { limit: 3 }).acquire({ owner: 'bob', permits: 2 });
+      const term = await createElection(provider, 'app/leader').campaign('carol');
+      const rows = await takeSnapshot(provider, {
+        prefix: 'app/',
+        semaphores: new Map([
+          ['app/jobs', 3],
+          ['other/jobs', 1],
+        ]),
+        elections: ['app/leader'],
+      });
+      expect(rows.map((row) => [row.name, row.kind])).toEqual([
+        ['app/jobs', 'semaphore'],
+        ['app/leader', 'election'],
+        ['app/lock', 'lock'],
+        ['app/rw', 'read-write'],
+      ]);
+      const [jobs, leader, held, shared] = rows;
+      expect(jobs).toMatchObject({ permits: { used: 2, limit: 3 }, holders: [{ owner: 'bob', permits: 2 }] });
+      expect(jobs?.holders[0]?.token).toBe(permit.fencingToken.toString());
+      expect(leader).toMatchObject({ leader: { value: 'carol', term: term.term.toString() } });
+      expect(held?.holders[0]).toMatchObject({ owner: 'alice', token: lock.fencingToken.toString() });
+      expect(held?.holders[0]?.expiresInMs).toBeGreaterThan(0);
+      expect(shared?.holders.map((holder) => [holder.owner, holder.mode, holder.token])).toEqual([
+        ['r1', 'read', first.fencingToken.toString()],
+        ['r2', 'read', second.fencingToken.toString()],
+      ]);
+    } finally {
+      await provider.close();
+    }
   });
 });
 

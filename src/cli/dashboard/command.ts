@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type Command, InvalidArgumentError as CommanderArgumentError, Option } from 'commander';
-import { InvalidArgumentError } from '../../errors.js';
+import { InvalidArgumentError, NotImplementedError } from '../../errors.js';
 import { processSecrets } from '../../secret-mask.js';
 import type { BackendName } from '../../types.js';
 import { validateKey } from '../../validate.js';
@@ -78,6 +78,11 @@ export function registerDashboardCommand(program: Command): void {
         const semaphores = new Map(flags.semaphore.map(semaphoreSpec));
         for (const name of flags.election) validateKey(name, '--election');
         return withProvider(flags, async (provider) => {
+          // What every look needs is checked once here: a missing one is no outage to show.
+          if (!provider.list)
+            throw new NotImplementedError(`listing names on the ${provider.backend} provider`);
+          if (semaphores.size > 0 && !provider.semaphore)
+            throw new NotImplementedError(`semaphores on the ${provider.backend} provider`);
           const intervalMs = flags.interval;
           const poller = new Poller({
             provider,

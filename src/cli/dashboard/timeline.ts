@@ -107,6 +107,9 @@ export interface NameHistory {
   holdTimesMs: number[];
 }
 
+/** How many names' histories are kept; the name seen first goes first. */
+export const MAX_NAMES = 10_000;
+
 /** The last entries, the last HISTORY_LENGTH grants and hold times per name. */
 export class Timeline {
   readonly #entries: TimelineEntry[] = [];
@@ -121,6 +124,9 @@ export class Timeline {
     if (!history) {
       history = { grants: [], holdTimesMs: [] };
       this.#histories.set(entry.name, history);
+      // Names that come and go (one per job, say) must not grow the map without bound.
+      if (this.#histories.size > MAX_NAMES)
+        this.#histories.delete(this.#histories.keys().next().value as string);
     }
     if (entry.type === 'grant' || entry.type === 'elected') {
       pushBounded(history.grants, { token: entry.token, at: entry.at });

@@ -163,6 +163,10 @@ describe.skipIf(!chromiumPath)('fencekit dashboard in a browser (chromium)', () 
 
         // Force-release from the page: the holder's signal aborts (the CLI kills its command: 137).
         await row(`${prefix}orders`).click();
+        await page.waitForSelector('#force-reason', { timeout: PAGE_WAIT_MS });
+        // The detail's token history: the grant the page saw, as a point of the chart.
+        expect(await page.locator('#detail svg.token-chart circle').count()).toBeGreaterThanOrEqual(1);
+        expect(await page.locator('#detail-waiters').textContent()).toMatch(/^0 waiting/);
         await page.fill('#force-reason', 'stuck at 3 a.m.');
         await page.click('#force-release');
         await inTimeline(page, 'force-release', `${prefix}orders`, lock.token);

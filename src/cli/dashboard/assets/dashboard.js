@@ -69,7 +69,8 @@
       case 'owner':
         return first ? first.owner || '' : '';
       case 'token':
-        return first ? Number(first.token) : -1;
+        // Tokens are 64-bit: compared as zero-padded text, which no Number rounds.
+        return first ? first.token.padStart(20, '0') : '';
       case 'age':
         return first && first.ageMs !== null ? first.ageMs : -1;
       case 'expires':
@@ -212,11 +213,15 @@
       return el('p', { class: 'muted' }, 'No grants seen since the dashboard started.');
     const width = 360;
     const height = 90;
-    const tokens = grants.map((grant) => Number(grant.token));
-    const low = Math.min(...tokens);
-    const high = Math.max(...tokens);
+    // Tokens are 64-bit: BigInt keeps them exact; only the offsets from the lowest become Numbers.
+    const tokens = grants.map((grant) => BigInt(grant.token));
+    // biome-ignore lint/complexity/useMathMinMax: Math.min does not take BigInts
+    const low = tokens.reduce((a, b) => (b < a ? b : a));
+    // biome-ignore lint/complexity/useMathMinMax: Math.max does not take BigInts
+    const high = tokens.reduce((a, b) => (b > a ? b : a));
+    const span = Number(high - low);
     const x = (i) => 10 + (grants.length === 1 ? 0 : (i * (width - 20)) / (grants.length - 1));
-    const y = (token) => height - 15 - (high === low ? 0 : ((token - low) * (height - 30)) / (high - low));
+    const y = (token) => height - 15 - (span === 0 ? 0 : (Number(token - low) * (height - 30)) / span);
     const points = tokens.map((token, i) => `${x(i)},${y(token)}`).join(' ');
     return svg(
       'svg',

@@ -195,6 +195,7 @@ describe.skipIf(!chromiumPath)('fencekit dashboard in a browser (chromium)', () 
       await page.locator(`tr[data-name="${prefix}orders"]`).click();
       await page.waitForSelector('#detail-waiters', { timeout: PAGE_WAIT_MS });
       expect(await page.locator('#force-release').count()).toBe(0);
+      expect(await page.locator('#detail-body').textContent()).not.toMatch(/null|undefined/);
       const refused = await fetch(`${page_url}api/force-release`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

@@ -90,9 +90,12 @@
     return text.toLowerCase().includes(filter);
   }
 
-  function holderLines(row, pick) {
-    if (row.holders.length === 0)
-      return el('span', { class: 'muted' }, row.kind === 'election' ? 'no leader' : 'free');
+  /** A cell with a line per holder; a free name says so in the holder column, '–' elsewhere. */
+  function holderLines(row, pick, holderColumn = false) {
+    if (row.holders.length === 0) {
+      const text = !holderColumn ? '–' : row.kind === 'election' ? 'no leader' : 'free';
+      return el('span', { class: 'muted' }, text);
+    }
     const cell = el('div');
     row.holders.forEach((holder, i) => {
       if (i > 0) cell.append(el('br'));
@@ -128,6 +131,7 @@
               row,
               (holder) =>
                 `${holder.owner || '(no owner)'}${holder.mode ? ` [${holder.mode}]` : ''}${holder.permits ? ` ×${holder.permits}` : ''}`,
+              true,
             ),
           ),
           el(
@@ -230,11 +234,15 @@
       svg('polyline', { points, fill: 'none', stroke: 'currentColor', 'stroke-width': 1.5 }),
       ...tokens.map((token, i) => svg('circle', { cx: x(i), cy: y(token), r: 2.5, fill: 'currentColor' })),
       svg('text', { x: 10, y: height - 2, 'font-size': 10, fill: 'currentColor' }, `${low}`),
-      svg(
-        'text',
-        { x: width - 10, y: 12, 'font-size': 10, 'text-anchor': 'end', fill: 'currentColor' },
-        `${high}`,
-      ),
+      ...(span === 0
+        ? []
+        : [
+            svg(
+              'text',
+              { x: width - 10, y: 12, 'font-size': 10, 'text-anchor': 'end', fill: 'currentColor' },
+              `${high}`,
+            ),
+          ]),
     );
   }
 
@@ -388,8 +396,10 @@
       tokenChart(detail.history.grants),
       el('h3', {}, 'Hold times'),
       holdChart(detail.history.holdTimesMs),
-      forceForm(detail),
     );
+    // No form where force-release is off (replaceChildren would show a null as the text "null").
+    const form = forceForm(detail);
+    if (form) body.append(form);
   }
 
   function connect() {

@@ -257,7 +257,7 @@ describe.skipIf(!chromiumPath)('fencekit dashboard in a browser (chromium)', () 
     expect(run.stdout() + run.stderr()).not.toContain(token);
   });
 
-  it('an unknown name is 404 JSON; a non-loopback bind without a token is refused (exit 64)', async () => {
+  it('an unknown name is 404 JSON; a non-loopback bind without a token, and a port in use, are refused (exit 64)', async () => {
     const { url: page_url } = await dashboard(['--url', urls.redis, '--prefix', `dash-none-${process.pid}/`]);
     const unknown = await fetch(`${page_url}api/names/no%2Fsuch%2Fname`);
     expect(unknown.status).toBe(404);
@@ -267,5 +267,8 @@ describe.skipIf(!chromiumPath)('fencekit dashboard in a browser (chromium)', () 
     });
     expect(code).toBe(64);
     expect(stderr).toMatch(/--host.*0\.0\.0\.0 is not a loopback address.*--auth-token/);
+    const taken = await cli.run(['dashboard', '--url', urls.redis, '--port', new URL(page_url).port]);
+    expect(taken.code).toBe(64);
+    expect(taken.stderr).toMatch(/--port.*is in use/);
   });
 });

@@ -102,6 +102,8 @@ export function registerDashboardCommand(program: Command): void {
             backendNote: backendNote(provider.backend, intervalMs),
             intervalMs,
             prefix: flags.prefix,
+          }).catch((error: unknown) => {
+            throw listenRefused(error, flags.host, flags.port);
           });
           poller.start();
           console.log(
@@ -127,6 +129,17 @@ function assetsDir(): string {
     if (existsSync(`${dir}index.html`)) return dir;
   }
   throw new Error('fencekit dashboard: the page files are missing from this installation');
+}
+
+/** A port in use or not ours to take, said as a usage error (exit 64) rather than a stack trace. */
+function listenRefused(error: unknown, host: string, port: number): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') return new InvalidArgumentError('--port', `${host}:${port} is in use`);
+  if (code === 'EACCES')
+    return new InvalidArgumentError('--port', `${host}:${port} may not be bound by this user`);
+  if (code === 'EADDRNOTAVAIL')
+    return new InvalidArgumentError('--host', `${host} is no address of this machine`);
+  return error;
 }
 
 function collect(value: string, previous: string[]): string[] {

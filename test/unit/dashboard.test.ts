@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isLoopback, tokenMatches } from '../../src/cli/dashboard/auth.js';
@@ -291,6 +292,39 @@ describe('dashboard server on the memory provider', () => {
     expect((await fetch(`${url}api/names`, { headers: { cookie } })).status).toBe(200);
     const refusal = await (await fetch(`${url}api/names`)).text();
     expect(refusal).not.toContain(token);
+  });
+
+  it('bad requests get error answers, and the server goes on answering', async () => {
+    const { url } = await start({ allowForceRelease: true });
+    await until(`${url}api/names`, (status) => status === 200);
+    const post = (body: string, type = 'application/json') =>
+      fetch(`${url}api/force-release`, { method: 'POST', headers: { 'content-type': type }, body });
+    expect((await fetch(`${url}api/names/%E0%A4%A`)).status).toBe(400);
+    expect((await fetch(`${url}nothing/here`)).status).toBe(404);
+    expect((await fetch(`${url}api/force-release`)).status).toBe(405);
+    expect((await post('{"name":', 'application/json')).status).toBe(400);
+    expect((await post('null')).status).toBe(400);
+    expect((await post('{"name":"a","token":"1","reason":"x"}', 'text/plain')).status).toBe(415);
+    expect((await post(JSON.stringify({ name: 'a', token: '1', reason: 'x'.repeat(20_000) }))).status).toBe(
+      413,
+    );
+    expect((await post(JSON.stringify({ name: 'a', token: '1', reason: 'x'.repeat(2_000) }))).status).toBe(
+      400,
+    );
+    expect((await post(JSON.stringify({ name: '', token: '1', reason: 'x' }))).status).toBe(400);
+    // Not HTTP at all: the connection is answered 400 and closed.
+    const { port } = new URL(url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => socket.end('NOT HTTP\r\n\r\n'));
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk.toString();
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    expect((await fetch(`${url}api/names`)).status).toBe(200);
   });
 
   it('answers 503 while the backend is out and recovers by itself', async () => {

@@ -54,6 +54,8 @@ const HEARTBEAT_MS = 15_000;
 /** Event streams open at once, and what one may have unsent before it is dropped. */
 const MAX_STREAMS = 64;
 const MAX_STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
+/** How long an unchanged state goes unsent on an event stream. */
+const RESEND_MS = 5_000;
 /** How many recent timeline entries a new event stream starts with. */
 const BACKLOG = 200;
 
@@ -227,8 +229,16 @@ export class DashboardServer {
     const { poller } = this.#options;
     send('state', poller.state);
     for (const entry of poller.timeline.entries().slice(-BACKLOG)) send('timeline', entry);
+    // A look that changed nothing but the clock is sent at most every RESEND_MS: the page counts
+    // ages and expiries on by itself between states.
+    let sent = { signature: signature(poller.state), at: Date.now() };
     const unsubscribe = poller.subscribe({
-      state: (state) => send('state', state),
+      state: (state) => {
+        const now = { signature: signature(state), at: Date.now() };
+        if (now.signature === sent.signature && now.at - sent.at < RESEND_MS) return;
+        sent = now;
+        send('state', state);
+      },
       timeline: (entry: TimelineEntry) => send('timeline', entry),
     });
     const heartbeat = setInterval(() => {
@@ -316,4 +326,18 @@ async function readBody(request: IncomingMessage): Promise<string | undefined> {
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+const signatures = new WeakMap<DashboardState, string>();
+
+/** What a state says apart from the clock (the look's time, ages, time left): once per state. */
+function signature(state: DashboardState): string {
+  let text = signatures.get(state);
+  if (text === undefined) {
+    text = JSON.stringify(state, (key, value) =>
+      key === 'at' || key === 'ageMs' || key === 'expiresInMs' ? undefined : value,
+    );
+    signatures.set(state, text);
+  }
+  return text;
 }

@@ -166,7 +166,13 @@
     $('names').classList.toggle('stale', !!state && state.status !== 'ok');
     $('empty').hidden = !state || rows.length > 0;
     $('count').textContent = state?.names ? `${shown.length} of ${rows.length}` : '';
-    $('updated').textContent = state?.at ? `looked at ${new Date(state.at).toLocaleTimeString()}` : '';
+    // An unchanged state is resent only every few seconds, so its time says little while all is well.
+    $('updated').textContent =
+      state?.status === 'ok'
+        ? `live, looked at every ${view.config ? view.config.intervalMs : '?'} ms`
+        : state?.at
+          ? `last look ${new Date(state.at).toLocaleTimeString()}`
+          : '';
     for (const th of $('names').tHead.rows[0].cells) {
       th.classList.toggle('sorted', th.dataset.sort === view.sortKey);
       th.classList.toggle('up', th.dataset.sort === view.sortKey && view.sortUp);

@@ -7,6 +7,7 @@ import { registerAdminCommands } from './commands/admin.js';
 import { registerDemoCommands } from './commands/demo.js';
 import { registerElectionCommands } from './commands/elect.js';
 import { registerLockCommands } from './commands/lock.js';
+import { registerDashboardCommand } from './dashboard/command.js';
 import { exitCodeFor } from './exit-codes.js';
 import { printError } from './output.js';
 
@@ -35,6 +36,7 @@ registerDemoCommands(program, fileURLToPath(import.meta.url));
 registerLockCommands(program);
 registerElectionCommands(program);
 registerAdminCommands(program);
+registerDashboardCommand(program);
 
 program
   .parseAsync()

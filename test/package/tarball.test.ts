@@ -113,6 +113,14 @@ describe('the packed tarball', () => {
     ]);
   });
 
+  it("holds the dashboard's page, script and stylesheet, which `fencekit dashboard` serves", () => {
+    expect(files.filter((path) => path.startsWith('dist/dashboard/')).sort()).toEqual([
+      'dist/dashboard/dashboard.css',
+      'dist/dashboard/dashboard.js',
+      'dist/dashboard/index.html',
+    ]);
+  });
+
   it(
     'publint reports no error or warning',
     async () => {

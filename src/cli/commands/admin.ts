@@ -152,7 +152,8 @@ function tableCells(row: InspectRow): string[] {
   ];
 }
 
-function holderJson(holder: HolderInfo) {
+/** A removed holder as force-release's --json prints it (the dashboard's API answers the same). */
+export function holderJson(holder: HolderInfo) {
   return {
     holder: holder.owner ?? null,
     token: holder.fencingToken.toString(),

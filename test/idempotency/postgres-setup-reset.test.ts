@@ -24,7 +24,9 @@ describe('idempotency store on postgres, table setup', () => {
       await pool.query('SELECT 1'); // an idle connection: setup checks it out without connecting
       const records = new PostgresRecords(pool, `setup_reset_${crypto.randomUUID().slice(0, 8)}`);
       proxy.setMode({ kind: 'partition' });
-      const begun = records.begin('k', 'h', 1_000, 60_000, 'a').catch((e: unknown) => e);
+      const begun = records
+        .begin({ key: 'k', hash: 'h', leaseMs: 1_000, retentionMs: 60_000, attempt: 'a' })
+        .catch((e: unknown) => e);
       await new Promise((r) => setTimeout(r, 200)); // setup's first statement is held
       proxy.reset();
       expect(await begun).toBeInstanceOf(Error);
@@ -33,7 +35,9 @@ describe('idempotency store on postgres, table setup', () => {
 
       // The next call sets the table up on a fresh connection.
       proxy.setMode({ kind: 'pass' });
-      expect(await records.begin('k', 'h', 1_000, 60_000, 'a')).toMatchObject({ state: 'started' });
+      expect(
+        await records.begin({ key: 'k', hash: 'h', leaseMs: 1_000, retentionMs: 60_000, attempt: 'a' }),
+      ).toMatchObject({ state: 'started' });
     } finally {
       process.off('uncaughtException', onUncaught);
       await pool.end().catch(() => undefined);

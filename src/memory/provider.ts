@@ -6,6 +6,7 @@ import type { ReadWriteAdapter } from '../read-write/core.js';
 import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
 import type { HolderInfo, LockInfo } from '../types.js';
 import { validateKey } from '../validate.js';
+import { awaitGrant } from './queue-place.js';
 import { MemoryReadWriteAdapter } from './read-write.js';
 import { memorySemaphore } from './semaphore.js';
 import { readWriteServerOf } from './semaphore-server.js';
@@ -81,27 +82,11 @@ export class MemoryLockProvider extends BaseLockProvider {
       const lease = this.server.tryGrant(memoryRequest);
       return lease && this.#adopt(lease, sentAt);
     }
-    const { granted, cancel: leaveQueue } = this.server.enqueue(memoryRequest);
-    const lease = await new Promise<MemoryLease>((resolve, reject) => {
-      const onCancel = () => {
-        if (leaveQueue()) {
-          reject(cancel.reason);
-          return;
-        }
-        // Granted while cancelling: give the grant straight back, leave nothing behind. A release
-        // refused (partitioned client) leaves the lease to expire: it is never renewed.
-        granted
-          .then((raced) => this.server.release(this.#clientId, raced.key, raced.ownerToken))
-          .catch(() => undefined);
-        reject(cancel.reason);
-      };
-      if (cancel.aborted) return onCancel();
-      cancel.addEventListener('abort', onCancel, { once: true });
-      void granted.then((lease) => {
-        cancel.removeEventListener('abort', onCancel);
-        resolve(lease);
-      });
-    });
+    const place = this.server.enqueue(memoryRequest);
+    // Granted while cancelling: the grant goes straight back, nothing is left behind.
+    const lease = await awaitGrant(place, cancel, (raced) =>
+      this.server.release(this.#clientId, raced.key, raced.ownerToken),
+    );
     // A waiter's lease began when the server granted it; the wait itself does not shorten it.
     return this.#adopt(lease, lease.grantedAt);
   }

@@ -13,9 +13,9 @@ import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
-import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
+import { boundedCall, Reachability } from './bounded-call.js';
 import { extendHanded, type HandedGrant, WaiterInbox } from './hand-over.js';
-import { Leftovers } from './leftovers.js';
+import { CleanUpDue, Leftovers } from './leftovers.js';
 import { heldNamesScan, LOCK_HELD_SUFFIX } from './list.js';
 import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
 import { WaiterNotices } from './notices.js';
@@ -221,22 +221,9 @@ export class RedisLockProvider extends BaseLockProvider {
       channel: req.wait ? this.#notices.channel : '',
       lockDelayMs: req.lockDelayMs,
     };
-    // A retry of this request (same ownerToken) supersedes the clean-up of the failed try before it
-    // until it fails: then the clean-up is owed again, also when this try sent nothing. A clean-up
-    // already sent runs first (one connection keeps the order).
-    const owed = this.#leftovers.forget(req.ownerToken);
-    let sent = false; // whether any attempt may have reached Redis (then there is something to clean up)
+    const cleanUp = new CleanUpDue(this.#leftovers, req.ownerToken);
     const attempt = () =>
-      this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel).then(
-        (answer) => {
-          sent = true;
-          return answer;
-        },
-        (error: unknown) => {
-          sent ||= !wasNotSent(error);
-          throw error;
-        },
-      );
+      cleanUp.attempt(this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel));
     try {
       if (!req.wait) {
         const sentAt = monotonicNow();
@@ -248,7 +235,7 @@ export class RedisLockProvider extends BaseLockProvider {
       // Timed out, aborted or failed, maybe with the script run or still to run: leave the queue,
       // give back a grant made meanwhile, hand the key on if it is free. The leftovers own it
       // (retried until done), so the caller is not held up by an unreachable Redis.
-      if (sent || owed)
+      if (cleanUp.due)
         this.#leftovers.add(req.ownerToken, () =>
           this.#call('leave', () => this.#scripts.leave(keys, req.ownerToken, this.fair)),
         );

@@ -12,10 +12,11 @@ import {
 import { noteReached } from '../../src/grant-loop.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
-import { OwnedLock } from '../../src/ownership.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import { assertUsable, nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
@@ -380,13 +381,11 @@ export class EtcdLockProvider extends BaseLockProvider {
     deletion: DeletionSubscription,
   ): OwnedLock {
     const { key, revision } = queued;
-    const lock = new OwnedLock({
-      key: req.key,
-      fencingToken: revision,
-      ownerToken: req.ownerToken,
-      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
-      releaseOnBackend: async () => {
+    // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
+    const lock = sessionGrant(
+      session,
+      { key: req.key, fencingToken: revision, ownerToken: req.ownerToken },
+      async () => {
         // With a lock-delay: key and marker in one Txn (a clean release starts no delay). Unanswered,
         // the session deletes the key alone, and the next holder waits out a delay it need not.
         if (req.lockDelayMs > 0) {
@@ -410,7 +409,7 @@ export class EtcdLockProvider extends BaseLockProvider {
           throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
         }
       },
-    });
+    );
     this.#keys.set(lock, { key, revision, session });
     // Lost with its session or its key (lease revoked, `etcdctl del`): at once. Either way the next
     // local acquire makes a new key (on a new session, or in place of the deleted one).

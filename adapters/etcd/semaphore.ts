@@ -2,7 +2,7 @@ import { CompareResult, CompareTarget, type Etcd3, type IKeyValue, SortOrder, So
 import { CANCEL_GRACE_MS, withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
-import { OwnedLock } from '../../src/ownership.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import {
   type AdapterSemaphoreInfo,
   GenericSemaphore,
@@ -13,6 +13,7 @@ import {
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import { requestSignal } from './bounded.js';
 import type { DeletionSubscription } from './deletion-watch.js';
 import type { FolderState, FolderView } from './folder-view.js';
@@ -587,18 +588,16 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     grant: { key: Buffer; revision: bigint },
     deletion: DeletionSubscription,
   ): OwnedLock {
-    const lock = new OwnedLock({
-      key: req.name,
-      fencingToken: grant.revision,
-      ownerToken: req.ownerToken,
-      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      // With a lock-delay, lease key and marker go in one Txn (lock-delay.ts). Bounded by
-      // callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
-      releaseOnBackend: () =>
+    // With a lock-delay, lease key and marker go in one Txn (lock-delay.ts). Bounded by
+    // callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
+    const lock = sessionGrant(
+      session,
+      { key: req.name, fencingToken: grant.revision, ownerToken: req.ownerToken },
+      () =>
         releaseGrant(this.#marked(req, grant), () =>
           session.release(grant.key, grant.revision, this.#c.callTimeoutMs),
         ),
-    });
+    );
     // Lost with its session, or when its key is deleted by anyone but us ('revoked').
     loseWithSessionOrKey(lock, session, deletion, grant.revision);
     return lock;

@@ -1,7 +1,7 @@
 import { sleepUnlessWoken } from '../../src/backoff.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
-import { OwnedLock } from '../../src/ownership.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import {
   type AdapterSemaphoreInfo,
   GenericSemaphore,
@@ -11,6 +11,7 @@ import {
 } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
 import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import { type ZkSession, zkCode } from './client.js';
 import type { FolderMaker } from './folders.js';
 import {
@@ -484,12 +485,10 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     watch: OwnNodeWatch,
     marker: string | undefined,
   ): OwnedLock {
-    const lock = new OwnedLock({
-      key: req.name,
-      fencingToken: token,
-      ownerToken: req.ownerToken,
-      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      releaseOnBackend: async () => {
+    const lock = sessionGrant(
+      session,
+      { key: req.name, fencingToken: token, ownerToken: req.ownerToken },
+      async () => {
         if (!session.alive) return; // the session's end removed the nodes
         // With our marker, all in one multi; unanswered, the nodes go alone (the marker then turns
         // into a delay nobody needed: longer, never shorter). If a delete fails, the session
@@ -505,7 +504,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
         // Not at once: while the semaphore is busy the folder (and its limit) stays.
         this.#c.removeFolderLater(session, this.#leases);
       },
-    });
+    );
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
     lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
     // As a lock's: sent in the next turn of the event loop unless released first; a delete before

@@ -2,7 +2,7 @@ import { monotonicNow } from '../clock.js';
 import { BackendUnavailableError } from '../errors.js';
 import type { HolderInfo, LockInfo } from '../types.js';
 import { grantedNow, type MemoryGrant, restartLease } from './lease.js';
-import { joinQueue, type QueuePlace } from './queue-place.js';
+import { joinQueue } from './queue-place.js';
 
 /** One grant as the in-process "server" keeps it. */
 export interface MemoryLease extends MemoryGrant {
@@ -72,7 +72,7 @@ export class MemoryLockServer {
   }
 
   /** Joins the queue (or is granted at once). `cancel` leaves the queue; false if already granted. */
-  enqueue(req: MemoryRequest): QueuePlace<MemoryLease> {
+  enqueue(req: MemoryRequest): { granted: Promise<MemoryLease>; cancel: () => boolean } {
     const immediate = this.tryGrant(req);
     if (immediate) return { granted: Promise.resolve(immediate), cancel: () => false };
     const state = this.#state(req.key);

@@ -73,10 +73,8 @@ export class RecipeScripts<InspectAnswer> {
     a: { ownerToken: string; ttlMs: number; owner: string; wait: boolean },
     rest: Array<string | number>,
   ): Promise<unknown> {
-    return this.scripts.run(this.command('acquire'), keys, [
-      ...[a.ownerToken, a.ttlMs, a.owner, a.wait ? '1' : '0'],
-      ...rest,
-    ]);
+    const args = [a.ownerToken, a.ttlMs, a.owner, a.wait ? '1' : '0', ...rest];
+    return this.scripts.run(this.command('acquire'), keys, args);
   }
 
   /** Extends the grant's lease to ttlMs; false when it is not held any more. */

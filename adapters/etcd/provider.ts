@@ -15,6 +15,7 @@ import { KeyedFifo } from '../../src/keyed-fifo.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
+import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { sessionGrant } from '../../src/session-grant.js';
 import { assertUsable, nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
@@ -41,7 +42,7 @@ import {
 import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitForTurn } from './mutex.js';
 import { EtcdReadWriteAdapter, readWriteFolder } from './read-write.js';
 import { refusedOr, unexplainedConnectFailure } from './refusal.js';
-import { etcdSemaphore } from './semaphore.js';
+import { EtcdSemaphoreAdapter } from './semaphore.js';
 import { EtcdSession } from './session.js';
 import { EtcdSessions, leaseSeconds } from './sessions.js';
 import { probeCertificates } from './tls-probe.js';
@@ -455,7 +456,7 @@ export class EtcdLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`: see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    return etcdSemaphore(name, options, this.semaphoreContext(), {
+    const adapter = new EtcdSemaphoreAdapter(name, {
       ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
       session: (ttlMs) => this.#sessions.current(ttlMs),
       woken: (kind) => {
@@ -466,6 +467,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       folder: (prefix) => this.#folder(prefix),
       refused: (error) => this.#refused(error),
     });
+    return new GenericSemaphore(name, options, this.semaphoreContext(), adapter);
   }
 
   /** The provider's view of a semaphore's folder: made on first use, dropped when idle or closed. */

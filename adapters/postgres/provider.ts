@@ -11,6 +11,7 @@ import { authenticationError, whereOf } from '../../src/postgres-refusal.js';
 import { postgresTls } from '../../src/postgres-tls.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
+import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
@@ -29,7 +30,7 @@ import {
   settleHolding,
 } from './lock-delay.js';
 import { PostgresReadWriteAdapter, READ_WRITE_PREFIX, readWriteTableBeside } from './read-write.js';
-import { postgresSemaphore } from './semaphore.js';
+import { PostgresSemaphoreAdapter } from './semaphore.js';
 import { semaphoreTableBeside } from './semaphore-table.js';
 import { Slots } from './slots.js';
 import { WaitingConnections } from './waiting.js';
@@ -290,7 +291,8 @@ export class PostgresLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`: slots as advisory locks, see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    return postgresSemaphore(name, options, this.semaphoreContext(), {
+    const ctx = this.semaphoreContext();
+    const adapter = new PostgresSemaphoreAdapter(name, ctx, {
       ...{ fence: this.#fence, grants: semaphoreTableBeside(this.#fence), pool: this.pool },
       markers: grantDelayTableBeside(this.#fence),
       ...{
@@ -304,6 +306,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       answered: () => this.#serverAnswered(),
       reachable: () => this.backendReachable(),
     });
+    return new GenericSemaphore(name, options, ctx, adapter);
   }
 
   protected request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {

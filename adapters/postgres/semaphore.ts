@@ -2,15 +2,13 @@ import type pg from 'pg';
 import { AuthenticationError, BackendUnavailableError } from '../../src/errors.js';
 import type { KeyedFifo } from '../../src/keyed-fifo.js';
 import type { OwnedLock } from '../../src/ownership.js';
-import {
-  type AdapterSemaphoreInfo,
-  GenericSemaphore,
-  type PermitRequest,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
+import type {
+  AdapterSemaphoreInfo,
+  PermitRequest,
+  SemaphoreAdapter,
+  SemaphoreContext,
 } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { type Checkout, checkOut } from './checkout.js';
 import { connectionLock, type Holding } from './connection-lock.js';
 import { within } from './deadline.js';
@@ -46,6 +44,13 @@ export interface PostgresSemaphoreClient {
   reachable(): boolean;
 }
 
+interface Keys {
+  queue: string;
+  slots: string[];
+  channel: string;
+  fenceName: string;
+}
+
 /**
  * A semaphore on PostgreSQL, as slots: permit i of name n is the session advisory lock on
  * key("/semaphore/n/slot/i"), held by the holder's own connection, so a dead holder's slots come
@@ -61,23 +66,7 @@ export interface PostgresSemaphoreClient {
  * comes from the fence table's durable counter (row "/semaphore/n", a name no lock can have); the
  * limit is kept in the grants rows, and checked against live holders under the queue lock.
  */
-export function postgresSemaphore(
-  name: string,
-  options: SemaphoreOptions,
-  ctx: SemaphoreContext,
-  client: PostgresSemaphoreClient,
-): Semaphore {
-  return new GenericSemaphore(name, options, ctx, new PostgresSemaphoreAdapter(name, ctx, client));
-}
-
-interface Keys {
-  queue: string;
-  slots: string[];
-  channel: string;
-  fenceName: string;
-}
-
-class PostgresSemaphoreAdapter implements SemaphoreAdapter {
+export class PostgresSemaphoreAdapter implements SemaphoreAdapter {
   /** A lost grant's slots are kept out by its marker (see GrantDelayTable, #takeSlots). */
   readonly keepsLockDelay = true;
   readonly #name: string;

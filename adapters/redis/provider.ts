@@ -9,6 +9,7 @@ import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
+import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
@@ -22,7 +23,7 @@ import { WaiterNotices } from './notices.js';
 import { RedisReadWriteAdapter, type RedisReadWriteClient } from './read-write.js';
 import { READ_WRITE_HELD_SUFFIX } from './read-write-scripts.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
-import { type RedisSemaphoreClient, redisSemaphore } from './semaphore.js';
+import { RedisSemaphoreAdapter, type RedisSemaphoreClient } from './semaphore.js';
 import { redisTls } from './tls.js';
 
 /** Options of `new RedisLockProvider(options)`, and the Redis options `connect()` passes on. */
@@ -187,7 +188,8 @@ export class RedisLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`: see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    return redisSemaphore(name, options, this.semaphoreContext(), this.#queuedClient());
+    const adapter = new RedisSemaphoreAdapter(name, this.#queuedClient());
+    return new GenericSemaphore(name, options, this.semaphoreContext(), adapter);
   }
 
   /** Readers share, a writer excludes, in request order: see read-write.ts. */

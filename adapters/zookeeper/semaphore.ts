@@ -2,15 +2,9 @@ import { sleepUnlessWoken } from '../../src/backoff.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import type { OwnedLock } from '../../src/ownership.js';
-import {
-  type AdapterSemaphoreInfo,
-  GenericSemaphore,
-  type PermitRequest,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
-} from '../../src/semaphore/core.js';
+import type { AdapterSemaphoreInfo, PermitRequest, SemaphoreAdapter } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
+import type { SemaphoreHolder } from '../../src/semaphore/types.js';
 import { sessionGrant } from '../../src/session-grant.js';
 import { type ZkSession, zkCode } from './client.js';
 import type { FolderMaker } from './folders.js';
@@ -54,25 +48,6 @@ export interface ZkSemaphoreClient {
   refused(error: unknown): unknown;
 }
 
-/**
- * A semaphore on ZooKeeper with Apache Curator's InterProcessSemaphoreV2 layout and protocol, so
- * that fencekit and Curator share one semaphore on one path: `<path>/locks` is an
- * InterProcessMutex (`_c_<uuid>-lock-<seq>` nodes, FIFO, predecessor watch); its holder creates
- * its lease node(s) `<path>/leases/_c_<uuid>-lease-<seq>` (EPHEMERAL_SEQUENTIAL) and counts the
- * leases' children: at most `limit` → granted, else it alone watches the children until one goes;
- * then it leaves the mutex. `permits` > 1 creates that many lease nodes under one turn of the mutex
- * (all or none). The first lease node's czxid is the token. fencekit keeps the limit in the leases
- * folder's data (Curator leaves it empty) to tell a different limit apart.
- */
-export function zkSemaphore(
-  name: string,
-  options: SemaphoreOptions,
-  ctx: SemaphoreContext,
-  client: ZkSemaphoreClient,
-): Semaphore {
-  return new GenericSemaphore(name, options, ctx, new ZkSemaphoreAdapter(name, client));
-}
-
 interface LeaseStart {
   changed: { listener: (event: WatchEvent) => void; done: Promise<void>; stop: () => void };
   stored: Promise<number | undefined | null>;
@@ -87,7 +62,17 @@ interface LeaseData {
   permits?: number;
 }
 
-class ZkSemaphoreAdapter implements SemaphoreAdapter {
+/**
+ * A semaphore on ZooKeeper with Apache Curator's InterProcessSemaphoreV2 layout and protocol, so
+ * that fencekit and Curator share one semaphore on one path: `<path>/locks` is an
+ * InterProcessMutex (`_c_<uuid>-lock-<seq>` nodes, FIFO, predecessor watch); its holder creates
+ * its lease node(s) `<path>/leases/_c_<uuid>-lease-<seq>` (EPHEMERAL_SEQUENTIAL) and counts the
+ * leases' children: at most `limit` → granted, else it alone watches the children until one goes;
+ * then it leaves the mutex. `permits` > 1 creates that many lease nodes under one turn of the mutex
+ * (all or none). The first lease node's czxid is the token. fencekit keeps the limit in the leases
+ * folder's data (Curator leaves it empty) to tell a different limit apart.
+ */
+export class ZkSemaphoreAdapter implements SemaphoreAdapter {
   /** Lock-delay: a marker per grant that asks for one, in the semaphore's folder (lock-delay.ts). */
   readonly keepsLockDelay = true;
   readonly #c: ZkSemaphoreClient;

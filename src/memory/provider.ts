@@ -3,12 +3,13 @@ import { leasedLock } from '../lease-renewal.js';
 import type { OwnedLock } from '../ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../provider-base.js';
 import type { ReadWriteAdapter } from '../read-write/core.js';
+import { GenericSemaphore } from '../semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
 import type { HolderInfo, LockInfo } from '../types.js';
 import { validateKey } from '../validate.js';
 import { awaitGrant } from './queue-place.js';
 import { MemoryReadWriteAdapter } from './read-write.js';
-import { memorySemaphore } from './semaphore.js';
+import { MemorySemaphoreAdapter } from './semaphore.js';
 import { readWriteServerOf } from './semaphore-server.js';
 import { type MemoryLease, MemoryLockServer } from './server.js';
 
@@ -93,12 +94,9 @@ export class MemoryLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const ctx = this.semaphoreContext();
-    return memorySemaphore(name, options, ctx, {
-      server: this.server,
-      clientId: this.#clientId,
-      driftRate: this.driftRate,
-    });
+    const client = { server: this.server, clientId: this.#clientId, driftRate: this.driftRate };
+    const adapter = new MemorySemaphoreAdapter(name, client);
+    return new GenericSemaphore(name, options, this.semaphoreContext(), adapter);
   }
 
   protected override readWriteAdapter(name: string): ReadWriteAdapter {

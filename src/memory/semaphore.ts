@@ -1,13 +1,7 @@
 import { monotonicNow } from '../clock.js';
 import { leasedLock } from '../lease-renewal.js';
 import type { OwnedLock } from '../ownership.js';
-import {
-  GenericSemaphore,
-  type PermitRequest,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
-} from '../semaphore/core.js';
-import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
+import type { PermitRequest, SemaphoreAdapter } from '../semaphore/core.js';
 import { awaitGrant } from './queue-place.js';
 import { type MemoryPermitLease, type MemorySemaphoreServer, semaphoreServerOf } from './semaphore-server.js';
 import type { MemoryLockServer } from './server.js';
@@ -18,17 +12,10 @@ export interface MemorySemaphoreClient {
   driftRate: number;
 }
 
-/** A semaphore of the embedded provider: one client of the in-process semaphore server. */
-export function memorySemaphore(
-  name: string,
-  options: SemaphoreOptions,
-  ctx: SemaphoreContext,
-  client: MemorySemaphoreClient,
-): Semaphore {
-  return new GenericSemaphore(name, options, ctx, new MemorySemaphoreAdapter(name, client));
-}
-
-/** Requests of one name to an in-process semaphore server (the semaphores', or the read-write locks'). */
+/**
+ * A semaphore of the embedded provider: one client of the in-process semaphore server. Requests of
+ * one name to that server (the semaphores', or the read-write locks').
+ */
 export class MemorySemaphoreAdapter implements SemaphoreAdapter {
   readonly keepsLockDelay = true;
   readonly #name: string;

@@ -11,7 +11,7 @@ import {
 } from '../../src/idempotency/index.js';
 import type { RecordBackend } from '../../src/idempotency/records.js';
 import { eventually } from '../../src/testing/index.js';
-import { rawRecords, type StoreBackend, useStoreServers } from './backends.js';
+import { beginRun, completeRun, rawRecords, type StoreBackend, useStoreServers } from './backends.js';
 
 const servers = useStoreServers();
 
@@ -120,13 +120,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
     const k = key('takeover');
     const zombie = rawRecords(backend, servers.urls[backend]);
     try {
-      const began = await zombie.begin({
-        key: k,
-        hash: store.hash('p'),
-        leaseMs: 200,
-        retentionMs: 60_000,
-        attempt: 'zombie-attempt',
-      });
+      const began = await beginRun(zombie, k, store.hash('p'), 200, 60_000, 'zombie-attempt');
       expect(began.state).toBe('started');
       const zombieToken = (began as { token: bigint }).token;
       await sleep(300); // the zombie neither renews nor completes: its lease runs out
@@ -143,12 +137,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
       );
       expect(value).toBe('retry');
       expect(retryToken).toBeGreaterThan(zombieToken);
-      const late = await zombie.complete({
-        key: k,
-        token: zombieToken,
-        outcome: { kind: 'value', body: '"zombie"' },
-        retentionMs: 60_000,
-      });
+      const late = await completeRun(zombie, k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
       expect(late).toEqual({ stored: false, current: retryToken });
       expect(await store.execute(k, 'p', async () => 'third')).toEqual({ value: 'retry', replayed: true });
     } finally {
@@ -172,13 +161,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
             given.push(fencingToken);
             return 'ok';
           });
-        const began = await zombie.begin({
-          key: k,
-          hash: first.hash('p'),
-          leaseMs: 200,
-          retentionMs: 60_000,
-          attempt: 'zombie-attempt',
-        });
+        const began = await beginRun(zombie, k, first.hash('p'), 200, 60_000, 'zombie-attempt');
         expect(began.state).toBe('started');
         const zombieToken = (began as { token: bigint }).token;
         given.push(zombieToken);
@@ -198,12 +181,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
           await restarted.close();
         }
         for (const token of given) expect(retryToken).toBeGreaterThan(token);
-        const late = await zombie.complete({
-          key: k,
-          token: zombieToken,
-          outcome: { kind: 'value', body: '"zombie"' },
-          retentionMs: 60_000,
-        });
+        const late = await completeRun(zombie, k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
         expect(late).toEqual({ stored: false, current: retryToken });
       } finally {
         await zombie.close();
@@ -395,13 +373,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
           async () => {
             // Another process takes the record over (as after a pause): end our lease, then begin.
             await other.abandon(k, (await currentToken()) ?? 0n);
-            const took = await other.begin({
-              key: k,
-              hash: store.hash('p'),
-              leaseMs: 60_000,
-              retentionMs: 60_000,
-              attempt: 'other-attempt',
-            });
+            const took = await beginRun(other, k, store.hash('p'), 60_000, 60_000, 'other-attempt');
             expect(took.state).toBe('started');
             return 'late';
           },
@@ -414,12 +386,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
     }
     // Our own token is not visible from outside fn: read it back through a takeover-free probe.
     async function currentToken(): Promise<bigint | undefined> {
-      const probe = await other.complete({
-        key: k,
-        token: -1n,
-        outcome: { kind: 'value', body: '' },
-        retentionMs: 1_000,
-      });
+      const probe = await completeRun(other, k, -1n, { kind: 'value', body: '' }, 1_000);
       return probe.stored ? undefined : (probe.current ?? undefined);
     }
   });

@@ -22,6 +22,7 @@ import { Redlock } from 'fencekit/compat/redlock';
 import { RedisLockProvider } from 'fencekit/redis';
 import { MemoryLockServer } from 'fencekit/testing';
 import { Redis } from 'ioredis';
+import { seeded } from './seeded.mjs';
 
 const CONTENDERS = 10;
 /** Timed window of one run, after LEAD_MS untimed. */
@@ -166,17 +167,6 @@ const quantile = (values, q) => {
   const low = Math.floor(at);
   return sorted[low] + (sorted[Math.min(low + 1, sorted.length - 1)] - sorted[low]) * (at - low);
 };
-/** A seeded generator (mulberry32): the same rounds give the same interval. */
-function seeded(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 /** Percentile-bootstrap 95 % interval of the median of ratios (resampling rounds). */
 function bootstrapMedian(ratios) {
   const random = seeded(18);

@@ -10,6 +10,20 @@
  */
 export type GrantKind = 'lock' | 'term' | 'permit' | 'run' | 'read' | 'write';
 
+/** A grant's call to the fenced storage: a write, or a read-write lock reader's plain read. */
+interface StorageCall {
+  /** When the signal was checked, just before the call was sent. */
+  t: number;
+  /** When the storage answered. */
+  tEnd: number;
+  worker: string;
+  key: string;
+  grant: string;
+  token: string;
+  /** !signal.aborted at t. */
+  live: boolean;
+}
+
 export type TortureEvent =
   | {
       type: 'request';
@@ -43,38 +57,17 @@ export type TortureEvent =
       downgradeOf?: string;
     }
   | { type: 'abort'; t: number; worker: string; grant: string; reason: string }
-  | {
-      type: 'write';
-      /** When the signal was checked, just before the write was sent. */
-      t: number;
-      /** When the storage answered. */
-      tEnd: number;
-      worker: string;
-      key: string;
-      grant: string;
-      token: string;
-      /** !signal.aborted at t. */
-      live: boolean;
-      result: 'accepted' | 'rejected' | 'error';
-    }
+  | (StorageCall & { type: 'write'; result: 'accepted' | 'rejected' | 'error' })
   | { type: 'release'; t: number; worker: string; grant: string }
   /**
    * read-write workload: a reader read the name's storage row (plain, no fencing). `t` is when it
    * checked its signal, just before; `seen` the token the row carried (null: never written).
    */
-  | {
+  | (StorageCall & {
       type: 'read';
-      t: number;
-      tEnd: number;
-      worker: string;
-      key: string;
-      grant: string;
-      token: string;
-      /** !signal.aborted at t. */
-      live: boolean;
       /** Absent when the storage failed to answer. */
       seen?: string | null;
-    }
+    })
   | { type: 'acquire-error'; t: number; worker: string; key: string; code: string }
   /** The worker process ended without being asked (or was SIGKILLed by the nemesis). */
   | { type: 'crash'; t: number; worker: string; detail: string }

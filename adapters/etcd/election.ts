@@ -1,18 +1,16 @@
 import { type Etcd3, type IKeyValue, SortOrder, SortTarget } from 'etcd3';
-import { leadershipOf } from '../../src/election/leadership.js';
-import type { CampaignOptions, Election, LeaderInfo, Leadership } from '../../src/election/types.js';
+import { type CampaignHost, NativeElection } from '../../src/election/native-election.js';
+import type { LeaderInfo } from '../../src/election/types.js';
 import type { OwnedLock } from '../../src/ownership.js';
-import { validateKey } from '../../src/validate.js';
 import { bounded } from './bounded.js';
 import { namePrefix, prefixEnd } from './keys.js';
 import { unavailable } from './mutex.js';
 
 /** What the election needs from the provider that runs it. */
-export interface ElectionHost {
+export interface ElectionHost extends CampaignHost {
   readonly client: Etcd3;
   readonly namespace: string;
   readonly callTimeoutMs: number;
-  campaignLock(name: string, value: string, opts: CampaignOptions): Promise<OwnedLock>;
   /** Puts value on the lock's key only while the lock is held; false if it is not. */
   putIfHeld(lock: OwnedLock, value: string): Promise<boolean>;
   /** The error as the caller sees it: an AuthenticationError when etcd refused who we are. */
@@ -24,17 +22,9 @@ export interface ElectionHost {
  * proposal as value, the leader is the smallest create revision. A campaign is the lock's wait, so
  * it is FIFO and wakes one candidate per resignation.
  */
-export class EtcdElection implements Election {
-  constructor(
-    readonly host: ElectionHost,
-    readonly name: string,
-  ) {
-    validateKey(name, 'election name');
-  }
-
-  async campaign(value: string, opts: CampaignOptions = {}): Promise<Leadership> {
-    const lock = await this.host.campaignLock(this.name, value, opts);
-    return leadershipOf(this.name, lock, (next) => this.host.putIfHeld(lock, next));
+export class EtcdElection extends NativeElection<ElectionHost> {
+  protected putIfHeld(lock: OwnedLock, value: string): Promise<boolean> {
+    return this.host.putIfHeld(lock, value);
   }
 
   async leader(): Promise<LeaderInfo | null> {

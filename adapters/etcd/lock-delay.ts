@@ -1,4 +1,4 @@
-import { CompareResult, CompareTarget, type Etcd3, type IKeyValue } from 'etcd3';
+import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IKeyValue } from 'etcd3';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { MAX_LOCK_DELAY_MS } from '../../src/validate.js';
 import { bounded } from './bounded.js';
@@ -47,6 +47,42 @@ export function parseMarker(kv: IKeyValue | undefined): Marker | undefined {
 }
 
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
+
+/** A Txn compare: `key` is the one made at `revision` (0n: there is no such key). */
+function createdAt(key: Buffer, revision: bigint): ICompare {
+  return {
+    key,
+    target: CompareTarget.Create,
+    result: CompareResult.Equal,
+    create_revision: revision.toString(),
+  };
+}
+
+/**
+ * Puts `marker` only while our queue key is the one we made and `also` holds. false: it is not
+ * (our key is gone, or `also` failed): the caller looks again.
+ */
+async function putWhileQueued(
+  client: Etcd3,
+  queued: Queued,
+  marker: { key: Buffer; value: Buffer },
+  o: { also?: ICompare[]; signal: AbortSignal; timeoutMs: number },
+): Promise<boolean> {
+  const put = await call(
+    client.kv.txn(
+      {
+        compare: [createdAt(queued.key, queued.revision), ...(o.also ?? [])],
+        success: [{ request_put: { key: marker.key, value: marker.value } }],
+        failure: [],
+      },
+      callOptions(o.timeoutMs),
+    ),
+    o.signal,
+    o.timeoutMs,
+    'writing the lock-delay marker',
+  );
+  return put.succeeded;
+}
 
 async function call<T>(work: Promise<T>, signal: AbortSignal | undefined, timeoutMs: number, what: string) {
   try {
@@ -102,9 +138,7 @@ async function stamp(
     result: CompareResult.Equal,
     mod_revision: o.kv.mod_revision,
   };
-  const grantGone = o.grantKey
-    ? [{ key: o.grantKey, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: '0' }]
-    : [];
+  const grantGone = o.grantKey ? [createdAt(o.grantKey, 0n)] : [];
   await call(
     client.kv.txn(
       {
@@ -161,28 +195,10 @@ export async function clearLockDelay(
     if (marker?.state === 'held' && marker.revision === queued.revision) return true; // ours: a replay
     if (marker === undefined) {
       if (o.delayMs === 0) return true;
-      const put = await call(
-        client.kv.txn(
-          {
-            compare: [
-              {
-                key: queued.key,
-                target: CompareTarget.Create,
-                result: CompareResult.Equal,
-                create_revision: queued.revision.toString(),
-              },
-              { key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: '0' },
-            ],
-            success: [{ request_put: { key, value: heldMarkerValue(queued.revision, o.delayMs) } }],
-            failure: [],
-          },
-          callOptions(timeoutMs),
-        ),
-        o.signal,
-        timeoutMs,
-        'writing the lock-delay marker',
-      );
-      if (put.succeeded) return true;
+      const value = heldMarkerValue(queued.revision, o.delayMs);
+      const also = [createdAt(key, 0n)];
+      if (await putWhileQueued(client, queued, { key, value }, { also, signal: o.signal, timeoutMs }))
+        return true;
       continue; // our key is gone (the next read finds out) or a marker came: look again
     }
     // We head the queue, so the holder the marker names is gone without a clean release: lost.
@@ -206,14 +222,7 @@ export async function releaseWithMarker(
   const res = await call(
     client.kv.txn(
       {
-        compare: [
-          {
-            key: lockKey,
-            target: CompareTarget.Create,
-            result: CompareResult.Equal,
-            create_revision: revision.toString(),
-          },
-        ],
+        compare: [createdAt(lockKey, revision)],
         success: [{ request_delete_range: { key: lockKey } }, { request_delete_range: { key: marker } }],
         failure: [],
       },
@@ -454,27 +463,9 @@ export async function clearGrantDelays(
     if (blocking === undefined) {
       if (o.delayMs === 0) return true;
       // Put again as is by a replay: the marker of this very grant.
-      const put = await call(
-        client.kv.txn(
-          {
-            compare: [
-              {
-                key: queued.key,
-                target: CompareTarget.Create,
-                result: CompareResult.Equal,
-                create_revision: queued.revision.toString(),
-              },
-            ],
-            success: [{ request_put: { key: marker, value: grantMarkerValue(o.delayMs, 1) } }],
-            failure: [],
-          },
-          callOptions(timeoutMs),
-        ),
-        o.signal,
-        timeoutMs,
-        'writing the lock-delay marker',
-      );
-      if (put.succeeded) return true;
+      const value = grantMarkerValue(o.delayMs, 1);
+      if (await putWhileQueued(client, queued, { key: marker, value }, { signal: o.signal, timeoutMs }))
+        return true;
       continue; // our key is gone: the next read says so
     }
     if (!o.wait) return false;

@@ -10,10 +10,12 @@ import {
 import { noteReached } from '../../src/grant-loop.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
-import { OwnedLock } from '../../src/ownership.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
+import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import { assertUsable, nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
@@ -39,7 +41,7 @@ import { enqueue, type MutexCall, type Queued, sendEnqueue, unavailable, waitFor
 import { QueueEntry } from './queue-entry.js';
 import { EtcdReadWriteAdapter, readWriteFolder } from './read-write.js';
 import { refusedOr, unexplainedConnectFailure } from './refusal.js';
-import { etcdSemaphore } from './semaphore.js';
+import { EtcdSemaphoreAdapter } from './semaphore.js';
 import { EtcdSession } from './session.js';
 import { EtcdSessions, leaseSeconds } from './sessions.js';
 import { probeCertificates } from './tls-probe.js';
@@ -340,13 +342,11 @@ export class EtcdLockProvider extends BaseLockProvider {
   #grant(req: LockRequest, queued: Queued, entry: QueueEntry): OwnedLock {
     const { key, revision } = queued;
     const { session, deletion } = entry.parts;
-    const lock = new OwnedLock({
-      key: req.key,
-      fencingToken: revision,
-      ownerToken: req.ownerToken,
-      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
-      releaseOnBackend: async () => {
+    // The next local acquire may go only once our key is deleted: it would adopt it otherwise.
+    const lock = sessionGrant(
+      session,
+      { key: req.key, fencingToken: revision, ownerToken: req.ownerToken },
+      async () => {
         // Closing: the lease's revoke (shutdown) deletes every key of the session in one call, as
         // Go's Session.Close does; a delete per lock (100,000 at once) would saturate the client.
         if (this.closeSignal.aborted && req.lockDelayMs === 0) {
@@ -376,7 +376,7 @@ export class EtcdLockProvider extends BaseLockProvider {
           throw new BackendUnavailableError('etcd: release not confirmed in time; the session retries it');
         }
       },
-    });
+    );
     this.#keys.set(lock, { key, revision, session });
     // Lost with its session or its key (lease revoked, `etcdctl del`): at once. Either way the next
     // local acquire makes a new key (on a new session, or in place of the deleted one).
@@ -422,7 +422,7 @@ export class EtcdLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`: see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    return etcdSemaphore(name, options, this.semaphoreContext(), {
+    const adapter = new EtcdSemaphoreAdapter(name, {
       ...{ client: this.client, namespace: this.namespace, callTimeoutMs: this.callTimeoutMs },
       session: (ttlMs) => this.#sessions.current(ttlMs),
       woken: (kind) => {
@@ -433,6 +433,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       folder: (prefix) => this.#folder(prefix),
       refused: (error) => this.#refused(error),
     });
+    return new GenericSemaphore(name, options, this.semaphoreContext(), adapter);
   }
 
   /** The provider's view of a semaphore's folder: made on first use, dropped when idle or closed. */

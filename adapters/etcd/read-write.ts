@@ -2,9 +2,10 @@ import { type Etcd3, type IKeyValue, SortOrder, SortTarget } from 'etcd3';
 import { CANCEL_GRACE_MS, withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
-import { OwnedLock } from '../../src/ownership.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import type { AdapterReadWriteInfo, ReadWriteAdapter, ReadWriteRequest } from '../../src/read-write/core.js';
 import { withDeadline } from '../../src/semaphore/deadline.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import type { HolderInfo } from '../../src/types.js';
 import { requestSignal } from './bounded.js';
 import type { DeletionSubscription } from './deletion-watch.js';
@@ -247,16 +248,13 @@ function hold(
   marked: MarkedGrant | undefined,
   callTimeoutMs: number,
 ): OwnedLock {
-  const lock = new OwnedLock({
-    key: req.name,
-    fencingToken: queued.revision,
-    ownerToken: req.ownerToken,
-    trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-    // With a lock-delay, key and marker go in one Txn (lock-delay.ts). Bounded by callTimeoutMs:
-    // unconfirmed by then, the session goes on deleting the key.
-    releaseOnBackend: () =>
-      releaseGrant(marked, () => session.release(queued.key, queued.revision, callTimeoutMs)),
-  });
+  // With a lock-delay, key and marker go in one Txn (lock-delay.ts). Bounded by callTimeoutMs:
+  // unconfirmed by then, the session goes on deleting the key.
+  const lock = sessionGrant(
+    session,
+    { key: req.name, fencingToken: queued.revision, ownerToken: req.ownerToken },
+    () => releaseGrant(marked, () => session.release(queued.key, queued.revision, callTimeoutMs)),
+  );
   // Lost with its session, or with its key deleted by anyone else (`etcdctl del`): at once, as a lock.
   loseWithSessionOrKey(lock, session, deletion, queued.revision);
   return lock;

@@ -2,17 +2,12 @@ import { CompareResult, CompareTarget, type Etcd3, type IKeyValue, SortOrder, So
 import { CANCEL_GRACE_MS, withinGrace } from '../../src/cancel-grace.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
-import { OwnedLock } from '../../src/ownership.js';
-import {
-  type AdapterSemaphoreInfo,
-  GenericSemaphore,
-  type PermitRequest,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
-} from '../../src/semaphore/core.js';
+import type { OwnedLock } from '../../src/ownership.js';
+import type { AdapterSemaphoreInfo, PermitRequest, SemaphoreAdapter } from '../../src/semaphore/core.js';
 import { withDeadline } from '../../src/semaphore/deadline.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
+import type { SemaphoreHolder } from '../../src/semaphore/types.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import { requestSignal } from './bounded.js';
 import type { DeletionSubscription } from './deletion-watch.js';
 import type { FolderState, FolderView } from './folder-view.js';
@@ -48,54 +43,6 @@ export interface EtcdSemaphoreClient {
   folder(prefix: Buffer): FolderView;
   /** The error as the caller sees it: an AuthenticationError when etcd refused who we are. */
   refused(error: unknown): Promise<unknown>;
-}
-
-/**
- * A semaphore on etcd. Under `<namespace>/semaphore/<name>/` (a leading '/' no lock name has, so no
- * lock's prefix covers it): `locks/<lease hex>-<attempt id>` is the FIFO queue, one key per waiting
- * request, `leases/<lease hex>-<attempt id>` one key per grant, both on the session lease of the
- * request's TTL (see sessions.ts), both valued with the holder record and the request's permits and
- * limit. Each attempt at a request (the core retries one after an outage) names its keys afresh, so
- * every key has one owner: the attempt that made it, or the session once that attempt gave it up.
- *
- * Each request grants only itself, and not only the queue's head may: a request takes its permits
- * when, in one consistent state of the folder that holds its own queue key,
- *   used (leases' permits + lock-delay holds) + permits of every queue key created before its own
- *   + its own permits ≤ limit,
- * in one Txn guarded by its queue key's create revision (so a request whose session expired cannot
- * grant) that creates its lease key and deletes its queue key. The lease key's create revision is
- * the token. Why the limit holds: the grant Txn moves a request from the queue to the leases
- * atomically, so every state counts it exactly once, from its enqueue to its release or loss. Take
- * the live grants at any moment and the one among them queued last, G: every other one was queued
- * before G, and is live now, so it was in the queue or the leases in the state G decided on (that
- * state holds G's queue key, so it comes after their enqueues) and G counted its permits. So the
- * live permits never exceed what G's decision allowed: the limit. Counting the requests ahead as
- * taken also keeps FIFO: a request fits only if every request ahead of it fits too, so a small
- * request never passes a big one that waits.
- *
- * The first state is read by the enqueue Txn itself (the first `limit` queue keys, the leases, the
- * markers: past the first `limit` keys nobody fits), so an uncontended request is two Txns. A
- * request that does not fit waits in one of two ways. In the queue's front (fewer than `limit`
- * permits queued ahead of it) it waits on the provider's view of the folder (folder-view.ts: one
- * read, then one watch per name and process, while a request of the process is in the front),
- * judged there on each change without any call: only a request that now fits (or must stamp a
- * lock-delay, or lost its queue key) is woken, so a release wakes the requests it lets in and no
- * others. Further back it cannot fit before requests ahead of it leave: it watches one queue key
- * (see #behind) and reads again when that key leaves. So a change reaches at most the front's
- * processes, whatever the queue's length, and a leaving queue key wakes about one request behind.
- *
- * Lock-delay (lock-delay.ts): a grant that asks for one also puts `lockdelay/<attempt id>` on no
- * lease in its grant Txn; a clean release deletes both in one Txn. Every request counts, besides
- * the leases, the permits of every marker whose lease key is gone (a lost grant) or that runs on a
- * delay lease; the queue's head stamps a lost grant's marker into a delay.
- */
-export function etcdSemaphore(
-  name: string,
-  options: SemaphoreOptions,
-  ctx: SemaphoreContext,
-  client: EtcdSemaphoreClient,
-): Semaphore {
-  return new GenericSemaphore(name, options, ctx, new EtcdSemaphoreAdapter(name, client));
 }
 
 interface LeaseRecord {
@@ -153,7 +100,46 @@ interface Waiter {
 
 const callOptions = (timeoutMs: number) => ({ deadline: new Date(Date.now() + timeoutMs) });
 
-class EtcdSemaphoreAdapter implements SemaphoreAdapter {
+/**
+ * A semaphore on etcd. Under `<namespace>/semaphore/<name>/` (a leading '/' no lock name has, so no
+ * lock's prefix covers it): `locks/<lease hex>-<attempt id>` is the FIFO queue, one key per waiting
+ * request, `leases/<lease hex>-<attempt id>` one key per grant, both on the session lease of the
+ * request's TTL (see sessions.ts), both valued with the holder record and the request's permits and
+ * limit. Each attempt at a request (the core retries one after an outage) names its keys afresh, so
+ * every key has one owner: the attempt that made it, or the session once that attempt gave it up.
+ *
+ * Each request grants only itself, and not only the queue's head may: a request takes its permits
+ * when, in one consistent state of the folder that holds its own queue key,
+ *   used (leases' permits + lock-delay holds) + permits of every queue key created before its own
+ *   + its own permits ≤ limit,
+ * in one Txn guarded by its queue key's create revision (so a request whose session expired cannot
+ * grant) that creates its lease key and deletes its queue key. The lease key's create revision is
+ * the token. Why the limit holds: the grant Txn moves a request from the queue to the leases
+ * atomically, so every state counts it exactly once, from its enqueue to its release or loss. Take
+ * the live grants at any moment and the one among them queued last, G: every other one was queued
+ * before G, and is live now, so it was in the queue or the leases in the state G decided on (that
+ * state holds G's queue key, so it comes after their enqueues) and G counted its permits. So the
+ * live permits never exceed what G's decision allowed: the limit. Counting the requests ahead as
+ * taken also keeps FIFO: a request fits only if every request ahead of it fits too, so a small
+ * request never passes a big one that waits.
+ *
+ * The first state is read by the enqueue Txn itself (the first `limit` queue keys, the leases, the
+ * markers: past the first `limit` keys nobody fits), so an uncontended request is two Txns. A
+ * request that does not fit waits in one of two ways. In the queue's front (fewer than `limit`
+ * permits queued ahead of it) it waits on the provider's view of the folder (folder-view.ts: one
+ * read, then one watch per name and process, while a request of the process is in the front),
+ * judged there on each change without any call: only a request that now fits (or must stamp a
+ * lock-delay, or lost its queue key) is woken, so a release wakes the requests it lets in and no
+ * others. Further back it cannot fit before requests ahead of it leave: it watches one queue key
+ * (see #behind) and reads again when that key leaves. So a change reaches at most the front's
+ * processes, whatever the queue's length, and a leaving queue key wakes about one request behind.
+ *
+ * Lock-delay (lock-delay.ts): a grant that asks for one also puts `lockdelay/<attempt id>` on no
+ * lease in its grant Txn; a clean release deletes both in one Txn. Every request counts, besides
+ * the leases, the permits of every marker whose lease key is gone (a lost grant) or that runs on a
+ * delay lease; the queue's head stamps a lost grant's marker into a delay.
+ */
+export class EtcdSemaphoreAdapter implements SemaphoreAdapter {
   readonly #c: EtcdSemaphoreClient;
   readonly #locks: string;
   readonly #leases: Buffer;
@@ -311,7 +297,7 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
   }
 
   /**
-   * Our lease key once our permits fit (see etcdSemaphore), or null when they do not and we do not
+   * Our lease key once our permits fit (see EtcdSemaphoreAdapter), or null when they do not and we do not
    * wait. Judged first on the enqueue's own reads, then on each state of the provider's view that
    * wakes us. The queue's head also stamps lost grants' markers into delays.
    */
@@ -587,18 +573,16 @@ class EtcdSemaphoreAdapter implements SemaphoreAdapter {
     grant: { key: Buffer; revision: bigint },
     deletion: DeletionSubscription,
   ): OwnedLock {
-    const lock = new OwnedLock({
-      key: req.name,
-      fencingToken: grant.revision,
-      ownerToken: req.ownerToken,
-      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      // With a lock-delay, lease key and marker go in one Txn (lock-delay.ts). Bounded by
-      // callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
-      releaseOnBackend: () =>
+    // With a lock-delay, lease key and marker go in one Txn (lock-delay.ts). Bounded by
+    // callTimeoutMs: unconfirmed by then, the session goes on deleting the key.
+    const lock = sessionGrant(
+      session,
+      { key: req.name, fencingToken: grant.revision, ownerToken: req.ownerToken },
+      () =>
         releaseGrant(this.#marked(req, grant), () =>
           session.release(grant.key, grant.revision, this.#c.callTimeoutMs),
         ),
-    });
+    );
     // Lost with its session, or when its key is deleted by anyone but us ('revoked').
     loseWithSessionOrKey(lock, session, deletion, grant.revision);
     return lock;

@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { Etcd3 } from 'etcd3';
 import { monotonicNow } from '../../src/clock.js';
 import { BackendUnavailableError, type LossReason } from '../../src/errors.js';
+import { keepaliveOnce } from '../../src/etcd-keepalive.js';
 import { SessionLiveness, type SessionRenewalListener } from '../../src/session-liveness.js';
 import { bounded } from './bounded.js';
 import { deleteUntilConfirmed, settledRevision } from './cleanup.js';
@@ -209,27 +210,9 @@ export class EtcdSession {
   }
 
   /** One keepalive on its own short stream, bounded by callTimeoutMs; resolves with the new TTL. */
-  async #keepaliveOnce(): Promise<number> {
+  #keepaliveOnce(): Promise<number> {
     const timeout = Math.min(this.#options.callTimeoutMs, this.#interval);
-    const stream = await this.#client.leaseClient.leaseKeepAlive({
-      deadline: new Date(Date.now() + timeout),
-    });
-    try {
-      return await new Promise<number>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('keepalive timed out')), timeout);
-        stream.on('data', (res: { TTL: string }) => {
-          clearTimeout(timer);
-          resolve(Number(res.TTL));
-        });
-        stream.on('error', (error: Error) => {
-          clearTimeout(timer);
-          reject(error);
-        });
-        stream.write({ ID: this.leaseId });
-      });
-    } finally {
-      stream.end();
-    }
+    return keepaliveOnce(this.#client, this.leaseId, new Date(Date.now() + timeout));
   }
 
   #lose(reason: LossReason): void {

@@ -1,6 +1,5 @@
-import type pg from 'pg';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { TableOnce } from './table-once.js';
+import { FencekitTable } from './table-once.js';
 
 /** A validated, quoted SQL identifier (optionally schema-qualified: "schema"."table"). */
 export function quoteIdentifier(name: string, argument: string): string {
@@ -20,31 +19,18 @@ export function quoteIdentifier(name: string, argument: string): string {
  * stays used whatever happens to the holder's transaction. Created on first use, never inside a
  * caller's transaction; creating it twice is harmless.
  */
-export class FenceTable {
-  readonly table: string;
-  readonly #creation: TableOnce;
-
+export class FenceTable extends FencekitTable {
   constructor(tableName: string) {
-    this.table = quoteIdentifier(tableName, 'table');
-    this.#creation = new TableOnce(
+    super(
+      quoteIdentifier(tableName, 'table'),
       'the fencing-token table',
-      `CREATE TABLE IF NOT EXISTS ${this.table} (
+      `
          name text PRIMARY KEY,
          token bigint NOT NULL,
          owner text,
          since timestamptz NOT NULL DEFAULT now()
-       )`,
+       `,
     );
-  }
-
-  /** True once the table is known to exist: callers can skip getting a connection for ensure(). */
-  get created(): boolean {
-    return this.#creation.created;
-  }
-
-  /** Creates the table on first use (see TableOnce). */
-  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
-    return this.#creation.ensure(pool, callTimeoutMs, cancel);
   }
 
   /** The next token of `name` ($1), recording owner $2, as its own statement (autocommit). */

@@ -21,3 +21,13 @@ export function lockRowIds(key: bigint): { classid: number; objid: number } {
   const unsigned = BigInt.asUintN(64, key);
   return { classid: Number(unsigned >> 32n), objid: Number(unsigned & 0xffffffffn) };
 }
+
+/**
+ * SQL: whether backend `pid` holds the bigint advisory key `key` (SQL expressions both), in either
+ * mode. A grant row is live while its pid holds its key: the lock dies with its connection.
+ */
+export function heldBy(pid: string, key: string): string {
+  return `EXISTS (SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid = ${pid}
+      AND ((l.classid::bigint << 32) | l.objid::bigint) = ${key})`;
+}

@@ -1,8 +1,8 @@
-import type pg from 'pg';
 import { sleepUnlessWoken } from '../../src/backoff.js';
 import type { Checkout } from './checkout.js';
 import type { LockFunction } from './fence-table.js';
-import { TableOnce } from './table-once.js';
+import { heldBy } from './keyspace.js';
+import { FencekitTable } from './table-once.js';
 
 /**
  * Lock-delay on PostgreSQL: a marker row per name, `<fence table>_lockdelay` (name, delay_ms, token,
@@ -23,30 +23,18 @@ import { TableOnce } from './table-once.js';
  * and the next statement (fresh snapshot, an UPDATE that waits for a release still committing)
  * decides.
  */
-export class LockDelayTable {
-  readonly table: string;
-  readonly #creation: TableOnce;
-
+export class LockDelayTable extends FencekitTable {
   constructor(quotedName: string) {
-    this.table = quotedName;
-    this.#creation = new TableOnce(
+    super(
+      quotedName,
       'the lock-delay table',
-      `CREATE TABLE IF NOT EXISTS ${this.table} (
+      `
          name text PRIMARY KEY,
          delay_ms integer NOT NULL,
          token bigint NOT NULL,
          lost_at timestamptz
-       )`,
+       `,
     );
-  }
-
-  get created(): boolean {
-    return this.#creation.created;
-  }
-
-  /** Creates the table on first use (see TableOnce). */
-  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
-    return this.#creation.ensure(pool, callTimeoutMs, cancel);
   }
 
   /** Writes our marker ($4 ms) with the token `bump` returned: a CTE for the statements below. */
@@ -232,15 +220,12 @@ const until = (d: string) => `${d}.lost_at + ${d}.delay_ms * interval '1 millise
  * marker also stamps the lost markers of other names and deletes their finished ones (SKIP LOCKED:
  * it never waits for them). A marker left behind so only ever turns into a delay that ends.
  */
-export class GrantDelayTable {
-  readonly table: string;
-  readonly #creation: TableOnce;
-
+export class GrantDelayTable extends FencekitTable {
   constructor(quotedName: string) {
-    this.table = quotedName;
-    this.#creation = new TableOnce(
+    super(
+      quotedName,
       'the grant lock-delay table',
-      `CREATE TABLE IF NOT EXISTS ${this.table} (
+      `
          name text NOT NULL,
          token bigint NOT NULL,
          mode text NOT NULL,
@@ -249,24 +234,13 @@ export class GrantDelayTable {
          delay_ms integer NOT NULL,
          lost_at timestamptz,
          PRIMARY KEY (name, token)
-       )`,
+       `,
     );
-  }
-
-  get created(): boolean {
-    return this.#creation.created;
-  }
-
-  /** Creates the table on first use (see TableOnce). */
-  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
-    return this.#creation.ensure(pool, callTimeoutMs, cancel);
   }
 
   /** Whether marker `d`'s grant is live: its pid (not ours: a reused pid) holds its first key. */
   live(d: string): string {
-    return `(${d}.pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM pg_locks l
-      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid = ${d}.pid
-        AND ((l.classid::bigint << 32) | l.objid::bigint) = ${d}.held[1]))`;
+    return `(${d}.pid <> pg_backend_pid() AND ${heldBy(`${d}.pid`, `${d}.held[1]`)})`;
   }
 
   /**

@@ -6,11 +6,12 @@ import type { ConnectOptions } from '../../src/connect-options.js';
 import type { ConnectionSpec } from '../../src/connection-url.js';
 import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
-import { OwnedLock } from '../../src/ownership.js';
+import type { OwnedLock } from '../../src/ownership.js';
 import { authenticationError, whereOf } from '../../src/postgres-refusal.js';
 import { postgresTls } from '../../src/postgres-tls.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
+import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
@@ -18,6 +19,7 @@ import { validateKey } from '../../src/validate.js';
 import { heldNamesJoin, stampWhenGone, terminateHolder } from './admin.js';
 import type { AdvisoryGrant } from './advisory-grant.js';
 import { type Checkout, checkOut } from './checkout.js';
+import { connectionLock, type Holding } from './connection-lock.js';
 import { within } from './deadline.js';
 import { FenceTable } from './fence-table.js';
 import { advisoryKey, lockRowIds } from './keyspace.js';
@@ -28,7 +30,7 @@ import {
   settleHolding,
 } from './lock-delay.js';
 import { PostgresReadWriteAdapter, READ_WRITE_PREFIX, readWriteTableBeside } from './read-write.js';
-import { postgresSemaphore } from './semaphore.js';
+import { PostgresSemaphoreAdapter } from './semaphore.js';
 import { semaphoreTableBeside } from './semaphore-table.js';
 import { Slots } from './slots.js';
 import { WaitingConnections } from './waiting.js';
@@ -105,9 +107,7 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly #waiting: WaitingConnections;
   readonly #fence: FenceTable;
   readonly #markers: LockDelayTable;
-  readonly #healthIntervalMs: number;
-  readonly #healthTimeoutMs: number;
-  readonly #holding = new Set<Checkout>();
+  readonly #holding: Holding;
   /** Waiting acquires per name: only the first one in this line queues on the server. */
   readonly #waitingLine = new KeyedFifo();
   /** The same for semaphores (a semaphore and a lock may share a name). */
@@ -134,8 +134,11 @@ export class PostgresLockProvider extends BaseLockProvider {
         `must be an integer from 0 to maxConnections - 1 (${max - 1})`,
       );
     refuseUnreadTls(options.connectionString);
-    this.#healthIntervalMs = options.healthCheckIntervalMs ?? 5_000;
-    this.#healthTimeoutMs = options.healthCheckTimeoutMs ?? 2_000;
+    this.#holding = {
+      connections: new Set<Checkout>(),
+      healthIntervalMs: options.healthCheckIntervalMs ?? 5_000,
+      healthTimeoutMs: options.healthCheckTimeoutMs ?? 2_000,
+    };
     const keepalive = options.serverKeepalive ?? { idle: 10, interval: 5, count: 3 };
     this.#serverKeepaliveMs = (keepalive.idle + keepalive.interval * keepalive.count) * 1000;
     const checkMs = options.serverConnectionCheckMs ?? 1_000;
@@ -275,7 +278,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       settle: (conn, o, cancel) =>
         settleHolding(
           conn,
-          { ...o, callTimeoutMs: this.callTimeoutMs, pollMs: this.#healthIntervalMs },
+          { ...o, callTimeoutMs: this.callTimeoutMs, pollMs: this.#holding.healthIntervalMs },
           cancel,
         ),
       line: this.#readWriteLine,
@@ -288,7 +291,8 @@ export class PostgresLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`: slots as advisory locks, see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    return postgresSemaphore(name, options, this.semaphoreContext(), {
+    const ctx = this.semaphoreContext();
+    const adapter = new PostgresSemaphoreAdapter(name, ctx, {
       ...{ fence: this.#fence, grants: semaphoreTableBeside(this.#fence), pool: this.pool },
       markers: grantDelayTableBeside(this.#fence),
       ...{
@@ -299,10 +303,10 @@ export class PostgresLockProvider extends BaseLockProvider {
         holding: this.#holding,
         pollMs: 500,
       },
-      ...{ healthIntervalMs: this.#healthIntervalMs, healthTimeoutMs: this.#healthTimeoutMs },
       answered: () => this.#serverAnswered(),
       reachable: () => this.backendReachable(),
     });
+    return new GenericSemaphore(name, options, ctx, adapter);
   }
 
   protected request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
@@ -325,7 +329,11 @@ export class PostgresLockProvider extends BaseLockProvider {
             conn,
             {
               ...{ fence, name: req.key, owner: req.owner, advisory, delayMs: req.lockDelayMs },
-              ...{ wait: req.wait, callTimeoutMs: this.callTimeoutMs, pollMs: this.#healthIntervalMs },
+              ...{
+                wait: req.wait,
+                callTimeoutMs: this.callTimeoutMs,
+                pollMs: this.#holding.healthIntervalMs,
+              },
             },
             signal,
           ),
@@ -522,7 +530,7 @@ export class PostgresLockProvider extends BaseLockProvider {
 
   async #probeWhileWaiting(pid: number, stop: AbortSignal, failed: AbortController): Promise<void> {
     while (!stop.aborted) {
-      await sleep(this.#healthIntervalMs, undefined, { signal: stop }).catch(() => undefined);
+      await sleep(this.#holding.healthIntervalMs, undefined, { signal: stop }).catch(() => undefined);
       if (stop.aborted) return;
       try {
         const conn = await checkOut(this.#control, this.callTimeoutMs, stop);
@@ -564,45 +572,12 @@ export class PostgresLockProvider extends BaseLockProvider {
   }
 
   #hold(conn: Checkout, req: AdvisoryGrant, key: string, token: bigint): OwnedLock {
-    const release = req.releaseOf(token, key);
-    let healthTimer: NodeJS.Timeout | undefined;
-    const lock = new OwnedLock({
-      key: req.key,
-      fencingToken: token,
-      ownerToken: req.ownerToken,
-      releaseOnBackend: async () => {
-        if (conn.done) return; // the connection is gone, and the lock with it
-        try {
-          await conn.query(release.sql, release.values, this.callTimeoutMs, 'unlock');
-          conn.giveBack();
-        } catch {
-          conn.discard(); // unconfirmed: closing the connection frees the lock on the server
-        }
-        this.#waiting.freed(req.fenceName);
-      },
+    const { sql, values } = req.releaseOf(token, key);
+    return connectionLock(conn, this.#holding, {
+      lock: { key: req.key, fencingToken: token, ownerToken: req.ownerToken },
+      release: { sql, values, what: 'unlock', timeoutMs: this.callTimeoutMs },
+      freed: () => this.#waiting.freed(req.fenceName),
     });
-    const lost = () => {
-      if (!lock.held) return;
-      lock.lose('connection-lost');
-      conn.discard();
-      this.#waiting.freed(req.fenceName);
-    };
-    conn.onLost(lost);
-    this.#holding.add(conn);
-    const check = async () => {
-      try {
-        await conn.query('SELECT 1', [], this.#healthTimeoutMs, 'health check');
-        if (lock.held) healthTimer = setTimeout(check, this.#healthIntervalMs);
-      } catch {
-        lost();
-      }
-    };
-    healthTimer = setTimeout(check, this.#healthIntervalMs);
-    lock.onEnd(() => {
-      clearTimeout(healthTimer);
-      this.#holding.delete(conn);
-    });
-    return lock;
   }
 
   /** Bounded: with the server silent, waits callTimeoutMs and then cuts every connection. */
@@ -633,10 +608,10 @@ export class PostgresLockProvider extends BaseLockProvider {
    * process would; the server releases their locks when it sees the connections close.
    */
   async abandon(): Promise<void> {
-    for (const conn of this.#holding) {
+    for (const conn of this.#holding.connections) {
       (conn.client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
     }
-    this.#holding.clear();
+    this.#holding.connections.clear();
   }
 }
 

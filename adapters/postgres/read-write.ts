@@ -6,9 +6,9 @@ import type { HolderInfo } from '../../src/types.js';
 import type { AdvisoryGrant } from './advisory-grant.js';
 import { type Checkout, checkOut } from './checkout.js';
 import type { FenceTable } from './fence-table.js';
-import { advisoryKey, lockRowIds } from './keyspace.js';
+import { advisoryKey, heldBy, lockRowIds } from './keyspace.js';
 import type { GrantDelayTable } from './lock-delay.js';
-import { TableOnce } from './table-once.js';
+import { FencekitTable } from './table-once.js';
 
 /** The fence row and advisory key name of a read-write lock: a leading '/' no lock name has. */
 export const READ_WRITE_PREFIX = '/rwlock/';
@@ -47,15 +47,12 @@ export interface PostgresReadWriteClient {
  * advisory lock is stale (its connection died): the next grant of the name deletes it, and
  * inspect() never shows it.
  */
-export class ReadWriteTable {
-  readonly table: string;
-  readonly #creation: TableOnce;
-
+export class ReadWriteTable extends FencekitTable {
   constructor(quotedName: string) {
-    this.table = quotedName;
-    this.#creation = new TableOnce(
+    super(
+      quotedName,
       'the read-write grants table',
-      `CREATE TABLE IF NOT EXISTS ${this.table} (
+      `
          name text NOT NULL,
          token bigint NOT NULL,
          mode text NOT NULL,
@@ -63,12 +60,8 @@ export class ReadWriteTable {
          since timestamptz NOT NULL DEFAULT now(),
          pid integer NOT NULL,
          PRIMARY KEY (name, token)
-       )`,
+       `,
     );
-  }
-
-  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
-    return this.#creation.ensure(pool, callTimeoutMs, cancel);
   }
 }
 
@@ -85,9 +78,7 @@ export function readWriteTableBeside(fence: { table: string }): ReadWriteTable {
 }
 
 /** The grant row's pid still holds the advisory key $3 (bigint form), in either mode. */
-const LIVE = `EXISTS (SELECT 1 FROM pg_locks l
-  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid = g.pid
-    AND ((l.classid::bigint << 32) | l.objid::bigint) = $3::bigint)`;
+const LIVE = heldBy('g.pid', '$3::bigint');
 
 /**
  * A read-write lock on PostgreSQL: the session advisory lock on key("/rwlock/<name>"), shared for a
@@ -218,7 +209,7 @@ export class PostgresReadWriteAdapter implements ReadWriteAdapter {
       );
       const holders = await run<{ token: string; mode: string; owner: string | null; since: Date }>(
         `SELECT g.token, g.mode, g.owner, g.since FROM ${grants.table} g
-          WHERE g.name = $1 AND ${LIVE.replace('$3::bigint', '$2::bigint')} ORDER BY g.token`,
+          WHERE g.name = $1 AND ${heldBy('g.pid', '$2::bigint')} ORDER BY g.token`,
         [this.#fenceName, advisory.toString()],
       );
       const delays = await run<{ mode: string; until: Date }>(markers.inspectSql, [this.#fenceName]);

@@ -1,17 +1,16 @@
 import type pg from 'pg';
 import { AuthenticationError, BackendUnavailableError } from '../../src/errors.js';
 import type { KeyedFifo } from '../../src/keyed-fifo.js';
-import { OwnedLock } from '../../src/ownership.js';
-import {
-  type AdapterSemaphoreInfo,
-  GenericSemaphore,
-  type PermitRequest,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
+import type { OwnedLock } from '../../src/ownership.js';
+import type {
+  AdapterSemaphoreInfo,
+  PermitRequest,
+  SemaphoreAdapter,
+  SemaphoreContext,
 } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { type Checkout, checkOut } from './checkout.js';
+import { connectionLock, type Holding } from './connection-lock.js';
 import { within } from './deadline.js';
 import type { FenceTable } from './fence-table.js';
 import { advisoryKey } from './keyspace.js';
@@ -35,16 +34,21 @@ export interface PostgresSemaphoreClient {
   waiting: WaitingConnections;
   /** Spare connections: inspect(), table creation, ending waits. */
   control: pg.Pool;
-  /** Connections holding grants (the provider's abandon() drops them, as a crash would). */
-  holding: Set<Checkout>;
-  healthIntervalMs: number;
-  healthTimeoutMs: number;
+  /** Connections holding grants, and their health checks. */
+  holding: Holding;
   /** How often the head of the queue looks for slots freed without a NOTIFY (a dead holder). */
   pollMs: number;
   /** The server answered (the provider's reachability). */
   answered(): void;
   /** Whether the last call to the server was answered. */
   reachable(): boolean;
+}
+
+interface Keys {
+  queue: string;
+  slots: string[];
+  channel: string;
+  fenceName: string;
 }
 
 /**
@@ -62,23 +66,7 @@ export interface PostgresSemaphoreClient {
  * comes from the fence table's durable counter (row "/semaphore/n", a name no lock can have); the
  * limit is kept in the grants rows, and checked against live holders under the queue lock.
  */
-export function postgresSemaphore(
-  name: string,
-  options: SemaphoreOptions,
-  ctx: SemaphoreContext,
-  client: PostgresSemaphoreClient,
-): Semaphore {
-  return new GenericSemaphore(name, options, ctx, new PostgresSemaphoreAdapter(name, ctx, client));
-}
-
-interface Keys {
-  queue: string;
-  slots: string[];
-  channel: string;
-  fenceName: string;
-}
-
-class PostgresSemaphoreAdapter implements SemaphoreAdapter {
+export class PostgresSemaphoreAdapter implements SemaphoreAdapter {
   /** A lost grant's slots are kept out by its marker (see GrantDelayTable, #takeSlots). */
   readonly keepsLockDelay = true;
   readonly #name: string;
@@ -413,57 +401,20 @@ class PostgresSemaphoreAdapter implements SemaphoreAdapter {
     keys: Keys,
     { token, slots, withDelay }: { token: bigint; slots: string[]; withDelay: boolean },
   ): OwnedLock {
-    const { holding, healthIntervalMs, healthTimeoutMs } = this.#c;
-    let healthTimer: NodeJS.Timeout | undefined;
-    const lock = new OwnedLock({
-      key: req.name,
-      fencingToken: token,
-      ownerToken: req.ownerToken,
-      releaseOnBackend: async () => {
-        if (conn.done) return; // the connection is gone, and the slots with it
-        try {
-          await conn.query(
-            // One statement: row (and marker: a clean release starts no delay) gone, slots free,
-            // then the head of the queue told (at commit).
-            `WITH d AS (DELETE FROM ${this.#c.grants.table} WHERE name = $1 AND token = $2),
+    // One statement: row (and marker: a clean release starts no delay) gone, slots free, then the
+    // head of the queue told (at commit).
+    const sql = `WITH d AS (DELETE FROM ${this.#c.grants.table} WHERE name = $1 AND token = $2),
                   u AS (SELECT pg_advisory_unlock(k) FROM unnest($3::bigint[]) k)${
                     withDelay
                       ? `, m AS (DELETE FROM ${this.#c.markers.table} WHERE name = $5 AND token = $2)`
                       : ''
                   }
-             SELECT pg_notify($4, '') FROM (SELECT count(*) FROM u) x`,
-            [req.name, token.toString(), slots, keys.channel, ...(withDelay ? [keys.fenceName] : [])],
-            this.#ctx.callTimeoutMs,
-            'semaphore release',
-          );
-          conn.giveBack();
-        } catch {
-          conn.discard(); // unconfirmed: closing the connection frees the slots on the server
-        }
-        this.#c.waiting.freed(keys.fenceName);
-      },
+             SELECT pg_notify($4, '') FROM (SELECT count(*) FROM u) x`;
+    const values = [req.name, token.toString(), slots, keys.channel, ...(withDelay ? [keys.fenceName] : [])];
+    return connectionLock(conn, this.#c.holding, {
+      lock: { key: req.name, fencingToken: token, ownerToken: req.ownerToken },
+      release: { sql, values, what: 'semaphore release', timeoutMs: this.#ctx.callTimeoutMs },
+      freed: () => this.#c.waiting.freed(keys.fenceName),
     });
-    const lost = () => {
-      if (!lock.held) return;
-      lock.lose('connection-lost');
-      conn.discard();
-      this.#c.waiting.freed(keys.fenceName);
-    };
-    conn.onLost(lost);
-    holding.add(conn);
-    const check = async () => {
-      try {
-        await conn.query('SELECT 1', [], healthTimeoutMs, 'health check');
-        if (lock.held) healthTimer = setTimeout(check, healthIntervalMs);
-      } catch {
-        lost();
-      }
-    };
-    healthTimer = setTimeout(check, healthIntervalMs);
-    lock.onEnd(() => {
-      clearTimeout(healthTimer);
-      holding.delete(conn);
-    });
-    return lock;
   }
 }

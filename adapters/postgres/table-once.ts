@@ -46,3 +46,27 @@ export class TableOnce {
     return within(this.#ready, Number.POSITIVE_INFINITY, `creating ${this.what}`, cancel);
   }
 }
+
+/**
+ * A table of fencekit's under its quoted name, created on first use (see TableOnce) with
+ * `columns`, the body of its CREATE TABLE.
+ */
+export class FencekitTable {
+  readonly table: string;
+  readonly #creation: TableOnce;
+
+  constructor(quotedName: string, what: string, columns: string) {
+    this.table = quotedName;
+    this.#creation = new TableOnce(what, `CREATE TABLE IF NOT EXISTS ${quotedName} (${columns})`);
+  }
+
+  /** True once the table is known to exist: callers can skip getting a connection for ensure(). */
+  get created(): boolean {
+    return this.#creation.created;
+  }
+
+  /** Creates the table on first use. */
+  ensure(pool: pg.Pool, callTimeoutMs: number, cancel?: AbortSignal): Promise<void> {
+    return this.#creation.ensure(pool, callTimeoutMs, cancel);
+  }
+}

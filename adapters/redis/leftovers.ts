@@ -1,4 +1,5 @@
 import { jitteredDelays } from '../../src/backoff.js';
+import { wasNotSent } from './bounded-call.js';
 
 /**
  * Clean-ups that must happen even though the call that should have made them failed: the guarded
@@ -64,5 +65,40 @@ export class Leftovers {
 
   #freshDelays(): Generator<number, never> {
     return jitteredDelays({ initialMs: 100, maxMs: 2_000 });
+  }
+}
+
+/**
+ * What one request owes the leftovers if it fails. A retry of a request (same ownerToken)
+ * supersedes the clean-up of the failed try before it until it fails: then the clean-up is owed
+ * again, also when this try sent nothing. A clean-up already sent runs first (one connection keeps
+ * the order).
+ */
+export class CleanUpDue {
+  readonly #owed: boolean;
+  /** Whether any attempt may have reached Redis (then there is something to clean up). */
+  #sent = false;
+
+  constructor(leftovers: Leftovers, ownerToken: string) {
+    this.#owed = leftovers.forget(ownerToken);
+  }
+
+  /** One attempt: answered, it reached Redis; failed, it may have unless it was never sent. */
+  attempt<T>(call: Promise<T>): Promise<T> {
+    return call.then(
+      (answer) => {
+        this.#sent = true;
+        return answer;
+      },
+      (error: unknown) => {
+        this.#sent ||= !wasNotSent(error);
+        throw error;
+      },
+    );
+  }
+
+  /** Whether the request's failure leaves a clean-up to the leftovers. */
+  get due(): boolean {
+    return this.#sent || this.#owed;
   }
 }

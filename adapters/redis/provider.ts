@@ -11,20 +11,21 @@ import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
+import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
-import { boundedCall, Reachability, wasNotSent } from './bounded-call.js';
+import { boundedCall, Reachability } from './bounded-call.js';
 import { extendHanded, type HandedGrant, WaiterInbox } from './hand-over.js';
-import { Leftovers } from './leftovers.js';
+import { CleanUpDue, Leftovers } from './leftovers.js';
 import { heldNamesScan, LOCK_HELD_SUFFIX } from './list.js';
 import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
 import { WaiterNotices } from './notices.js';
 import { RedisReadWriteAdapter, type RedisReadWriteClient } from './read-write.js';
 import { READ_WRITE_HELD_SUFFIX } from './read-write-scripts.js';
 import { type AcquireAnswer, type LockKeys, LockScripts, lockKeys, validatePrefix } from './scripts.js';
-import { type RedisSemaphoreClient, redisSemaphore } from './semaphore.js';
+import { RedisSemaphoreAdapter, type RedisSemaphoreClient } from './semaphore.js';
 import { redisTls } from './tls.js';
 
 /** Options of `new RedisLockProvider(options)`, and the Redis options `connect()` passes on. */
@@ -197,7 +198,8 @@ export class RedisLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`: see semaphore.ts. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    return redisSemaphore(name, options, this.semaphoreContext(), this.#queuedClient());
+    const adapter = new RedisSemaphoreAdapter(name, this.#queuedClient());
+    return new GenericSemaphore(name, options, this.semaphoreContext(), adapter);
   }
 
   /** Readers share, a writer excludes, in request order: see read-write.ts. */
@@ -249,22 +251,9 @@ export class RedisLockProvider extends BaseLockProvider {
       channel: req.wait ? this.#notices.channel : '',
       lockDelayMs: req.lockDelayMs,
     };
-    // A retry of this request (same ownerToken) supersedes the clean-up of the failed try before it
-    // until it fails: then the clean-up is owed again, also when this try sent nothing. A clean-up
-    // already sent runs first (one connection keeps the order).
-    const owed = this.#leftovers.forget(req.ownerToken);
-    let sent = false; // whether any attempt may have reached Redis (then there is something to clean up)
+    const cleanUp = new CleanUpDue(this.#leftovers, req.ownerToken);
     const attempt = () =>
-      this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel).then(
-        (answer) => {
-          sent = true;
-          return answer;
-        },
-        (error: unknown) => {
-          sent ||= !wasNotSent(error);
-          throw error;
-        },
-      );
+      cleanUp.attempt(this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel));
     try {
       if (!req.wait) {
         const sentAt = monotonicNow();
@@ -276,7 +265,7 @@ export class RedisLockProvider extends BaseLockProvider {
       // Timed out, aborted or failed, maybe with the script run or still to run: leave the queue,
       // give back a grant made meanwhile, hand the key on if it is free. The leftovers own it
       // (retried until done), so the caller is not held up by an unreachable Redis.
-      if (sent || owed)
+      if (cleanUp.due)
         this.#leftovers.add(req.ownerToken, () =>
           this.#call('leave', () => this.#scripts.leave(keys, req.ownerToken, this.fair)),
         );

@@ -2,9 +2,9 @@ import { jitteredDelays, sleepUnlessWoken } from '../../src/backoff.js';
 import { monotonicNow } from '../../src/clock.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
-import { boundedCall, wasNotSent } from './bounded-call.js';
+import { boundedCall } from './bounded-call.js';
 import { extendHanded, type HandedGrant, WaiterInbox } from './hand-over.js';
-import type { Leftovers } from './leftovers.js';
+import { CleanUpDue, type Leftovers } from './leftovers.js';
 import type { WaiterNotices } from './notices.js';
 
 /** What a queued recipe (semaphore, read-write lock) borrows from its provider. */
@@ -82,22 +82,9 @@ class QueuedRequest {
   async run(cancel: AbortSignal): Promise<OwnedLock | null> {
     const [client, req, steps] = [this.#client, this.#req, this.#steps];
     const { leftovers } = client;
-    // A retry with this ownerToken supersedes the clean-up of the failed try before it, until it
-    // fails: then the clean-up is owed again, also when this try sent nothing.
-    const owed = leftovers.forget(req.ownerToken);
-    let sent = false;
+    const cleanUp = new CleanUpDue(leftovers, req.ownerToken);
     const channel = req.wait ? client.notices.channel : '';
-    const attempt = (): Promise<string | QueuedRefusal> =>
-      steps.acquire(channel, cancel).then(
-        (answer) => {
-          sent = true;
-          return answer;
-        },
-        (error: unknown) => {
-          sent ||= !wasNotSent(error);
-          throw error;
-        },
-      );
+    const attempt = () => cleanUp.attempt(steps.acquire(channel, cancel));
     try {
       const sentAt = monotonicNow();
       const answer = await attempt();
@@ -107,7 +94,7 @@ class QueuedRequest {
     } catch (error) {
       // Outcome unknown (timed out, aborted): leave the queue and give back a grant made meanwhile.
       // The provider's leftovers own that clean-up and retry it until Redis answers.
-      if (sent || owed) {
+      if (cleanUp.due) {
         leftovers.add(req.ownerToken, () => client.call(`${steps.label} leave`, () => steps.release()));
       }
       throw error;

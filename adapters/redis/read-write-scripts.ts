@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
-import { DELAY_LUA } from './recipe-delay.js';
-import { ScriptCommands } from './script-commands.js';
+import { RECIPE_LUA } from './recipe-lua.js';
+import { RecipeScripts } from './script-commands.js';
 
 /**
  * The read-write lock's Lua scripts. Keys of one name share the hash tag {name} (one Redis Cluster
@@ -30,17 +30,7 @@ import { ScriptCommands } from './script-commands.js';
  * any holder for a write), and a newcomer is granted only when the queue is empty. A waiting writer
  * therefore blocks every reader who asks after it.
  */
-const PRELUDE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-${DELAY_LUA}
-
-local function unqueue(id)
-  redis.call('LREM', KEYS[5], 0, id)
-  redis.call('ZREM', KEYS[6], id)
-  redis.call('HDEL', KEYS[7], id)
-end
-
+const PRELUDE = `${RECIPE_LUA}
 local function dropGrant(id)
   local dropped = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
   return redis.call('HDEL', KEYS[3], id) + dropped > 0
@@ -59,17 +49,6 @@ local function keepHolders()
     return
   end
   for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], until_ - now) end
-end
-
--- A new fencing token. A counter Redis lost (restart without AOF, eviction) restarts past every
--- token it gave: at the server's TIME in microseconds.
-local function nextToken()
-  local token = redis.call('INCR', KEYS[4])
-  if token == 1 then
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', KEYS[4], string.format('%.0f', token))
-  end
-  return string.format('%.0f', token)
 end
 
 local function holdersKey(mode)
@@ -108,10 +87,7 @@ local function fits(mode)
 end
 
 -- Grants, in queue order, the waiters that fit now (no overtaking: stops at the first that does
--- not, and after a write) and tells each "ownerToken token" on its channel, so a hand-over costs
--- the waiter no round trip. Provisional: the lease lasts no longer than the waiter's place would
--- have (it may have died since its last refresh); the waiter extends it to its ttl once it takes
--- it. A lost notice costs the waiter a poll, whose attempt finds the grant.
+-- not, and after a write), each by handTo.
 local function handOver()
   while true do
     local id = redis.call('LINDEX', KEYS[5], 0)
@@ -124,14 +100,9 @@ local function handOver()
     else
       local mode, ttl, delay, length, rest = string.match(spec, '^(%a+) (%d+):?(%d*) (%d+) (.*)$')
       if not fits(mode) then return end
-      local channel = string.sub(rest, 1, tonumber(length))
-      local owner = string.sub(rest, tonumber(length) + 2)
-      ttl = tonumber(ttl)
-      local alive = tonumber(redis.call('ZSCORE', KEYS[6], id) or 0) - now
-      if alive > 0 and alive < ttl then ttl = math.floor(alive) end
-      unqueue(id)
-      local token = grant(id, mode, ttl, owner, tonumber(delay) or 0)
-      if channel ~= '' then redis.call('PUBLISH', channel, id .. ' ' .. token) end
+      handTo(id, { ttl, delay, length, rest }, function(leaseMs, owner, delayMs)
+        return grant(id, mode, leaseMs, owner, delayMs)
+      end)
       if mode == 'write' then return end
     end
   end
@@ -298,42 +269,21 @@ export interface RwAcquireArgs {
   lockDelayMs?: number;
 }
 
-/** The scripts as commands of one client (EVALSHA, loaded on first use). */
-export class ReadWriteScripts {
-  readonly #scripts: ScriptCommands;
+const RW_LUA = { acquire: RW_ACQUIRE, release: RW_RELEASE, renew: RW_RENEW, inspect: RW_INSPECT };
 
+/** The scripts as commands of one client (EVALSHA, loaded on first use). */
+export class ReadWriteScripts extends RecipeScripts<RwInspectAnswer> {
   constructor(redis: Redis | Cluster) {
-    this.#scripts = new ScriptCommands(redis, {
-      fencekitRwAcquire: { numberOfKeys: 9, lua: RW_ACQUIRE },
-      fencekitRwRelease: { numberOfKeys: 9, lua: RW_RELEASE },
-      fencekitRwRenew: { numberOfKeys: 9, lua: RW_RENEW },
-      fencekitRwInspect: { numberOfKeys: 9, lua: RW_INSPECT },
-    });
+    super(redis, 'fencekitRw', 9, RW_LUA);
   }
 
   acquire(keys: string[], a: RwAcquireArgs): Promise<RwAcquireAnswer> {
-    return this.#scripts.run('fencekitRwAcquire', keys, [
-      a.ownerToken,
-      a.ttlMs,
-      a.owner,
-      a.wait ? '1' : '0',
-      a.mode,
-      a.waiterTtlMs,
-      a.channel,
-      a.lockDelayMs ?? 0,
-    ]) as Promise<RwAcquireAnswer>;
+    const rest = [a.mode, a.waiterTtlMs, a.channel, a.lockDelayMs ?? 0];
+    return this.acquireCall(keys, a, rest) as Promise<RwAcquireAnswer>;
   }
 
   /** true = our grant was dropped; false = none was ours (our place, if any, is gone too). */
   async release(keys: string[], ownerToken: string): Promise<boolean> {
-    return (await this.#scripts.run('fencekitRwRelease', keys, [ownerToken])) === 1;
-  }
-
-  async renew(keys: string[], ownerToken: string, ttlMs: number): Promise<boolean> {
-    return (await this.#scripts.run('fencekitRwRenew', keys, [ownerToken, ttlMs])) === 1;
-  }
-
-  inspect(keys: string[]): Promise<RwInspectAnswer> {
-    return this.#scripts.run('fencekitRwInspect', keys, []) as Promise<RwInspectAnswer>;
+    return (await this.scripts.run(this.command('release'), keys, [ownerToken])) === 1;
   }
 }

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
-import { DELAY_LUA } from './recipe-delay.js';
-import { ScriptCommands } from './script-commands.js';
+import { RECIPE_LUA } from './recipe-lua.js';
+import { RecipeScripts } from './script-commands.js';
 
 /**
  * The semaphore's Lua scripts. Keys of one name share the hash tag {name} (one Redis
@@ -25,19 +25,7 @@ import { ScriptCommands } from './script-commands.js';
  * the loss finds no grant and leaves the delay. The holder keys live at least ttl * 2 + delay
  * after each grant or renewal, so a lost lease is still there to be found until its delay ends.
  */
-const PRELUDE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-${DELAY_LUA}
-
--- From all three keys every time: if one was lost (evicted, deleted), a waiter left in the queue
--- list would be granted again and again and block everyone behind it.
-local function unqueue(id)
-  redis.call('LREM', KEYS[5], 0, id)
-  redis.call('ZREM', KEYS[6], id)
-  redis.call('HDEL', KEYS[7], id)
-end
-
+const PRELUDE = `${RECIPE_LUA}
 local function dropGrant(id)
   local spec = redis.call('HGET', KEYS[2], id)
   if not spec then return false end
@@ -95,17 +83,6 @@ local function fits(me, permits, limit)
   return true, false
 end
 
--- A new fencing token. A counter Redis lost (restart without AOF, eviction) restarts past every
--- token it gave: at the server's TIME in microseconds.
-local function nextToken()
-  local token = redis.call('INCR', KEYS[4])
-  if token == 1 then
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', KEYS[4], string.format('%.0f', token))
-  end
-  return string.format('%.0f', token)
-end
-
 -- The holder keys outlive a lease by ttl + its delay: a lost lease is found before its delay ends.
 local function grant(id, permits, ttl, owner, delay)
   local token = nextToken()
@@ -116,11 +93,8 @@ local function grant(id, permits, ttl, owner, delay)
 end
 
 -- Grants, in queue order, the waiters whose permits fit now (no overtaking: stops at the first
--- that does not) and tells each "ownerToken token" on its channel, so a hand-over costs the waiter
--- no round trip. Provisional: the lease lasts no longer than the waiter's place would have (it may
--- have died since its last refresh, and then its permits come back with that expiry); the waiter
--- extends it to its ttl once it takes it. A lost notice costs the waiter a poll, whose attempt
--- finds the grant.
+-- that does not), each by handTo (a provisional lease: a waiter that died since its last refresh
+-- gets its permits back with that expiry).
 local function handOver(limit)
   local free = limit - redis.call('ZCARD', KEYS[1])
   local granted = 0
@@ -131,14 +105,9 @@ local function handOver(limit)
     local permits, ttl, delay, length, rest = string.match(spec, '^(%d+) (%d+):?(%d*) (%d+) (.*)$')
     permits = tonumber(permits)
     if permits > free then return granted end
-    local channel = string.sub(rest, 1, tonumber(length))
-    local owner = string.sub(rest, tonumber(length) + 2)
-    ttl = tonumber(ttl)
-    local alive = tonumber(redis.call('ZSCORE', KEYS[6], id) or 0) - now
-    if alive > 0 and alive < ttl then ttl = math.floor(alive) end
-    unqueue(id)
-    local token = grant(id, permits, ttl, owner, tonumber(delay) or 0)
-    if channel ~= '' then redis.call('PUBLISH', channel, id .. ' ' .. token) end
+    handTo(id, { ttl, delay, length, rest }, function(leaseMs, owner, delayMs)
+      return grant(id, permits, leaseMs, owner, delayMs)
+    end)
     free = free - permits
     granted = granted + 1
   end
@@ -268,17 +237,12 @@ export type SemInspectAnswer = [
   Array<[number, string]>?,
 ];
 
-/** The scripts as commands of one client (EVALSHA, loaded on first use). */
-export class SemaphoreScripts {
-  readonly #scripts: ScriptCommands;
+const SEM_LUA = { acquire: SEM_ACQUIRE, release: SEM_RELEASE, renew: SEM_RENEW, inspect: SEM_INSPECT };
 
+/** The scripts as commands of one client (EVALSHA, loaded on first use). */
+export class SemaphoreScripts extends RecipeScripts<SemInspectAnswer> {
   constructor(redis: Redis | Cluster) {
-    this.#scripts = new ScriptCommands(redis, {
-      fencekitSemAcquire: { numberOfKeys: 7, lua: SEM_ACQUIRE },
-      fencekitSemRelease: { numberOfKeys: 7, lua: SEM_RELEASE },
-      fencekitSemRenew: { numberOfKeys: 7, lua: SEM_RENEW },
-      fencekitSemInspect: { numberOfKeys: 7, lua: SEM_INSPECT },
-    });
+    super(redis, 'fencekitSem', 7, SEM_LUA);
   }
 
   acquire(
@@ -295,28 +259,11 @@ export class SemaphoreScripts {
     waiterTtlMs: number,
     channel: string,
   ): Promise<SemAcquireAnswer> {
-    return this.#scripts.run('fencekitSemAcquire', keys, [
-      a.ownerToken,
-      a.ttlMs,
-      a.owner,
-      a.wait ? '1' : '0',
-      a.limit,
-      a.permits,
-      waiterTtlMs,
-      channel,
-      a.lockDelayMs ?? 0,
-    ]) as Promise<SemAcquireAnswer>;
+    const rest = [a.limit, a.permits, waiterTtlMs, channel, a.lockDelayMs ?? 0];
+    return this.acquireCall(keys, a, rest) as Promise<SemAcquireAnswer>;
   }
 
   async release(keys: string[], ownerToken: string, limit: number): Promise<boolean> {
-    return (await this.#scripts.run('fencekitSemRelease', keys, [ownerToken, limit])) === 1;
-  }
-
-  async renew(keys: string[], ownerToken: string, ttlMs: number): Promise<boolean> {
-    return (await this.#scripts.run('fencekitSemRenew', keys, [ownerToken, ttlMs])) === 1;
-  }
-
-  inspect(keys: string[]): Promise<SemInspectAnswer> {
-    return this.#scripts.run('fencekitSemInspect', keys, []) as Promise<SemInspectAnswer>;
+    return (await this.scripts.run(this.command('release'), keys, [ownerToken, limit])) === 1;
   }
 }

@@ -1,14 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { OwnedLock } from '../../src/ownership.js';
-import {
-  type AdapterSemaphoreInfo,
-  GenericSemaphore,
-  type PermitRequest,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
-} from '../../src/semaphore/core.js';
+import type { AdapterSemaphoreInfo, PermitRequest, SemaphoreAdapter } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { type QueuedGrantClient, type QueuedRefusal, requestQueuedGrant } from './queued-grant.js';
 import { delayEnd } from './recipe-delay.js';
 import { SemaphoreScripts, semaphoreKeys } from './semaphore-scripts.js';
@@ -28,16 +21,7 @@ export interface RedisSemaphoreClient extends QueuedGrantClient {
  * round trip and one message per hand-over). Waiters poll only for leases that expire without a
  * release (a dead holder), sleeping until the soonest expiry, at most maxPollMs.
  */
-export function redisSemaphore(
-  name: string,
-  options: SemaphoreOptions,
-  ctx: SemaphoreContext,
-  client: RedisSemaphoreClient,
-): Semaphore {
-  return new GenericSemaphore(name, options, ctx, new RedisSemaphoreAdapter(name, client));
-}
-
-class RedisSemaphoreAdapter implements SemaphoreAdapter {
+export class RedisSemaphoreAdapter implements SemaphoreAdapter {
   readonly #keys: string[];
   readonly #client: RedisSemaphoreClient;
   readonly #scripts: SemaphoreScripts;

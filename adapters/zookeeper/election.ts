@@ -1,9 +1,8 @@
-import { leadershipOf } from '../../src/election/leadership.js';
-import type { CampaignOptions, Election, LeaderInfo, Leadership } from '../../src/election/types.js';
+import { type CampaignHost, NativeElection } from '../../src/election/native-election.js';
+import type { LeaderInfo } from '../../src/election/types.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import type { Lock } from '../../src/types.js';
-import { validateKey } from '../../src/validate.js';
 import { type ZkSession, zkCode } from './client.js';
 import { confirmThroughLeader } from './heartbeat.js';
 import { queueOrder } from './mutex.js';
@@ -11,12 +10,11 @@ import { unavailable } from './unavailable.js';
 import type { ACL } from './wire/ops.js';
 
 /** What the election needs from the provider that runs it. */
-export interface ElectionHost {
+export interface ElectionHost extends CampaignHost {
   readonly callTimeoutMs: number;
   session(): Promise<ZkSession>;
   folder(name: string): string;
   acl: readonly ACL[];
-  campaignLock(name: string, value: string, opts: CampaignOptions): Promise<OwnedLock>;
   nodeOf(lock: Lock): { session: ZkSession; path: string } | undefined;
 }
 
@@ -25,27 +23,17 @@ export interface ElectionHost {
  * holding its proposal; the lowest sequence leads, the others each watch the one before them. The
  * term is the leader node's czxid.
  */
-export class ZkElection implements Election {
-  constructor(
-    readonly host: ElectionHost,
-    readonly name: string,
-  ) {
-    validateKey(name, 'election name');
-  }
-
-  async campaign(value: string, opts: CampaignOptions = {}): Promise<Leadership> {
-    const lock = await this.host.campaignLock(this.name, value, opts);
-    return leadershipOf(this.name, lock, async (next) => {
-      const node = this.host.nodeOf(lock);
-      if (!node) return false;
-      try {
-        await node.session.client.setData(node.path, Buffer.from(next), -1);
-        return true;
-      } catch (error) {
-        if (zkCode(error) === 'NO_NODE') return false; // our node, and so the term, is gone
-        throw unavailable('proclaim failed', error);
-      }
-    });
+export class ZkElection extends NativeElection<ElectionHost> {
+  protected async putIfHeld(lock: OwnedLock, value: string): Promise<boolean> {
+    const node = this.host.nodeOf(lock);
+    if (!node) return false;
+    try {
+      await node.session.client.setData(node.path, Buffer.from(value), -1);
+      return true;
+    } catch (error) {
+      if (zkCode(error) === 'NO_NODE') return false; // our node, and so the term, is gone
+      throw unavailable('proclaim failed', error);
+    }
   }
 
   async leader(): Promise<LeaderInfo | null> {

@@ -9,6 +9,7 @@ import type { OwnedLock } from '../../src/ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../../src/provider-base.js';
 import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import { processSecrets } from '../../src/secret-mask.js';
+import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { secretsIn } from '../../src/telemetry/redact.js';
 import { assertUsable, type TlsOptions, tlsOption } from '../../src/tls.js';
@@ -22,7 +23,7 @@ import { clearLockDelay, delayedUntil, MARKER_NAME, readMarker } from './lock-de
 import { queueOrder, removeFolderIfEmpty } from './mutex.js';
 import { ZkReadWriteAdapter } from './read-write.js';
 import { refusedOr } from './refusal.js';
-import { zkSemaphore } from './semaphore.js';
+import { ZkSemaphoreAdapter } from './semaphore.js';
 import { holdTurn, takeTurn } from './turn.js';
 import { unavailable } from './unavailable.js';
 import { isFrameLimit, MAX_FRAME_LIMIT, MIN_FRAME_LIMIT } from './wire/frames.js';
@@ -347,7 +348,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
 
   /** "At most `limit` at once" under `name`, as Curator's InterProcessSemaphoreV2 (see semaphore.ts). */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    return zkSemaphore(name, options, this.semaphoreContext(), {
+    const adapter = new ZkSemaphoreAdapter(name, {
       session: (cancel) => this.#currentSession(cancel),
       folder: (key) => this.folder(key),
       acl: this.#acl,
@@ -360,6 +361,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       removeFolderLater: (session, parent) => this.#removeFolderLater(session, parent),
       refused: (error) => this.#refused(error),
     });
+    return new GenericSemaphore(name, options, this.semaphoreContext(), adapter);
   }
 
   /** Readers share, a writer excludes, as Curator's InterProcessReadWriteLock on the name's folder (read-write.ts). */

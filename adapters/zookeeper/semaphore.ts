@@ -1,16 +1,11 @@
 import { sleepUnlessWoken } from '../../src/backoff.js';
 import { BackendUnavailableError } from '../../src/errors.js';
 import { decodeHolder, encodeHolder } from '../../src/holder-record.js';
-import { OwnedLock } from '../../src/ownership.js';
-import {
-  type AdapterSemaphoreInfo,
-  GenericSemaphore,
-  type PermitRequest,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
-} from '../../src/semaphore/core.js';
+import type { OwnedLock } from '../../src/ownership.js';
+import type { AdapterSemaphoreInfo, PermitRequest, SemaphoreAdapter } from '../../src/semaphore/core.js';
 import { SemaphoreLimitMismatchError } from '../../src/semaphore/errors.js';
-import type { Semaphore, SemaphoreHolder, SemaphoreOptions } from '../../src/semaphore/types.js';
+import type { SemaphoreHolder } from '../../src/semaphore/types.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import { type ZkSession, zkCode } from './client.js';
 import type { FolderMaker } from './folders.js';
 import {
@@ -53,25 +48,6 @@ export interface ZkSemaphoreClient {
   refused(error: unknown): unknown;
 }
 
-/**
- * A semaphore on ZooKeeper with Apache Curator's InterProcessSemaphoreV2 layout and protocol, so
- * that fencekit and Curator share one semaphore on one path: `<path>/locks` is an
- * InterProcessMutex (`_c_<uuid>-lock-<seq>` nodes, FIFO, predecessor watch); its holder creates
- * its lease node(s) `<path>/leases/_c_<uuid>-lease-<seq>` (EPHEMERAL_SEQUENTIAL) and counts the
- * leases' children: at most `limit` → granted, else it alone watches the children until one goes;
- * then it leaves the mutex. `permits` > 1 creates that many lease nodes under one turn of the mutex
- * (all or none). The first lease node's czxid is the token. fencekit keeps the limit in the leases
- * folder's data (Curator leaves it empty) to tell a different limit apart.
- */
-export function zkSemaphore(
-  name: string,
-  options: SemaphoreOptions,
-  ctx: SemaphoreContext,
-  client: ZkSemaphoreClient,
-): Semaphore {
-  return new GenericSemaphore(name, options, ctx, new ZkSemaphoreAdapter(name, client));
-}
-
 interface LeaseStart {
   changed: { listener: (event: WatchEvent) => void; done: Promise<void>; stop: () => void };
   stored: Promise<number | undefined | null>;
@@ -86,7 +62,17 @@ interface LeaseData {
   permits?: number;
 }
 
-class ZkSemaphoreAdapter implements SemaphoreAdapter {
+/**
+ * A semaphore on ZooKeeper with Apache Curator's InterProcessSemaphoreV2 layout and protocol, so
+ * that fencekit and Curator share one semaphore on one path: `<path>/locks` is an
+ * InterProcessMutex (`_c_<uuid>-lock-<seq>` nodes, FIFO, predecessor watch); its holder creates
+ * its lease node(s) `<path>/leases/_c_<uuid>-lease-<seq>` (EPHEMERAL_SEQUENTIAL) and counts the
+ * leases' children: at most `limit` → granted, else it alone watches the children until one goes;
+ * then it leaves the mutex. `permits` > 1 creates that many lease nodes under one turn of the mutex
+ * (all or none). The first lease node's czxid is the token. fencekit keeps the limit in the leases
+ * folder's data (Curator leaves it empty) to tell a different limit apart.
+ */
+export class ZkSemaphoreAdapter implements SemaphoreAdapter {
   /** Lock-delay: a marker per grant that asks for one, in the semaphore's folder (lock-delay.ts). */
   readonly keepsLockDelay = true;
   readonly #c: ZkSemaphoreClient;
@@ -484,12 +470,10 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
     watch: OwnNodeWatch,
     marker: string | undefined,
   ): OwnedLock {
-    const lock = new OwnedLock({
-      key: req.name,
-      fencingToken: token,
-      ownerToken: req.ownerToken,
-      trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-      releaseOnBackend: async () => {
+    const lock = sessionGrant(
+      session,
+      { key: req.name, fencingToken: token, ownerToken: req.ownerToken },
+      async () => {
         if (!session.alive) return; // the session's end removed the nodes
         // With our marker, all in one multi; unanswered, the nodes go alone (the marker then turns
         // into a delay nobody needed: longer, never shorter). If a delete fails, the session
@@ -505,7 +489,7 @@ class ZkSemaphoreAdapter implements SemaphoreAdapter {
         // Not at once: while the semaphore is busy the folder (and its limit) stays.
         this.#c.removeFolderLater(session, this.#leases);
       },
-    });
+    );
     lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
     lock.onEnd(watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
     // As a lock's: sent in the next turn of the event loop unless released first; a delete before

@@ -1,4 +1,5 @@
-import { OwnedLock } from '../../src/ownership.js';
+import type { OwnedLock } from '../../src/ownership.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import type { ZkSession } from './client.js';
 import { releaseGrantWithMarker, releaseWithMarker } from './lock-delay.js';
 import { leaveQueue, protectedCreate, waitForTurn, type ZkQueueCall, type ZkQueued } from './mutex.js';
@@ -62,12 +63,10 @@ export interface TurnGrant {
  * node is deleted behind our back ('revoked', by the node's watch); its release deletes the node.
  */
 export function holdTurn(session: ZkSession, turn: ZkTurn, grant: TurnGrant): OwnedLock {
-  const lock = new OwnedLock({
-    key: grant.key,
-    fencingToken: turn.token,
-    ownerToken: grant.ownerToken,
-    trustedWhile: () => session.alive, // a session past its deadline holds nothing, timer or not
-    releaseOnBackend: async () => {
+  const lock = sessionGrant(
+    session,
+    { key: grant.key, fencingToken: turn.token, ownerToken: grant.ownerToken },
+    async () => {
       if (!session.alive) return; // the session's end removed the node
       const { markerIn, grantMarker } = grant;
       // Closing: a delete per grant (100,000 held) would queue the session's close behind them.
@@ -87,7 +86,7 @@ export function holdTurn(session: ZkSession, turn: ZkTurn, grant: TurnGrant): Ow
       if (!both) await session.removeWithin(turn.queued.path); // unconfirmed: the session retries it
       grant.released();
     },
-  });
+  );
   lock.onEnd(session.whenLost((reason) => lock.lose(reason)));
   lock.onEnd(turn.watch.whenDeleted(() => lock.lose('revoked'))); // deleted behind our back
   // As with Curator, a grant released before the next turn of the event loop costs no watch call.

@@ -1,10 +1,11 @@
 // Curator from Debian's libcurator-recipes-java (installed by install-servers.sh): where its jars
 // are, and compiling a small Java harness against them. Shared by the interop tests and benchmarks.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -44,5 +45,41 @@ export async function compileAgainstCurator(sourceFile) {
   return {
     classpath: `${dir}:${classpath}`,
     remove: () => rm(dir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * Compiles `sourceFile` against Curator and starts its class `className` with `args`: each line it
+ * prints goes to onLine, and onExit(error) runs once when it exits. close() asks it to quit (a
+ * `quit` line), kills it if it has not exited 10 s later, and removes the compiled classes.
+ */
+export async function startHarness(sourceFile, className, args, { onLine, onExit = () => undefined }) {
+  const compiled = await compileAgainstCurator(sourceFile);
+  const child = spawn('java', ['-cp', compiled.classpath, className, ...args], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  let ended;
+  const exited = new Promise((resolveExit) => {
+    child.once('exit', (code) => {
+      ended = new Error(`the Curator harness exited (${code})`);
+      onExit(ended);
+      resolveExit();
+    });
+  });
+  createInterface({ input: child.stdout }).on('line', onLine);
+  return {
+    pid: child.pid,
+    /** The error the harness's exit gave, once it has exited. */
+    get ended() {
+      return ended;
+    },
+    send: (line) => child.stdin.write(`${line}\n`),
+    async close() {
+      if (!ended) child.stdin.end('quit\n');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+      await compiled.remove();
+    },
   };
 }

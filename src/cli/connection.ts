@@ -13,6 +13,8 @@ import { InvalidArgumentError } from '../errors.js';
 import { processSecrets } from '../secret-mask.js';
 import type { TlsOptions } from '../tls.js';
 import type { LockProvider } from '../types.js';
+import { cliAction } from './action.js';
+import type { Interrupts } from './interrupts.js';
 
 /** The connection flags of a command, as commander hands them over. */
 export interface ConnectionFlags {
@@ -60,6 +62,19 @@ export async function withProvider<T>(
   } finally {
     await provider.close();
   }
+}
+
+/**
+ * The action of a command that connects (see cliAction): `run` gets the open provider, closed after
+ * whatever happens, with the command's argument, its flags and the interrupts, and answers the exit
+ * code.
+ */
+export function providerAction<A, F extends ConnectionFlags>(
+  run: (provider: LockProvider, argument: A, flags: F, interrupts: Interrupts) => Promise<number>,
+): (argument: A, flags: F) => Promise<void> {
+  return cliAction((interrupts: Interrupts, argument: A, flags: F) =>
+    withProvider(flags, (provider) => run(provider, argument, flags, interrupts)),
+  );
 }
 
 /** The URL (with the credentials the flags give) and the TLS option for connect(). */

@@ -1,4 +1,5 @@
 import type { Etcd3 } from 'etcd3';
+import { keepaliveOnce } from '../etcd-keepalive.js';
 
 type Deadline = () => { deadline: Date };
 
@@ -57,28 +58,8 @@ export class EtcdLeases {
   }
 
   /** Restarts a lease's TTL; resolves with the TTL (seconds) etcd gave it, 0 when it has ended. */
-  async keepalive(id: string): Promise<number> {
-    const { deadline } = this.deadline();
-    const stream = await this.client.leaseClient.leaseKeepAlive({ deadline });
-    try {
-      return await new Promise<number>((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error('keepalive: no answer in time')),
-          deadline.getTime() - Date.now(),
-        );
-        stream.on('data', (res: { TTL: string }) => {
-          clearTimeout(timer);
-          resolve(Number(res.TTL));
-        });
-        stream.on('error', (error: Error) => {
-          clearTimeout(timer);
-          reject(error);
-        });
-        stream.write({ ID: id });
-      });
-    } finally {
-      stream.end();
-    }
+  keepalive(id: string): Promise<number> {
+    return keepaliveOnce(this.client, id, this.deadline().deadline);
   }
 
   /**

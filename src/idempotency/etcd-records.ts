@@ -8,7 +8,8 @@ import {
   type ITxnResponse,
 } from 'etcd3';
 import { EtcdLeases } from './etcd-leases.js';
-import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
+import type { StoredOutcome } from './outcome.js';
+import type { BeginRequest, BeginResult, CompleteRequest, CompleteResult, RecordBackend } from './records.js';
 
 export interface EtcdRecordsOptions {
   /** Before every key: the URL's namespace, then the store's prefix (default `fencekit/idem/`). */
@@ -68,13 +69,7 @@ export class EtcdRecords implements RecordBackend {
     this.#leases = new EtcdLeases(client, () => this.#deadline());
   }
 
-  async begin(
-    key: string,
-    hash: string,
-    leaseMs: number,
-    retentionMs: number,
-    attempt: string,
-  ): Promise<BeginResult> {
+  async begin({ key, hash, leaseMs, retentionMs, attempt }: BeginRequest): Promise<BeginResult> {
     return this.#call(async () => {
       let seen = await this.#read(key);
       for (let i = 0; i < 10; i++) {
@@ -128,12 +123,7 @@ export class EtcdRecords implements RecordBackend {
     });
   }
 
-  async complete(
-    key: string,
-    token: bigint,
-    outcome: StoredOutcome,
-    retentionMs: number,
-  ): Promise<CompleteResult> {
+  async complete({ key, token, outcome, retentionMs }: CompleteRequest): Promise<CompleteResult> {
     return this.#call(async () => {
       const run = runOf(key, token);
       let hash = this.#hashes.get(run);

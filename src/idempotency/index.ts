@@ -15,7 +15,8 @@ export {
   type StoredResponse,
 } from './http-core.js';
 // For stores over other backends: implement RecordBackend and pass it to new IdempotencyStore().
-export type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
+export type { StoredOutcome } from './outcome.js';
+export type { BeginRequest, BeginResult, CompleteRequest, CompleteResult, RecordBackend } from './records.js';
 export {
   type Execution,
   IdempotencyStore,

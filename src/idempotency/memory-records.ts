@@ -1,4 +1,5 @@
-import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
+import type { StoredOutcome } from './outcome.js';
+import type { BeginRequest, BeginResult, CompleteRequest, CompleteResult, RecordBackend } from './records.js';
 
 interface MemoryRecord {
   hash: string;
@@ -39,13 +40,7 @@ export class MemoryRecords implements RecordBackend {
     this.space = space;
   }
 
-  async begin(
-    key: string,
-    hash: string,
-    leaseMs: number,
-    retentionMs: number,
-    attempt: string,
-  ): Promise<BeginResult> {
+  async begin({ key, hash, leaseMs, retentionMs, attempt }: BeginRequest): Promise<BeginResult> {
     const now = performance.now();
     const record = this.space.live(key, now);
     if (record) {
@@ -80,12 +75,7 @@ export class MemoryRecords implements RecordBackend {
     return true;
   }
 
-  async complete(
-    key: string,
-    token: bigint,
-    outcome: StoredOutcome,
-    retentionMs: number,
-  ): Promise<CompleteResult> {
+  async complete({ key, token, outcome, retentionMs }: CompleteRequest): Promise<CompleteResult> {
     const now = performance.now();
     const record = this.space.live(key, now);
     if (record?.token !== token) return { stored: false, current: record?.token ?? null };

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResult } from 'pg';
 import { InvalidArgumentError } from '../errors.js';
 import { authenticationError, whereOf } from '../postgres-refusal.js';
-import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
+import type { BeginRequest, BeginResult, CompleteRequest, CompleteResult, RecordBackend } from './records.js';
 
 const SWEEP_EVERY_MS = 60_000;
 
@@ -103,13 +103,7 @@ export class PostgresRecords implements RecordBackend {
     return this.ready;
   }
 
-  async begin(
-    key: string,
-    hash: string,
-    leaseMs: number,
-    retentionMs: number,
-    attempt: string,
-  ): Promise<BeginResult> {
+  async begin({ key, hash, leaseMs, retentionMs, attempt }: BeginRequest): Promise<BeginResult> {
     if (!this.isReady) await this.setup();
     this.sweepNowAndThen();
     // An INSERT that lost a race to a concurrent insert of the same key sees neither its own row nor
@@ -153,12 +147,7 @@ export class PostgresRecords implements RecordBackend {
     return rowCount === 1;
   }
 
-  async complete(
-    key: string,
-    token: bigint,
-    outcome: StoredOutcome,
-    retentionMs: number,
-  ): Promise<CompleteResult> {
+  async complete({ key, token, outcome, retentionMs }: CompleteRequest): Promise<CompleteResult> {
     const kind = outcome.kind === 'final-error' ? 'e' : 'v';
     const done = await this.named('complete', [key, String(token), kind, outcome.body, retentionMs]);
     if (done.rowCount === 1) return { stored: true };

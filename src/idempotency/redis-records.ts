@@ -1,7 +1,7 @@
 import type { Redis, RedisOptions } from 'ioredis';
 import { AuthenticationError } from '../errors.js';
 import { redisRefusal } from '../redis-refusal.js';
-import type { BeginResult, CompleteResult, RecordBackend, StoredOutcome } from './records.js';
+import type { BeginRequest, BeginResult, CompleteRequest, CompleteResult, RecordBackend } from './records.js';
 
 // One hash per key, expiring by the server's clock (PEXPIRE); times inside are the server's TIME in
 // ms. Fields: h payload hash, s state (r running / d done), t token, l lease end, c created,
@@ -145,13 +145,7 @@ export class RedisRecords implements RecordBackend {
     return `${this.prefix}{${key}}`;
   }
 
-  async begin(
-    key: string,
-    hash: string,
-    leaseMs: number,
-    retentionMs: number,
-    attempt: string,
-  ): Promise<BeginResult> {
+  async begin({ key, hash, leaseMs, retentionMs, attempt }: BeginRequest): Promise<BeginResult> {
     const keys = [this.record(key), `${this.prefix}tokens`];
     const reply = (await this.script('idemBegin', ...keys, hash, leaseMs, retentionMs, attempt)) as (
       | string
@@ -176,12 +170,7 @@ export class RedisRecords implements RecordBackend {
     return (await this.script('idemRenew', this.record(key), String(token), leaseMs)) === 1;
   }
 
-  async complete(
-    key: string,
-    token: bigint,
-    outcome: StoredOutcome,
-    retentionMs: number,
-  ): Promise<CompleteResult> {
+  async complete({ key, token, outcome, retentionMs }: CompleteRequest): Promise<CompleteResult> {
     const kind = outcome.kind === 'final-error' ? 'e' : 'v';
     const reply = (await this.script(
       'idemComplete',

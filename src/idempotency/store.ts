@@ -15,7 +15,8 @@ import { CallDeadlines } from './deadline.js';
 import { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from './errors.js';
 import { type Canonicalize, canonicalJson, payloadHash } from './hash.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import type { BeginResult, RecordBackend, StoredOutcome } from './records.js';
+import type { StoredOutcome } from './outcome.js';
+import type { BeginResult, RecordBackend } from './records.js';
 import {
   type RunOptions,
   type ValidRunOptions,
@@ -161,7 +162,7 @@ export class IdempotencyStore {
         let begun: BeginResult;
         try {
           begun = await this.call('begin', linked.signal, () =>
-            this.records.begin(key, hash, opts.leaseMs, opts.retentionMs, attempt),
+            this.records.begin({ key, hash, leaseMs: opts.leaseMs, retentionMs: opts.retentionMs, attempt }),
           );
         } catch (error) {
           // Within waitMs an outage is ridden through: fn has not run, so asking again is safe.
@@ -308,7 +309,7 @@ export class IdempotencyStore {
       try {
         // Under its own signal: close() ending the runs still in fn does not cut a completion off.
         const done = await this.call('complete', this.finishing.signal, () =>
-          this.records.complete(key, token, outcome, retentionMs),
+          this.records.complete({ key, token, outcome, retentionMs }),
         );
         if (done.stored) return;
         throw new StaleFencingTokenError(`idempotency key "${key}"`, token, done.current ?? token);

@@ -3,11 +3,13 @@ import { leasedLock } from '../lease-renewal.js';
 import type { OwnedLock } from '../ownership.js';
 import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../provider-base.js';
 import type { ReadWriteAdapter } from '../read-write/core.js';
+import { GenericSemaphore } from '../semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
 import type { HolderInfo, LockInfo } from '../types.js';
 import { validateKey } from '../validate.js';
+import { awaitGrant } from './queue-place.js';
 import { MemoryReadWriteAdapter } from './read-write.js';
-import { memorySemaphore } from './semaphore.js';
+import { MemorySemaphoreAdapter } from './semaphore.js';
 import { readWriteServerOf } from './semaphore-server.js';
 import { type MemoryLease, MemoryLockServer } from './server.js';
 
@@ -81,39 +83,20 @@ export class MemoryLockProvider extends BaseLockProvider {
       const lease = this.server.tryGrant(memoryRequest);
       return lease && this.#adopt(lease, sentAt);
     }
-    const { granted, cancel: leaveQueue } = this.server.enqueue(memoryRequest);
-    const lease = await new Promise<MemoryLease>((resolve, reject) => {
-      const onCancel = () => {
-        if (leaveQueue()) {
-          reject(cancel.reason);
-          return;
-        }
-        // Granted while cancelling: give the grant straight back, leave nothing behind. A release
-        // refused (partitioned client) leaves the lease to expire: it is never renewed.
-        granted
-          .then((raced) => this.server.release(this.#clientId, raced.key, raced.ownerToken))
-          .catch(() => undefined);
-        reject(cancel.reason);
-      };
-      if (cancel.aborted) return onCancel();
-      cancel.addEventListener('abort', onCancel, { once: true });
-      void granted.then((lease) => {
-        cancel.removeEventListener('abort', onCancel);
-        resolve(lease);
-      });
-    });
+    const place = this.server.enqueue(memoryRequest);
+    // Granted while cancelling: the grant goes straight back, nothing is left behind.
+    const lease = await awaitGrant(place, cancel, (raced) =>
+      this.server.release(this.#clientId, raced.key, raced.ownerToken),
+    );
     // A waiter's lease began when the server granted it; the wait itself does not shorten it.
     return this.#adopt(lease, lease.grantedAt);
   }
 
   /** "At most `limit` at once" under `name`. */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    const ctx = this.semaphoreContext();
-    return memorySemaphore(name, options, ctx, {
-      server: this.server,
-      clientId: this.#clientId,
-      driftRate: this.driftRate,
-    });
+    const client = { server: this.server, clientId: this.#clientId, driftRate: this.driftRate };
+    const adapter = new MemorySemaphoreAdapter(name, client);
+    return new GenericSemaphore(name, options, this.semaphoreContext(), adapter);
   }
 
   protected override readWriteAdapter(name: string): ReadWriteAdapter {

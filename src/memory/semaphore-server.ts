@@ -1,23 +1,14 @@
-import { monotonicNow } from '../clock.js';
 import { SemaphoreLimitMismatchError } from '../semaphore/errors.js';
 import type { DelayedPermits as DelayedPermitsInfo, SemaphoreHolder } from '../semaphore/types.js';
+import { grantedNow, type MemoryGrant, restartLease } from './lease.js';
+import { joinQueue, type QueuePlace } from './queue-place.js';
 import type { MemoryLockServer } from './server.js';
 
 /** One grant of permits as the in-process server keeps it. */
-export interface MemoryPermitLease {
+export interface MemoryPermitLease extends MemoryGrant {
   readonly name: string;
-  readonly ownerToken: string;
-  readonly owner: string | undefined;
+  /** Kept out of the limit for lockDelayMs after a loss (expiry), not after a release. */
   readonly permits: number;
-  readonly fencingToken: bigint;
-  readonly ttlMs: number;
-  /** Kept this long after a loss (expiry), not after a release. */
-  readonly lockDelayMs: number;
-  readonly since: Date;
-  /** Monotonic time of the grant: the lease runs from here. */
-  readonly grantedAt: number;
-  expiresAt: number; // wall clock, for inspect()
-  timer: NodeJS.Timeout | undefined;
 }
 
 export interface MemoryPermitRequest {
@@ -79,34 +70,26 @@ export class MemorySemaphoreServer {
   }
 
   /** Joins the queue (or is granted at once). `cancel` leaves the queue; false if already granted. */
-  enqueue(req: MemoryPermitRequest): { granted: Promise<MemoryPermitLease>; cancel: () => boolean } {
+  enqueue(req: MemoryPermitRequest): QueuePlace<MemoryPermitLease> {
     const immediate = this.tryGrant(req);
     if (immediate) return { granted: Promise.resolve(immediate), cancel: () => false };
     const state = this.#state(req);
-    let waiter!: Waiter;
-    const granted = new Promise<MemoryPermitLease>((resolve) => {
-      waiter = { req, granted: resolve };
-    });
-    state.queue.push(waiter);
-    const cancel = () => {
-      const index = state.queue.indexOf(waiter);
-      if (index < 0) return false;
-      state.queue.splice(index, 1);
-      // The head left: those behind it may fit now.
-      if (index === 0) this.#pump(state);
-      this.#forgetIfIdle(req.name, state);
-      return true;
-    };
-    return { granted, cancel };
+    return joinQueue(
+      state.queue,
+      (granted: (lease: MemoryPermitLease) => void) => ({ req, granted }),
+      (index) => {
+        // The head left: those behind it may fit now.
+        if (index === 0) this.#pump(state);
+        this.#forgetIfIdle(req.name, state);
+      },
+    );
   }
 
   renew(clientId: number, name: string, ownerToken: string): boolean {
     this.#reachable(clientId);
     const lease = this.#names.get(name)?.holders.get(ownerToken);
     if (!lease) return false;
-    clearTimeout(lease.timer);
-    lease.timer = this.#expiryTimer(lease);
-    lease.expiresAt = Date.now() + lease.ttlMs;
+    restartLease(lease, (renewed) => this.#expiryTimer(renewed));
     return true;
   }
 
@@ -162,9 +145,7 @@ export class MemorySemaphoreServer {
       fencingToken: this.#lastToken,
       ttlMs: req.ttlMs,
       lockDelayMs: req.lockDelayMs,
-      since: new Date(),
-      grantedAt: monotonicNow(),
-      expiresAt: Date.now() + req.ttlMs,
+      ...grantedNow(req.ttlMs),
       timer: undefined,
     };
     lease.timer = this.#expiryTimer(lease);

@@ -1,13 +1,8 @@
 import { monotonicNow } from '../clock.js';
 import { leasedLock } from '../lease-renewal.js';
 import type { OwnedLock } from '../ownership.js';
-import {
-  GenericSemaphore,
-  type PermitRequest,
-  type SemaphoreAdapter,
-  type SemaphoreContext,
-} from '../semaphore/core.js';
-import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
+import type { PermitRequest, SemaphoreAdapter } from '../semaphore/core.js';
+import { awaitGrant } from './queue-place.js';
 import { type MemoryPermitLease, type MemorySemaphoreServer, semaphoreServerOf } from './semaphore-server.js';
 import type { MemoryLockServer } from './server.js';
 
@@ -17,17 +12,10 @@ export interface MemorySemaphoreClient {
   driftRate: number;
 }
 
-/** A semaphore of the embedded provider: one client of the in-process semaphore server. */
-export function memorySemaphore(
-  name: string,
-  options: SemaphoreOptions,
-  ctx: SemaphoreContext,
-  client: MemorySemaphoreClient,
-): Semaphore {
-  return new GenericSemaphore(name, options, ctx, new MemorySemaphoreAdapter(name, client));
-}
-
-/** Requests of one name to an in-process semaphore server (the semaphores', or the read-write locks'). */
+/**
+ * A semaphore of the embedded provider: one client of the in-process semaphore server. Requests of
+ * one name to that server (the semaphores', or the read-write locks').
+ */
 export class MemorySemaphoreAdapter implements SemaphoreAdapter {
   readonly keepsLockDelay = true;
   readonly #name: string;
@@ -56,28 +44,11 @@ export class MemorySemaphoreAdapter implements SemaphoreAdapter {
       const lease = this.#server.tryGrant(serverRequest);
       return lease && this.#adopt(lease, sentAt);
     }
-    const { granted, cancel: leaveQueue } = this.#server.enqueue(serverRequest);
-    const lease = await new Promise<MemoryPermitLease>((resolve, reject) => {
-      const onCancel = () => {
-        if (!leaveQueue()) {
-          // Granted while cancelling: give it straight back (a refused release leaves it to expire).
-          void granted.then((raced) => {
-            try {
-              this.#server.release(this.#client.clientId, raced.name, raced.ownerToken);
-            } catch {
-              // partitioned: the lease is never renewed and runs out
-            }
-          });
-        }
-        reject(cancel.reason);
-      };
-      if (cancel.aborted) return onCancel();
-      cancel.addEventListener('abort', onCancel, { once: true });
-      void granted.then((lease) => {
-        cancel.removeEventListener('abort', onCancel);
-        resolve(lease);
-      });
-    });
+    const place = this.#server.enqueue(serverRequest);
+    // Granted while cancelling: the permits go straight back, nothing is left behind.
+    const lease = await awaitGrant(place, cancel, (raced) =>
+      this.#server.release(this.#client.clientId, raced.name, raced.ownerToken),
+    );
     // A waiter's lease began when the server granted it; the wait itself does not shorten it.
     return this.#adopt(lease, lease.grantedAt);
   }

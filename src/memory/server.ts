@@ -1,21 +1,13 @@
 import { monotonicNow } from '../clock.js';
 import { BackendUnavailableError } from '../errors.js';
 import type { HolderInfo, LockInfo } from '../types.js';
+import { grantedNow, type MemoryGrant, restartLease } from './lease.js';
+import { joinQueue } from './queue-place.js';
 
 /** One grant as the in-process "server" keeps it. */
-export interface MemoryLease {
+export interface MemoryLease extends MemoryGrant {
   readonly key: string;
   readonly clientId: number;
-  readonly ownerToken: string;
-  readonly owner: string | undefined;
-  readonly fencingToken: bigint;
-  readonly ttlMs: number;
-  /** Lock-delay this grant asked for: how long its loss keeps the key from everybody. */
-  readonly lockDelayMs: number;
-  readonly since: Date;
-  /** Monotonic time of the grant: the lease runs from here. */
-  readonly grantedAt: number;
-  expiresAt: number; // wall clock, for inspect()
   timer: NodeJS.Timeout;
 }
 
@@ -84,19 +76,11 @@ export class MemoryLockServer {
     const immediate = this.tryGrant(req);
     if (immediate) return { granted: Promise.resolve(immediate), cancel: () => false };
     const state = this.#state(req.key);
-    let waiter!: Waiter;
-    const granted = new Promise<MemoryLease>((resolve) => {
-      waiter = { ...req, granted: resolve };
-    });
-    state.queue.push(waiter);
-    const cancel = () => {
-      const index = state.queue.indexOf(waiter);
-      if (index < 0) return false;
-      state.queue.splice(index, 1);
-      this.#forgetIfIdle(req.key, state);
-      return true;
-    };
-    return { granted, cancel };
+    return joinQueue(
+      state.queue,
+      (granted: (lease: MemoryLease) => void) => ({ ...req, granted }),
+      () => this.#forgetIfIdle(req.key, state),
+    );
   }
 
   /** Extends the lease if it is still this grant's. */
@@ -104,9 +88,7 @@ export class MemoryLockServer {
     this.#reachable(clientId);
     const holder = this.#keys.get(key)?.holder;
     if (!holder || holder.ownerToken !== ownerToken) return false;
-    clearTimeout(holder.timer);
-    holder.timer = this.#expiryTimer(holder);
-    holder.expiresAt = Date.now() + holder.ttlMs;
+    restartLease(holder, (lease) => this.#expiryTimer(lease));
     return true;
   }
 
@@ -209,9 +191,7 @@ export class MemoryLockServer {
       fencingToken: this.#lastToken,
       ttlMs: req.ttlMs,
       lockDelayMs: req.lockDelayMs,
-      since: new Date(),
-      grantedAt: monotonicNow(),
-      expiresAt: Date.now() + req.ttlMs,
+      ...grantedNow(req.ttlMs),
       timer: undefined as unknown as NodeJS.Timeout,
     };
     lease.timer = this.#expiryTimer(lease);

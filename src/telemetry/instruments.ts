@@ -84,6 +84,10 @@ function makeInstruments(meter: Meter): Instruments {
       unit: 's',
       advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
     });
+  const counter = (name: string, description: string, unit: string) =>
+    meter.createCounter(name, { description, unit });
+  const upDown = (name: string, description: string, unit: string) =>
+    meter.createUpDownCounter(name, { description, unit });
   return {
     waitDuration: seconds(
       METRIC_NAMES.waitDuration,
@@ -94,38 +98,30 @@ function makeInstruments(meter: Meter): Instruments {
       description: 'Age of the oldest grant this process holds now (the hold time so far)',
       unit: 's',
     }),
-    held: meter.createUpDownCounter(METRIC_NAMES.held, {
-      description: 'Grants this process holds now',
-      unit: '{lock}',
-    }),
-    waiters: meter.createUpDownCounter(METRIC_NAMES.waiters, {
-      description: 'Acquire calls of this process waiting now',
-      unit: '{request}',
-    }),
-    renewals: meter.createCounter(METRIC_NAMES.renewals, {
-      description: 'Lease or session renewals by outcome (renewed, rejected, failed)',
-      unit: '{renewal}',
-    }),
+    held: upDown(METRIC_NAMES.held, 'Grants this process holds now', '{lock}'),
+    waiters: upDown(METRIC_NAMES.waiters, 'Acquire calls of this process waiting now', '{request}'),
+    renewals: counter(
+      METRIC_NAMES.renewals,
+      'Lease or session renewals by outcome (renewed, rejected, failed)',
+      '{renewal}',
+    ),
     renewalDuration: seconds(METRIC_NAMES.renewalDuration, 'Round trip of a renewal'),
-    losses: meter.createCounter(METRIC_NAMES.losses, {
-      description: 'Grants ended, by reason (released, expired, unconfirmed, session-lost, ...)',
-      unit: '{lock}',
-    }),
-    electionTerms: meter.createCounter(METRIC_NAMES.electionTerms, {
-      description: 'Terms this process won as leader',
-      unit: '{term}',
-    }),
-    electionFailovers: meter.createCounter(METRIC_NAMES.electionFailovers, {
-      description: 'Terms of this process that ended without its resignation (lost leadership)',
-      unit: '{term}',
-    }),
-    singletonRuns: meter.createCounter(METRIC_NAMES.singletonRuns, {
-      description: 'Singleton job runs on this replica by outcome (ok, error)',
-      unit: '{run}',
-    }),
-    singletonMissed: meter.createCounter(METRIC_NAMES.singletonMissed, {
-      description: 'Singleton ticks that no replica ran',
-      unit: '{tick}',
-    }),
+    losses: counter(
+      METRIC_NAMES.losses,
+      'Grants ended, by reason (released, expired, unconfirmed, session-lost, ...)',
+      '{lock}',
+    ),
+    electionTerms: counter(METRIC_NAMES.electionTerms, 'Terms this process won as leader', '{term}'),
+    electionFailovers: counter(
+      METRIC_NAMES.electionFailovers,
+      'Terms of this process that ended without its resignation (lost leadership)',
+      '{term}',
+    ),
+    singletonRuns: counter(
+      METRIC_NAMES.singletonRuns,
+      'Singleton job runs on this replica by outcome (ok, error)',
+      '{run}',
+    ),
+    singletonMissed: counter(METRIC_NAMES.singletonMissed, 'Singleton ticks that no replica ran', '{tick}'),
   };
 }

@@ -9,4 +9,4 @@ export { ExclusionMonitor, eventually, rejectsWith, uniqueKey, waitersReach } fr
 export { PermitChecker } from './permit-checker.js';
 export { describeReadWriteConformance, type ReadWriteConformanceTarget } from './read-write-conformance.js';
 export { describeSemaphoreConformance } from './semaphore-conformance.js';
-export type { ConformanceTarget, SemaphoreConformanceTarget, TestApi } from './target.js';
+export type { BackendTarget, ConformanceTarget, SemaphoreConformanceTarget, TestApi } from './target.js';

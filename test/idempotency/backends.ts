@@ -4,8 +4,9 @@ import { afterAll, beforeAll } from 'vitest';
 import { etcdClient } from '../../adapters/etcd/client.js';
 import { EtcdRecords } from '../../src/idempotency/etcd-records.js';
 import { MemoryRecords } from '../../src/idempotency/memory-records.js';
+import type { StoredOutcome } from '../../src/idempotency/outcome.js';
 import { PostgresRecords } from '../../src/idempotency/postgres-records.js';
-import type { RecordBackend } from '../../src/idempotency/records.js';
+import type { BeginResult, CompleteResult, RecordBackend } from '../../src/idempotency/records.js';
 import { RedisRecords } from '../../src/idempotency/redis-records.js';
 import { endpoint, type ServerGroup, startAll, startServers } from '../servers/index.js';
 
@@ -83,4 +84,20 @@ export function etcdEndpoints(url: string): string[] {
     .replace(/^etcd:\/\//, '')
     .split(',')
     .map((host) => `http://${host}`);
+}
+
+/** records.begin() with the request's fields in order: key, payload hash, lease, retention, attempt. */
+export function beginRun(
+  records: RecordBackend,
+  ...[key, hash, leaseMs, retentionMs, attempt]: [string, string, number, number, string]
+): Promise<BeginResult> {
+  return records.begin({ key, hash, leaseMs, retentionMs, attempt });
+}
+
+/** records.complete() with the request's fields in order: key, token, outcome, retention. */
+export function completeRun(
+  records: RecordBackend,
+  ...[key, token, outcome, retentionMs]: [string, bigint, StoredOutcome, number]
+): Promise<CompleteResult> {
+  return records.complete({ key, token, outcome, retentionMs });
 }

@@ -8,7 +8,7 @@ import {
 } from '../../src/idempotency/index.js';
 import { eventually } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
-import { etcdEndpoints, rawRecords } from './backends.js';
+import { beginRun, completeRun, etcdEndpoints, rawRecords } from './backends.js';
 
 // What only etcd does: a claim on a lease of its own, tokens from etcd's revision, keys under the
 // URL's namespace. The contract every backend keeps is in store.test.ts.
@@ -37,7 +37,7 @@ const recordOf = async (k: string) => (await etcd.get(`${PREFIX}record/${k}`).ex
 /** Begins a run in a records object that then does nothing, as a process that crashed. */
 async function crashedRun(k: string, leaseMs: number) {
   const zombie = rawRecords('etcd', url);
-  const began = await zombie.begin(k, store.hash('p'), leaseMs, 60_000, 'zombie-attempt');
+  const began = await beginRun(zombie, k, store.hash('p'), leaseMs, 60_000, 'zombie-attempt');
   if (began.state !== 'started') throw new Error(`the zombie did not start: ${began.state}`);
   return { zombie, token: began.token };
 }
@@ -84,7 +84,7 @@ describe('idempotency records on etcd', () => {
         async () => (await claimOf(k)) === undefined,
         15_000,
       );
-      expect(await zombie.complete(k, token, { kind: 'value', body: '"late"' }, 60_000)).toEqual({
+      expect(await completeRun(zombie, k, token, { kind: 'value', body: '"late"' }, 60_000)).toEqual({
         stored: true,
       });
       expect(await store.execute(k, 'p', () => 'again')).toEqual({ value: 'late', replayed: true });
@@ -104,7 +104,7 @@ describe('idempotency records on etcd', () => {
       );
       const value = await store.run(k, 'p', async ({ fencingToken }) => {
         expect(await zombie.renew(k, token, 1_000)).toBe(false);
-        const late = await zombie.complete(k, token, { kind: 'value', body: '"zombie"' }, 60_000);
+        const late = await completeRun(zombie, k, token, { kind: 'value', body: '"zombie"' }, 60_000);
         expect(late).toEqual({ stored: false, current: fencingToken });
         await zombie.abandon(k, token); // must not end the new run's claim
         expect(BigInt((await claimOf(k))?.create_revision ?? 0)).toBe(fencingToken);

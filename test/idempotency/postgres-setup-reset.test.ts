@@ -2,7 +2,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { PostgresRecords } from '../../src/idempotency/postgres-records.js';
 import { FaultProxy } from '../servers/index.js';
-import { useStoreServers } from './backends.js';
+import { beginRun, useStoreServers } from './backends.js';
 
 // The table setup runs on a client the store checks out itself: a connection reset while it is
 // out fails the call that needed the table, and must not end the process with an unhandled
@@ -24,7 +24,7 @@ describe('idempotency store on postgres, table setup', () => {
       await pool.query('SELECT 1'); // an idle connection: setup checks it out without connecting
       const records = new PostgresRecords(pool, `setup_reset_${crypto.randomUUID().slice(0, 8)}`);
       proxy.setMode({ kind: 'partition' });
-      const begun = records.begin('k', 'h', 1_000, 60_000, 'a').catch((e: unknown) => e);
+      const begun = beginRun(records, 'k', 'h', 1_000, 60_000, 'a').catch((e: unknown) => e);
       await new Promise((r) => setTimeout(r, 200)); // setup's first statement is held
       proxy.reset();
       expect(await begun).toBeInstanceOf(Error);
@@ -33,7 +33,7 @@ describe('idempotency store on postgres, table setup', () => {
 
       // The next call sets the table up on a fresh connection.
       proxy.setMode({ kind: 'pass' });
-      expect(await records.begin('k', 'h', 1_000, 60_000, 'a')).toMatchObject({ state: 'started' });
+      expect(await beginRun(records, 'k', 'h', 1_000, 60_000, 'a')).toMatchObject({ state: 'started' });
     } finally {
       process.off('uncaughtException', onUncaught);
       await pool.end().catch(() => undefined);

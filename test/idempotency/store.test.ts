@@ -11,7 +11,7 @@ import {
 } from '../../src/idempotency/index.js';
 import type { RecordBackend } from '../../src/idempotency/records.js';
 import { eventually } from '../../src/testing/index.js';
-import { rawRecords, type StoreBackend, useStoreServers } from './backends.js';
+import { beginRun, completeRun, rawRecords, type StoreBackend, useStoreServers } from './backends.js';
 
 const servers = useStoreServers();
 
@@ -120,7 +120,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
     const k = key('takeover');
     const zombie = rawRecords(backend, servers.urls[backend]);
     try {
-      const began = await zombie.begin(k, store.hash('p'), 200, 60_000, 'zombie-attempt');
+      const began = await beginRun(zombie, k, store.hash('p'), 200, 60_000, 'zombie-attempt');
       expect(began.state).toBe('started');
       const zombieToken = (began as { token: bigint }).token;
       await sleep(300); // the zombie neither renews nor completes: its lease runs out
@@ -137,7 +137,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
       );
       expect(value).toBe('retry');
       expect(retryToken).toBeGreaterThan(zombieToken);
-      const late = await zombie.complete(k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
+      const late = await completeRun(zombie, k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
       expect(late).toEqual({ stored: false, current: retryToken });
       expect(await store.execute(k, 'p', async () => 'third')).toEqual({ value: 'retry', replayed: true });
     } finally {
@@ -161,7 +161,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
             given.push(fencingToken);
             return 'ok';
           });
-        const began = await zombie.begin(k, first.hash('p'), 200, 60_000, 'zombie-attempt');
+        const began = await beginRun(zombie, k, first.hash('p'), 200, 60_000, 'zombie-attempt');
         expect(began.state).toBe('started');
         const zombieToken = (began as { token: bigint }).token;
         given.push(zombieToken);
@@ -181,7 +181,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
           await restarted.close();
         }
         for (const token of given) expect(retryToken).toBeGreaterThan(token);
-        const late = await zombie.complete(k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
+        const late = await completeRun(zombie, k, zombieToken, { kind: 'value', body: '"zombie"' }, 60_000);
         expect(late).toEqual({ stored: false, current: retryToken });
       } finally {
         await zombie.close();
@@ -373,7 +373,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
           async () => {
             // Another process takes the record over (as after a pause): end our lease, then begin.
             await other.abandon(k, (await currentToken()) ?? 0n);
-            const took = await other.begin(k, store.hash('p'), 60_000, 60_000, 'other-attempt');
+            const took = await beginRun(other, k, store.hash('p'), 60_000, 60_000, 'other-attempt');
             expect(took.state).toBe('started');
             return 'late';
           },
@@ -386,7 +386,7 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
     }
     // Our own token is not visible from outside fn: read it back through a takeover-free probe.
     async function currentToken(): Promise<bigint | undefined> {
-      const probe = await other.complete(k, -1n, { kind: 'value', body: '' }, 1_000);
+      const probe = await completeRun(other, k, -1n, { kind: 'value', body: '' }, 1_000);
       return probe.stored ? undefined : (probe.current ?? undefined);
     }
   });

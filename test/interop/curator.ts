@@ -1,7 +1,5 @@
-import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
-import { compileAgainstCurator, curatorMissing } from '../../docker/native/curator-java.mjs';
+import { curatorMissing, startHarness } from '../../docker/native/curator-java.mjs';
 
 export { curatorMissing };
 
@@ -13,43 +11,35 @@ export interface Curator {
 
 /** Compiles CuratorHarness.java into a temp dir and starts it against connectString. */
 export async function startCurator(connectString: string): Promise<Curator> {
-  const compiled = await compileAgainstCurator(resolve(import.meta.dirname, 'CuratorHarness.java'));
-  const child = spawn('java', ['-cp', compiled.classpath, 'CuratorHarness', connectString], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
   const pending = new Map<string, { resolve: (answer: string) => void; reject: (error: Error) => void }>();
-  let ended: Error | undefined;
-  const exited = new Promise<void>((resolveExit) => {
-    child.once('exit', (code) => {
-      ended = new Error(`the Curator harness exited (${code})`);
-      for (const waiter of pending.values()) waiter.reject(ended);
-      pending.clear();
-      resolveExit();
-    });
-  });
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    const space = line.indexOf(' ');
-    const id = line.slice(0, space);
-    pending.get(id)?.resolve(line.slice(space + 1));
-    pending.delete(id);
-  });
+  const harness = await startHarness(
+    resolve(import.meta.dirname, 'CuratorHarness.java'),
+    'CuratorHarness',
+    [connectString],
+    {
+      onLine: (line) => {
+        const space = line.indexOf(' ');
+        const id = line.slice(0, space);
+        pending.get(id)?.resolve(line.slice(space + 1));
+        pending.delete(id);
+      },
+      onExit: (ended) => {
+        for (const waiter of pending.values()) waiter.reject(ended);
+        pending.clear();
+      },
+    },
+  );
   let next = 0;
   return {
     call(command) {
-      if (ended) return Promise.reject(ended);
+      if (harness.ended) return Promise.reject(harness.ended);
       const id = String(next++);
       return new Promise((resolveAnswer, reject) => {
         pending.set(id, { resolve: resolveAnswer, reject });
-        child.stdin.write(`${id} ${command}\n`);
+        harness.send(`${id} ${command}`);
       });
     },
-    async close() {
-      if (!ended) child.stdin.end('quit\n');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-      await compiled.remove();
-    },
+    close: () => harness.close(),
   };
 }
 
@@ -68,34 +58,26 @@ export async function startCuratorHolder(
   path: string,
   sessionMs: number,
 ): Promise<CuratorHolder> {
-  const compiled = await compileAgainstCurator(resolve(import.meta.dirname, 'CuratorHolder.java'));
-  const child = spawn(
-    'java',
-    ['-cp', compiled.classpath, 'CuratorHolder', connectString, path, String(sessionMs)],
-    {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    },
-  );
   const events: { at: number; line: string }[] = [];
   let onGranted: (session: string) => void = () => undefined;
   const granted = new Promise<string>((ok) => {
     onGranted = ok;
   });
-  const exited = new Promise<void>((ok) => child.once('exit', () => ok()));
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    events.push({ at: performance.now(), line });
-    if (line.startsWith('granted ')) onGranted(line.slice('granted '.length));
-  });
+  const harness = await startHarness(
+    resolve(import.meta.dirname, 'CuratorHolder.java'),
+    'CuratorHolder',
+    [connectString, path, String(sessionMs)],
+    {
+      onLine: (line) => {
+        events.push({ at: performance.now(), line });
+        if (line.startsWith('granted ')) onGranted(line.slice('granted '.length));
+      },
+    },
+  );
   return {
     events,
     granted,
-    release: () => child.stdin.write('release\n'),
-    async close() {
-      child.stdin.end('quit\n');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-      await compiled.remove();
-    },
+    release: () => harness.send('release'),
+    close: () => harness.close(),
   };
 }

@@ -1,4 +1,4 @@
-import type { CompleteResult, RecordBackend, StoredOutcome } from 'fencekit/idempotency';
+import type { CompleteRequest, CompleteResult, RecordBackend } from 'fencekit/idempotency';
 
 /**
  * The control run's records (--unsafe unfenced-completion): a completion the store refuses for its
@@ -9,10 +9,10 @@ export function unfencedCompletion(records: RecordBackend): RecordBackend {
   return new Proxy(records, {
     get(target, property) {
       if (property === 'complete') {
-        return async (key: string, token: bigint, outcome: StoredOutcome, retentionMs: number) => {
-          const done: CompleteResult = await target.complete(key, token, outcome, retentionMs);
+        return async (request: CompleteRequest) => {
+          const done: CompleteResult = await target.complete(request);
           if (done.stored || done.current === null) return done;
-          return target.complete(key, done.current, outcome, retentionMs);
+          return target.complete({ ...request, token: done.current });
         };
       }
       const value = Reflect.get(target, property, target);

@@ -3,7 +3,7 @@ import { InvalidArgumentError, NotImplementedError } from '../../errors.js';
 import type { ReadWriteInfo } from '../../read-write/types.js';
 import type { HolderInfo, LockInfo, LockProvider } from '../../types.js';
 import { cliAction } from '../action.js';
-import { type ConnectionFlags, connectionOptions, withProvider } from '../connection.js';
+import { type ConnectionFlags, connectionOptions, providerAction, withProvider } from '../connection.js';
 import { EXIT } from '../exit-codes.js';
 import { operator } from '../options.js';
 import { formatTable } from '../table.js';
@@ -28,21 +28,24 @@ export function registerAdminCommands(program: Command): void {
     .option('--read-write', "the names' read-write locks: a row for the writer or each reader, with MODE")
     .option('--json', 'a JSON array of {name, holder, token, since, ageMs, expiresAt, waiters} (and mode)')
     .action(
-      cliAction(
-        (_interrupts, names: string[], flags: ConnectionFlags & { json?: boolean; readWrite?: boolean }) =>
-          withProvider(flags, async (provider) => {
-            const now = Date.now();
-            const rows: InspectRow[] = [];
-            for (const name of names) {
-              if (!flags.readWrite) rows.push(inspectRow(name, await provider.inspect(name), now));
-              else rows.push(...readWriteRows(await readWriteInfo(provider, name), now));
-            }
-            if (flags.json) console.log(JSON.stringify(rows, null, 2));
-            else if (flags.readWrite)
-              console.log(formatTable(['NAME', 'MODE', ...TABLE_HEADER.slice(1)], rows.map(readWriteCells)));
-            else console.log(formatTable(TABLE_HEADER, rows.map(tableCells)));
-            return EXIT.ok;
-          }),
+      providerAction(
+        async (
+          provider,
+          names: string[],
+          flags: ConnectionFlags & { json?: boolean; readWrite?: boolean },
+        ) => {
+          const now = Date.now();
+          const rows: InspectRow[] = [];
+          for (const name of names) {
+            if (!flags.readWrite) rows.push(inspectRow(name, await provider.inspect(name), now));
+            else rows.push(...readWriteRows(await readWriteInfo(provider, name), now));
+          }
+          if (flags.json) console.log(JSON.stringify(rows, null, 2));
+          else if (flags.readWrite)
+            console.log(formatTable(['NAME', 'MODE', ...TABLE_HEADER.slice(1)], rows.map(readWriteCells)));
+          else console.log(formatTable(TABLE_HEADER, rows.map(tableCells)));
+          return EXIT.ok;
+        },
       ),
     );
 
@@ -51,16 +54,14 @@ export function registerAdminCommands(program: Command): void {
     .argument('[prefix]', 'only names that start with this', '')
     .option('--json', 'a JSON array of names')
     .action(
-      cliAction((_interrupts, prefix: string, flags: ConnectionFlags & { json?: boolean }) =>
-        withProvider(flags, async (provider) => {
-          if (!provider.list)
-            throw new NotImplementedError(`listing names on the ${provider.backend} provider`);
-          const names = await provider.list(prefix);
-          if (flags.json) console.log(JSON.stringify(names));
-          else for (const name of names) console.log(name);
-          return EXIT.ok;
-        }),
-      ),
+      providerAction(async (provider, prefix: string, flags: ConnectionFlags & { json?: boolean }) => {
+        if (!provider.list)
+          throw new NotImplementedError(`listing names on the ${provider.backend} provider`);
+        const names = await provider.list(prefix);
+        if (flags.json) console.log(JSON.stringify(names));
+        else for (const name of names) console.log(name);
+        return EXIT.ok;
+      }),
     );
 
   connectionOptions(program.command('force-release'))

@@ -5,7 +5,7 @@ import type { Election, LeaderInfo } from '../../election/types.js';
 import { linkSignals } from '../../signals.js';
 import { cliAction } from '../action.js';
 import { runChild } from '../child.js';
-import { type ConnectionFlags, connectionOptions, withProvider } from '../connection.js';
+import { type ConnectionFlags, connectionOptions, providerAction, withProvider } from '../connection.js';
 import { EXIT } from '../exit-codes.js';
 import { DEFAULT_GRACE_MS, defaultOwner, milliseconds } from '../options.js';
 import { warn } from '../output.js';
@@ -76,8 +76,13 @@ export function registerElectionCommands(program: Command): void {
     .option('--wait <ms>', 'wait this long for a leader when there is none', milliseconds)
     .option('--json', 'one JSON object: {"name","leader","term"}')
     .action(
-      cliAction((interrupts, name: string, flags: ConnectionFlags & { wait?: number; json?: boolean }) =>
-        withProvider(flags, async (provider) => {
+      providerAction(
+        async (
+          provider,
+          name: string,
+          flags: ConnectionFlags & { wait?: number; json?: boolean },
+          interrupts,
+        ) => {
           const election = createElection(provider, name);
           let leader = await election.leader();
           if (!leader && flags.wait !== undefined && flags.wait > 0) {
@@ -94,7 +99,7 @@ export function registerElectionCommands(program: Command): void {
             return EXIT.failure;
           }
           return EXIT.ok;
-        }),
+        },
       ),
     );
 
@@ -103,8 +108,8 @@ export function registerElectionCommands(program: Command): void {
     .argument('<name>', 'election name')
     .option('--json', 'one JSON object a line: {"at","name","leader","term"}')
     .action(
-      cliAction((interrupts, name: string, flags: ConnectionFlags & { json?: boolean }) =>
-        withProvider(flags, async (provider) => {
+      providerAction(
+        async (provider, name: string, flags: ConnectionFlags & { json?: boolean }, interrupts) => {
           const election = createElection(provider, name);
           for await (const leader of election.observe({ signal: interrupts.signal })) {
             const at = new Date().toISOString();
@@ -113,7 +118,7 @@ export function registerElectionCommands(program: Command): void {
           }
           // observe() ends only when stopped: the signal's exit code (cliAction).
           throw interrupts.signal.reason;
-        }),
+        },
       ),
     );
 }

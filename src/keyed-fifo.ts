@@ -55,6 +55,31 @@ export class KeyedFifo {
     });
   }
 
+  /**
+   * Runs `request` in `key`'s turn and keeps the turn for as long as its grant lasts: the turn ends
+   * when the request fails or grants nothing, else when the grant ends (released or lost). A
+   * request that must not `wait` does not line up behind anyone in this process: null then.
+   */
+  async grantInTurn<Grant extends { onEnd(listener: () => void): void }>(
+    key: string,
+    wait: boolean,
+    cancel: AbortSignal,
+    request: () => Promise<Grant | null>,
+  ): Promise<Grant | null> {
+    const leave = this.tryEnter(key) ?? (wait ? await this.enter(key, cancel) : null);
+    if (!leave) return null;
+    let grant: Grant | null;
+    try {
+      grant = await request();
+    } catch (error) {
+      leave();
+      throw error;
+    }
+    if (grant) grant.onEnd(leave);
+    else leave();
+    return grant;
+  }
+
   #leaver(key: string, line: Array<() => void>): () => void {
     let left = false;
     return () => {

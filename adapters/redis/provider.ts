@@ -223,19 +223,7 @@ export class RedisLockProvider extends BaseLockProvider {
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     // A request that must not wait (tryAcquire, waitMs 0) does not line up behind a local one.
-    const leave =
-      this.#local.tryEnter(req.key) ?? (req.wait ? await this.#local.enter(req.key, cancel) : null);
-    if (!leave) return null;
-    let lock: OwnedLock | null;
-    try {
-      lock = await this.#queue(req, cancel);
-    } catch (error) {
-      leave();
-      throw error;
-    }
-    if (lock) lock.onEnd(leave);
-    else leave();
-    return lock;
+    return this.#local.grantInTurn(req.key, req.wait, cancel, () => this.#queue(req, cancel));
   }
 
   /** One request in the name's queue in Redis: its attempts, its wait, its clean-up. */

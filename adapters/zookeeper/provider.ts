@@ -271,19 +271,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     // Campaigns queue on the server as they are (Curator's LeaderLatch sees every candidate).
     if (req.payload !== undefined) return this.#queue(req, cancel);
     // A request that must not wait (tryAcquire, waitMs 0) does not line up behind a local one.
-    const leave =
-      this.#local.tryEnter(req.key) ?? (req.wait ? await this.#local.enter(req.key, cancel) : null);
-    if (!leave) return null;
-    let lock: OwnedLock | null;
-    try {
-      lock = await this.#queue(req, cancel);
-    } catch (error) {
-      leave();
-      throw error;
-    }
-    if (lock) lock.onEnd(leave);
-    else leave();
-    return lock;
+    return this.#local.grantInTurn(req.key, req.wait, cancel, () => this.#queue(req, cancel));
   }
 
   /** One request's node in the name's folder: its turn, its lock-delay, its grant. */

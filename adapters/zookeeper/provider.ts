@@ -226,7 +226,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     if (children.includes(MARKER_NAME)) {
       const until = delayedUntil(await readMarker(session, parent), head?.name);
       // The head waits the delay out: it counts as a waiter, nobody holds.
-      if (until) return { key, holder: null, waiters: waiters + 1, delayedUntil: until };
+      if (until) return { key, holder: null, waiters: waiters + (head ? 1 : 0), delayedUntil: until };
     }
     if (!head) return null;
     try {
@@ -308,7 +308,9 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       key: req.key,
       ownerToken: req.ownerToken,
       released: () => this.#removeFolderLater(session, parent),
-      closing: this.closeSignal,
+      // A server without containers keeps an emptied folder: there a lock deletes its own node at
+      // close too, so that the folder can go with it.
+      ...(this.#folders.containers === false ? {} : { closing: this.closeSignal }),
       ...(req.lockDelayMs > 0 ? { markerIn: parent } : {}),
     });
     this.#nodes.set(lock, { session, path: turn.queued.path });

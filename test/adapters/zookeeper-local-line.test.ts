@@ -54,4 +54,12 @@ describe('ZooKeeper: one node per provider and name', () => {
     await (await waiting).release();
     expect(await a.inspect(key)).toBeNull();
   });
+  it('inspect during a lock-delay nobody waits out counts no waiter', async () => {
+    const key = uniqueKey('delay-alone');
+    await a.acquire(key, { lockDelayMs: 5_000 });
+    expect(await b.forceRelease(key, { reason: 'test' })).toBeTruthy();
+    const info = await b.inspect(key);
+    expect(info?.delayedUntil).toBeInstanceOf(Date);
+    expect(info?.waiters).toBe(0);
+  });
 });

@@ -292,7 +292,7 @@ async function obtain(ctx: GrantContext, call: GrantCall): Promise<OwnedLock | n
  */
 export class HeldGrants {
   readonly #ctx: GrantContext;
-  readonly #held = new Set<OwnedLock>();
+  readonly #held = new Set<Pick<OwnedLock, 'release' | 'onRelease'>>();
   readonly #onClose = (): void => {
     for (const lock of this.#held) {
       const released = lock.release().catch(() => undefined);
@@ -304,7 +304,16 @@ export class HeldGrants {
     this.#ctx = ctx;
   }
 
-  add(lock: OwnedLock): void {
+  /**
+   * Holds `lock` until it is released or the provider closes. Closed already (close() ran between
+   * the loop's last check and here): the grant is released and the close's reason thrown, so it is
+   * neither handed out nor left to its lease.
+   */
+  add(lock: Pick<OwnedLock, 'release' | 'onRelease'>): void {
+    if (this.#ctx.closeSignal.aborted) {
+      this.#ctx.track?.(lock.release().catch(() => undefined));
+      throw this.#ctx.closeSignal.reason;
+    }
     if (this.#held.size === 0) {
       this.#ctx.closeSignal.addEventListener('abort', this.#onClose, { once: true });
     }

@@ -415,7 +415,8 @@ export abstract class BaseLockProvider implements LockProvider {
   /**
    * Fails waiters, aborts every signal and releases what it holds (lost or not: a lock that could
    * not be confirmed may still be ours on the server), then shuts the connections. Bounded: the
-   * clean-up gets callTimeoutMs, shutdown 1 s more; what is not done by then is left to leases.
+   * clean-up and the shutdown share callTimeoutMs, and the shutdown gets 1 s more; what is not done
+   * by then is left to leases.
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
@@ -425,8 +426,12 @@ export abstract class BaseLockProvider implements LockProvider {
         ...this.#pending,
         ...[...this.#held].map((lock) => lock.release()),
       ]);
+      const started = performance.now();
       await withinGrace(cleanUp, this.callTimeoutMs);
-      await withinGrace(this.shutdown(), SHUTDOWN_GRACE_MS);
+      // Shutdown may also do what releases left to it (a lease's revoke, closeSession): it gets
+      // what the clean-up left of callTimeoutMs, and SHUTDOWN_GRACE_MS more.
+      const left = this.callTimeoutMs - (performance.now() - started);
+      await withinGrace(this.shutdown(), Math.max(0, left) + SHUTDOWN_GRACE_MS);
     })();
     return this.#closing;
   }

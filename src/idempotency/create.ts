@@ -34,6 +34,18 @@ export async function createIdempotencyStore(
   url: string,
   options: CreateIdempotencyStoreOptions = {},
 ): Promise<IdempotencyStore> {
+  return new IdempotencyStore(await createRecordBackend(url, options), options);
+}
+
+/**
+ * The records a store for `url` keeps, without the store: to wrap them (metrics, fault injection)
+ * and hand them to `new IdempotencyStore(records, options)`. The URLs and options are
+ * createIdempotencyStore's; `close()` of the store closes them.
+ */
+export async function createRecordBackend(
+  url: string,
+  options: CreateIdempotencyStoreOptions = {},
+): Promise<RecordBackend> {
   const spec = parseConnectionUrl(url);
   processSecrets.add(urlCredentials(url));
   const timeout = options.callTimeoutMs ?? 5_000;
@@ -111,5 +123,5 @@ export async function createIdempotencyStore(
         `idempotency stores run on postgres://, redis://, etcd:// or memory://, not ${spec.backend}`,
       );
   }
-  return new IdempotencyStore(records, options);
+  return records;
 }

@@ -17,17 +17,18 @@ interface PendingCall {
  * caller's own signal is listened to per call.
  */
 export class CallDeadlines {
-  private readonly pending = new Set<PendingCall>();
-  private timer: NodeJS.Timeout | undefined;
-
-  private readonly own: readonly AbortSignal[];
+  readonly #pending = new Set<PendingCall>();
+  #timer: NodeJS.Timeout | undefined;
+  readonly #own: readonly AbortSignal[];
+  readonly #ms: number;
 
   constructor(
-    private readonly ms: number,
+    ms: number,
     /** The store's own signals: its close() calls failUnder() or failAll(), so calls need not listen. */
     ...own: AbortSignal[]
   ) {
-    this.own = own;
+    this.#ms = ms;
+    this.#own = own;
   }
 
   run<T>(what: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
@@ -37,19 +38,19 @@ export class CallDeadlines {
       const entry: PendingCall = {
         what,
         signal,
-        deadline: performance.now() + this.ms,
+        deadline: performance.now() + this.#ms,
         fail: (error) => {
-          if (!this.pending.delete(entry)) return; // settled already
+          if (!this.#pending.delete(entry)) return; // settled already
           if (onAbort) signal.removeEventListener('abort', onAbort);
           reject(error);
         },
       };
-      if (!this.own.includes(signal)) {
+      if (!this.#own.includes(signal)) {
         onAbort = () => entry.fail(new AbortError(what, signal.reason));
         signal.addEventListener('abort', onAbort, { once: true });
       }
-      this.pending.add(entry);
-      this.timer ??= this.arm();
+      this.#pending.add(entry);
+      this.#timer ??= this.#arm();
       let attempt: Promise<T>;
       try {
         attempt = call();
@@ -59,7 +60,7 @@ export class CallDeadlines {
       // A call given up on (deadline, abort) may still end later: its outcome is then ignored.
       attempt.then(
         (value) => {
-          if (!this.pending.delete(entry)) return;
+          if (!this.#pending.delete(entry)) return;
           if (onAbort) signal.removeEventListener('abort', onAbort);
           resolve(value);
         },
@@ -77,31 +78,33 @@ export class CallDeadlines {
 
   /** Fails every pending call with AbortError (the store is closed). */
   failAll(reason: unknown): void {
-    for (const entry of this.pending) entry.fail(new AbortError(entry.what, reason));
+    for (const entry of this.#pending) entry.fail(new AbortError(entry.what, reason));
   }
 
   /** Fails, with AbortError, the pending calls made under `signal`, one of the store's own. */
   failUnder(signal: AbortSignal, reason: unknown): void {
-    for (const entry of this.pending)
+    for (const entry of this.#pending)
       if (entry.signal === signal) entry.fail(new AbortError(entry.what, reason));
   }
 
-  private arm(): NodeJS.Timeout | undefined {
-    const oldest = this.pending.values().next().value;
+  #arm(): NodeJS.Timeout | undefined {
+    const oldest = this.#pending.values().next().value;
     if (!oldest) return undefined;
-    const timer = setTimeout(() => this.expire(), Math.max(0, oldest.deadline - performance.now()));
+    const timer = setTimeout(() => this.#expire(), Math.max(0, oldest.deadline - performance.now()));
     // Unreferenced: it may outlive the calls it was armed for; a pending call holds its own socket.
     timer.unref();
     return timer;
   }
 
-  private expire(): void {
-    this.timer = undefined;
+  #expire(): void {
+    this.#timer = undefined;
     const now = performance.now();
-    for (const entry of this.pending) {
+    for (const entry of this.#pending) {
       if (entry.deadline > now) break;
-      entry.fail(new BackendUnavailableError(`${entry.what}: the store did not answer within ${this.ms} ms`));
+      entry.fail(
+        new BackendUnavailableError(`${entry.what}: the store did not answer within ${this.#ms} ms`),
+      );
     }
-    this.timer = this.arm();
+    this.#timer = this.#arm();
   }
 }

@@ -16,10 +16,13 @@ type Deadline = () => { deadline: Date };
 export class EtcdLeases {
   readonly #retention = new Map<number, { id: Promise<string>; until: number }>();
 
-  constructor(
-    private readonly client: Etcd3,
-    private readonly deadline: Deadline,
-  ) {}
+  readonly #client: Etcd3;
+  readonly #deadline: Deadline;
+
+  constructor(client: Etcd3, deadline: Deadline) {
+    this.#client = client;
+    this.#deadline = deadline;
+  }
 
   /** A new lease of at least `ms` (whole seconds). */
   async grant(ms: number): Promise<string> {
@@ -28,7 +31,7 @@ export class EtcdLeases {
     // refused as "already exists" (ours) instead of granting a second lease.
     const id = randomLeaseId();
     try {
-      await this.client.leaseClient.leaseGrant({ TTL: ttl, ID: id }, this.deadline());
+      await this.#client.leaseClient.leaseGrant({ TTL: ttl, ID: id }, this.#deadline());
     } catch (error) {
       if (!/lease already exists/i.test((error as Error).message)) throw error;
     }
@@ -59,7 +62,7 @@ export class EtcdLeases {
 
   /** Restarts a lease's TTL; resolves with the TTL (seconds) etcd gave it, 0 when it has ended. */
   keepalive(id: string): Promise<number> {
-    return keepaliveOnce(this.client, id, this.deadline().deadline);
+    return keepaliveOnce(this.#client, id, this.#deadline().deadline);
   }
 
   /**
@@ -67,7 +70,7 @@ export class EtcdLeases {
    * still holds its keys until etcd's next check for ended leases, every 500 ms.
    */
   async leftMs(id: string): Promise<number> {
-    const { TTL } = await this.client.leaseClient.leaseTimeToLive({ ID: id }, this.deadline());
+    const { TTL } = await this.#client.leaseClient.leaseTimeToLive({ ID: id }, this.#deadline());
     const seconds = Number(TTL);
     return seconds < 0 ? 500 : (seconds + 1) * 1000; // etcd truncates what is left to whole seconds
   }

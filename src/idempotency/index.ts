@@ -3,7 +3,7 @@
  * @module fencekit/idempotency
  */
 export { jsonCodec, type ResultCodec } from './codec.js';
-export { type CreateIdempotencyStoreOptions, createIdempotencyStore } from './create.js';
+export { type CreateIdempotencyStoreOptions, createIdempotencyStore, createRecordBackend } from './create.js';
 export { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from './errors.js';
 export { idempotencyMiddleware } from './express.js';
 export { type IdempotencyPluginOptions, idempotencyPlugin } from './fastify.js';

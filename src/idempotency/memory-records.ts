@@ -29,7 +29,7 @@ const spaces = new Map<string, MemoryRecordSpace>();
 /** In-process records, same rules as the network stores; time is the monotonic clock. */
 export class MemoryRecords implements RecordBackend {
   readonly name = 'memory';
-  private readonly space: MemoryRecordSpace;
+  readonly #space: MemoryRecordSpace;
 
   constructor(spaceName = '') {
     let space = spaces.get(spaceName);
@@ -37,12 +37,12 @@ export class MemoryRecords implements RecordBackend {
       space = new MemoryRecordSpace();
       spaces.set(spaceName, space);
     }
-    this.space = space;
+    this.#space = space;
   }
 
   async begin({ key, hash, leaseMs, retentionMs, attempt }: BeginRequest): Promise<BeginResult> {
     const now = performance.now();
-    const record = this.space.live(key, now);
+    const record = this.#space.live(key, now);
     if (record) {
       if (record.hash !== hash) return { state: 'mismatch' };
       if (record.state === 'done' && record.outcome) return { state: 'completed', outcome: record.outcome };
@@ -53,8 +53,8 @@ export class MemoryRecords implements RecordBackend {
       if (record.leaseUntil > now)
         return { state: 'in-flight', retryAfterMs: Math.ceil(record.leaseUntil - now) };
     }
-    const token = ++this.space.lastToken;
-    this.space.records.set(key, {
+    const token = ++this.#space.lastToken;
+    this.#space.records.set(key, {
       hash,
       attempt,
       state: 'running',
@@ -68,7 +68,7 @@ export class MemoryRecords implements RecordBackend {
 
   async renew(key: string, token: bigint, leaseMs: number): Promise<boolean> {
     const now = performance.now();
-    const record = this.space.live(key, now);
+    const record = this.#space.live(key, now);
     if (record?.token !== token || record.state !== 'running') return false;
     record.leaseUntil = now + leaseMs;
     record.expiresAt = Math.max(record.expiresAt, record.leaseUntil);
@@ -77,7 +77,7 @@ export class MemoryRecords implements RecordBackend {
 
   async complete({ key, token, outcome, retentionMs }: CompleteRequest): Promise<CompleteResult> {
     const now = performance.now();
-    const record = this.space.live(key, now);
+    const record = this.#space.live(key, now);
     if (record?.token !== token) return { stored: false, current: record?.token ?? null };
     if (record.state === 'done') return { stored: true }; // our own earlier attempt
     Object.assign(record, { state: 'done', outcome, completedAt: Date.now(), expiresAt: now + retentionMs });
@@ -85,7 +85,7 @@ export class MemoryRecords implements RecordBackend {
   }
 
   async abandon(key: string, token: bigint): Promise<void> {
-    const record = this.space.live(key, performance.now());
+    const record = this.#space.live(key, performance.now());
     if (record?.token === token && record.state === 'running') record.leaseUntil = Number.NEGATIVE_INFINITY;
   }
 

@@ -36,46 +36,47 @@ type Statement = 'begin' | 'takeover' | 'renew' | 'complete' | 'current' | 'aban
  */
 export class PostgresRecords implements RecordBackend {
   readonly name = 'postgres';
-  private ready: Promise<void> | undefined;
-  private isReady = false; // the table exists: calls skip awaiting setup()
-  private lastSweep = 0;
-  private readonly sql: ReturnType<typeof statements>;
+  #ready: Promise<void> | undefined;
+  #isReady = false; // the table exists: calls skip awaiting setup()
+  #lastSweep = 0;
+  readonly #sql: ReturnType<typeof statements>;
   // Statement names made once: a name built per call is a fresh string pg must flatten and look up.
-  private readonly names: Record<Statement, string>;
+  readonly #names: Record<Statement, string>;
   // The Query class of the pool's own pg (JS or native, whichever version the app installed).
-  private readonly Query: QueryClass | undefined;
+  readonly #Query: QueryClass | undefined;
+  readonly #pool: Pool;
+  readonly #table: string;
 
-  constructor(
-    private readonly pool: Pool,
-    private readonly table = 'fencekit_idempotency',
-  ) {
+  constructor(pool: Pool, table = 'fencekit_idempotency') {
+    this.#pool = pool;
+    this.#table = table;
     if (!/^[a-z_][a-z0-9_]{0,50}$/.test(table))
       throw new InvalidArgumentError('table', `"${table}" is not a plain lower-case SQL name (a-z, 0-9, _)`);
-    this.sql = statements(table);
-    this.names = Object.fromEntries(
+    this.#sql = statements(table);
+    this.#names = Object.fromEntries(
       (['begin', 'takeover', 'renew', 'complete', 'current', 'abandon'] as const).map((n) => [
         n,
         // The text's hash in the name: processes of two versions on one server connection (a
         // rolling deploy through a pooler) never meet a prepared statement of the same name
         // with other text.
-        `${table}-${n}-${createHash('sha256').update(this.sql[n]).digest('hex').slice(0, 8)}`,
+        `${table}-${n}-${createHash('sha256').update(this.#sql[n]).digest('hex').slice(0, 8)}`,
       ]),
     ) as Record<Statement, string>;
-    this.Query = (pool as unknown as { Client?: { Query?: QueryClass } }).Client?.Query;
+    this.#Query = (pool as unknown as { Client?: { Query?: QueryClass } }).Client?.Query;
     // An idle client's error (server gone) must not crash the process; the next query reports it.
     pool.on('error', () => undefined);
   }
 
-  private setup(): Promise<void> {
-    this.ready ??= (async () => {
+  #setup(): Promise<void> {
+    this.#ready ??= (async () => {
       // A connection error while the client is out fails the query in flight (below); pg also
       // emits it on the client, which must have a listener then or the process crashes. Added in
       // the step the pool hands the client over, as named() does.
       const onError = () => undefined;
       const client = await new Promise<PoolClient>((resolve, reject) =>
-        this.pool.connect((error, connected) => {
+        this.#pool.connect((error, connected) => {
           if (error || !connected)
-            return reject(this.refused(error ?? new Error('pool.connect gave no client')));
+            return reject(this.#refused(error ?? new Error('pool.connect gave no client')));
           connected.on('error', onError);
           resolve(connected);
         }),
@@ -84,32 +85,32 @@ export class PostgresRecords implements RecordBackend {
       try {
         // Serialized: two processes running CREATE … IF NOT EXISTS at once can still collide.
         await client.query('BEGIN');
-        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`fencekit:${this.table}`]);
-        await client.query(this.sql.create);
+        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`fencekit:${this.#table}`]);
+        await client.query(this.#sql.create);
         await client.query('COMMIT');
-        this.isReady = true;
+        this.#isReady = true;
       } catch (error) {
         failed = error as Error;
         await client.query('ROLLBACK').catch(() => undefined);
-        throw this.refused(error); // a role that may not create the table (42501)
+        throw this.#refused(error); // a role that may not create the table (42501)
       } finally {
         client.removeListener('error', onError);
         client.release(failed); // a failed connection is ended, not pooled
       }
     })().catch((error) => {
-      this.ready = undefined; // retried by the next call
+      this.#ready = undefined; // retried by the next call
       throw error;
     });
-    return this.ready;
+    return this.#ready;
   }
 
   async begin({ key, hash, leaseMs, retentionMs, attempt }: BeginRequest): Promise<BeginResult> {
-    if (!this.isReady) await this.setup();
-    this.sweepNowAndThen();
+    if (!this.#isReady) await this.#setup();
+    this.#sweepNowAndThen();
     // An INSERT that lost a race to a concurrent insert of the same key sees neither its own row nor
     // the other's in this statement's snapshot, and a takeover can lose to another: then ask again.
     for (let i = 0; i < 10; i++) {
-      const { rows } = await this.named('begin', [key, hash, leaseMs, retentionMs, attempt]);
+      const { rows } = await this.#named('begin', [key, hash, leaseMs, retentionMs, attempt]);
       const row = rows[0] as BeginRow | undefined;
       if (!row) continue;
       switch (row.s) {
@@ -124,7 +125,7 @@ export class PostgresRecords implements RecordBackend {
           return { state: 'mismatch' };
         case 't': {
           // Compare-and-set on the token we saw: of several repeats, one takes the record over.
-          const took = await this.named('takeover', [key, row.token, hash, leaseMs, retentionMs, attempt]);
+          const took = await this.#named('takeover', [key, row.token, hash, leaseMs, retentionMs, attempt]);
           const token = (took.rows[0] as { token: string } | undefined)?.token;
           if (token !== undefined) return { state: 'started', token: BigInt(token) };
           continue;
@@ -143,25 +144,25 @@ export class PostgresRecords implements RecordBackend {
   }
 
   async renew(key: string, token: bigint, leaseMs: number): Promise<boolean> {
-    const { rowCount } = await this.named('renew', [key, String(token), leaseMs]);
+    const { rowCount } = await this.#named('renew', [key, String(token), leaseMs]);
     return rowCount === 1;
   }
 
   async complete({ key, token, outcome, retentionMs }: CompleteRequest): Promise<CompleteResult> {
     const kind = outcome.kind === 'final-error' ? 'e' : 'v';
-    const done = await this.named('complete', [key, String(token), kind, outcome.body, retentionMs]);
+    const done = await this.#named('complete', [key, String(token), kind, outcome.body, retentionMs]);
     if (done.rowCount === 1) return { stored: true };
     // Not stored by this statement. Read afresh (a new snapshot): a done record under our token is
     // our own earlier attempt, whose reply was lost (or which committed while this one waited for
     // the row); any other token is the run that took the record over.
-    const { rows } = await this.named('current', [key]);
+    const { rows } = await this.#named('current', [key]);
     const row = rows[0] as { token: string; state: string } | undefined;
     if (row && BigInt(row.token) === token && row.state === 'done') return { stored: true };
     return { stored: false, current: row ? BigInt(row.token) : null };
   }
 
   async abandon(key: string, token: bigint): Promise<void> {
-    await this.named('abandon', [key, String(token)]);
+    await this.#named('abandon', [key, String(token)]);
   }
 
   // Named: each connection plans a statement once (unnamed, planning is most of the begin
@@ -169,21 +170,21 @@ export class PostgresRecords implements RecordBackend {
   // client checked out here, as pool.query would do it: pg then does not copy a config object
   // property by property (a visible share of a replay's client time), and pg before 8.19 honours
   // that callback too (it ignores pool.query's callback for a query object).
-  private named(statement: Statement, values: unknown[]): Promise<QueryResult> {
-    const name = this.names[statement];
-    const text = this.sql[statement];
-    if (!this.Query)
-      return this.pool.query({ name, text, values }).catch((error: unknown) => {
-        throw this.refused(error);
+  #named(statement: Statement, values: unknown[]): Promise<QueryResult> {
+    const name = this.#names[statement];
+    const text = this.#sql[statement];
+    if (!this.#Query)
+      return this.#pool.query({ name, text, values }).catch((error: unknown) => {
+        throw this.#refused(error);
       });
-    const Query = this.Query;
+    const Query = this.#Query;
     return new Promise<QueryResult>((resolve, reject) => {
       // The callback form, as pool.query uses it: the error listener is on the client in the same
       // step the pool hands it over (after a promise's microtask hops, an error the server sent
       // with the connection's first answer would find no listener and crash the process).
-      this.pool.connect((connectError, client) => {
+      this.#pool.connect((connectError, client) => {
         if (connectError || !client) {
-          reject(this.refused(connectError ?? new Error('pool.connect gave no client')));
+          reject(this.#refused(connectError ?? new Error('pool.connect gave no client')));
           return;
         }
         let settled = false;
@@ -193,7 +194,7 @@ export class PostgresRecords implements RecordBackend {
           client.removeListener('error', finish);
           // As pool.query: an error (the query's or the connection's) ends this connection.
           client.release(error ?? undefined);
-          if (error) reject(this.refused(error));
+          if (error) reject(this.#refused(error));
           else resolve(result as QueryResult);
         };
         client.on('error', finish); // a connection error while checked out must not crash the process
@@ -212,20 +213,20 @@ export class PostgresRecords implements RecordBackend {
    * A refusal of our role or certificates (wrong password, pg_hba.conf, a missing grant) as
    * AuthenticationError, which the store does not retry as it does an outage; else the error.
    */
-  private refused(error: unknown): unknown {
-    return authenticationError(error, whereOf(this.pool.options)) ?? error;
+  #refused(error: unknown): unknown {
+    return authenticationError(error, whereOf(this.#pool.options)) ?? error;
   }
 
   /** Expired rows are deleted in small batches about once a minute, by whichever store is busy. */
-  private sweepNowAndThen(): void {
+  #sweepNowAndThen(): void {
     const now = Date.now();
-    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
-    this.lastSweep = now;
-    this.pool.query(this.sql.sweep).catch(() => undefined); // the next sweep retries
+    if (now - this.#lastSweep < SWEEP_EVERY_MS) return;
+    this.#lastSweep = now;
+    this.#pool.query(this.#sql.sweep).catch(() => undefined); // the next sweep retries
   }
 
   async close(): Promise<void> {
-    await this.pool.end();
+    await this.#pool.end();
   }
 }
 

@@ -73,17 +73,16 @@ export interface RedisRecordsOptions {
 
 export class RedisRecords implements RecordBackend {
   readonly name = 'redis';
-  private readonly prefix: string;
-  private connecting: Promise<void> | undefined;
-  private reconnected: Promise<void> | undefined;
+  readonly #prefix: string;
+  #connecting: Promise<void> | undefined;
+  #reconnected: Promise<void> | undefined;
   /** The server's last refusal of who we are, until a connection is ready again. */
-  private refusal: unknown;
+  #refusal: unknown;
+  readonly #client: Redis;
 
-  constructor(
-    private readonly client: Redis,
-    options: RedisRecordsOptions = {},
-  ) {
-    this.prefix = options.prefix ?? 'fencekit:idem:';
+  constructor(client: Redis, options: RedisRecordsOptions = {}) {
+    this.#client = client;
+    this.#prefix = options.prefix ?? 'fencekit:idem:';
     for (const [name, lua, keys] of [
       ['idemBegin', BEGIN, 2],
       ['idemRenew', RENEW, 1],
@@ -94,26 +93,26 @@ export class RedisRecords implements RecordBackend {
     // Errors reach the caller through each command; an 'error' event without a listener would crash.
     // A refusal arrives only as such an event (the command then sees "Connection is closed"): kept.
     client.on('error', (error) => {
-      if (redisRefusal(error) !== undefined) this.refusal = error;
+      if (redisRefusal(error) !== undefined) this.#refusal = error;
     });
     client.on('ready', () => {
-      this.refusal = undefined;
+      this.#refusal = undefined;
     });
   }
 
-  private async script(name: string, ...args: (string | number)[]): Promise<unknown> {
+  async #script(name: string, ...args: (string | number)[]): Promise<unknown> {
     try {
-      if (this.client.status !== 'ready') await this.ready(); // no extra turn once connected
-      return await ((this.client as unknown as Record<string, Script>)[name] as Script).call(
-        this.client,
+      if (this.#client.status !== 'ready') await this.#ready(); // no extra turn once connected
+      return await ((this.#client as unknown as Record<string, Script>)[name] as Script).call(
+        this.#client,
         ...args,
       );
     } catch (error) {
       // A refusal of who we are is no outage to retry: the store gives it up at once.
-      const refusal = redisRefusal(error) === undefined ? this.refusal : error;
+      const refusal = redisRefusal(error) === undefined ? this.#refusal : error;
       const why = refusal === undefined ? undefined : redisRefusal(refusal);
       if (why === undefined) throw error;
-      const { host = '127.0.0.1', port = 6379 } = this.client.options;
+      const { host = '127.0.0.1', port = 6379 } = this.#client.options;
       throw new AuthenticationError('redis', `${host}:${port}`, why, { cause: refusal });
     }
   }
@@ -122,32 +121,32 @@ export class RedisRecords implements RecordBackend {
    * lazyConnect: the first call connects (and fails fast if refused). After a drop, calls wait for
    * the reconnection instead of failing at once; the store's call deadline bounds the wait.
    */
-  private async ready(): Promise<void> {
-    const status = this.client.status;
+  async #ready(): Promise<void> {
+    const status = this.#client.status;
     if (status === 'ready') return;
     if (status === 'wait') {
-      this.connecting ??= this.client.connect().finally(() => {
-        this.connecting = undefined;
+      this.#connecting ??= this.#client.connect().finally(() => {
+        this.#connecting = undefined;
       });
     }
-    if (this.connecting) return this.connecting;
+    if (this.#connecting) return this.#connecting;
     if (status === 'end' || status === 'close') throw new Error('the Redis connection is closed');
-    this.reconnected ??= new Promise<void>((resolve) => {
-      this.client.once('ready', () => {
-        this.reconnected = undefined;
+    this.#reconnected ??= new Promise<void>((resolve) => {
+      this.#client.once('ready', () => {
+        this.#reconnected = undefined;
         resolve();
       });
     });
-    return this.reconnected;
+    return this.#reconnected;
   }
 
-  private record(key: string): string {
-    return `${this.prefix}{${key}}`;
+  #record(key: string): string {
+    return `${this.#prefix}{${key}}`;
   }
 
   async begin({ key, hash, leaseMs, retentionMs, attempt }: BeginRequest): Promise<BeginResult> {
-    const keys = [this.record(key), `${this.prefix}tokens`];
-    const reply = (await this.script('idemBegin', ...keys, hash, leaseMs, retentionMs, attempt)) as (
+    const keys = [this.#record(key), `${this.#prefix}tokens`];
+    const reply = (await this.#script('idemBegin', ...keys, hash, leaseMs, retentionMs, attempt)) as (
       | string
       | null
     )[];
@@ -167,14 +166,14 @@ export class RedisRecords implements RecordBackend {
   }
 
   async renew(key: string, token: bigint, leaseMs: number): Promise<boolean> {
-    return (await this.script('idemRenew', this.record(key), String(token), leaseMs)) === 1;
+    return (await this.#script('idemRenew', this.#record(key), String(token), leaseMs)) === 1;
   }
 
   async complete({ key, token, outcome, retentionMs }: CompleteRequest): Promise<CompleteResult> {
     const kind = outcome.kind === 'final-error' ? 'e' : 'v';
-    const reply = (await this.script(
+    const reply = (await this.#script(
       'idemComplete',
-      this.record(key),
+      this.#record(key),
       String(token),
       kind,
       outcome.body,
@@ -185,10 +184,10 @@ export class RedisRecords implements RecordBackend {
   }
 
   async abandon(key: string, token: bigint): Promise<void> {
-    await this.script('idemAbandon', this.record(key), String(token));
+    await this.#script('idemAbandon', this.#record(key), String(token));
   }
 
   async close(): Promise<void> {
-    this.client.disconnect();
+    this.#client.disconnect();
   }
 }

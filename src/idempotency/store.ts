@@ -80,52 +80,51 @@ export function leaveToLease(context: RunContext): void {
  * paused first run is taken over, and its late completion is refused.
  */
 export class IdempotencyStore {
-  private readonly callTimeoutMs: number;
-  private readonly canonicalize: Canonicalize;
-  private readonly codec: ResultCodec;
-  private readonly defaults: Omit<RunOptions, 'signal'>;
+  readonly #callTimeoutMs: number;
+  readonly #canonicalize: Canonicalize;
+  readonly #codec: ResultCodec;
+  readonly #defaults: Omit<RunOptions, 'signal'>;
   /** Aborted when close() begins: new runs are refused, starts and waits end. */
-  private readonly closing = new AbortController();
+  readonly #closing = new AbortController();
   /** Aborted when close() stops waiting for runs still in fn: their leases and store calls end. */
-  private readonly ending = new AbortController();
+  readonly #ending = new AbortController();
   /** Aborted when close() stops waiting for completions: their store calls end. */
-  private readonly finishing = new AbortController();
-  private closed: Promise<void> | undefined;
+  readonly #finishing = new AbortController();
+  #closed: Promise<void> | undefined;
   /**
    * Runs whose fn has started, until their outcome is stored or refused: close() waits for them.
    */
-  private readonly underWay = new Set<Promise<unknown>>();
-  private readonly deadlines: CallDeadlines;
+  readonly #underWay = new Set<Promise<unknown>>();
+  readonly #deadlines: CallDeadlines;
   /** The store's own signals, in the shape of a link: what a call without a caller's signal uses. */
-  private readonly unlinked: { signal: AbortSignal; dispose(): void };
-  private readonly unlinkedRun: { signal: AbortSignal; dispose(): void };
-  private validDefaults: ValidRunOptions | undefined;
+  readonly #unlinked: { signal: AbortSignal; dispose(): void };
+  readonly #unlinkedRun: { signal: AbortSignal; dispose(): void };
+  #validDefaults: ValidRunOptions | undefined;
+  readonly #records: RecordBackend;
 
-  constructor(
-    private readonly records: RecordBackend,
-    options: IdempotencyStoreOptions = {},
-  ) {
-    this.callTimeoutMs = options.callTimeoutMs ?? 5_000;
-    this.canonicalize = options.canonicalize ?? canonicalJson;
-    this.codec = options.codec ?? jsonCodec;
-    this.defaults = options.defaults ?? {};
-    this.deadlines = new CallDeadlines(
-      this.callTimeoutMs,
-      this.closing.signal,
-      this.ending.signal,
-      this.finishing.signal,
+  constructor(records: RecordBackend, options: IdempotencyStoreOptions = {}) {
+    this.#records = records;
+    this.#callTimeoutMs = options.callTimeoutMs ?? 5_000;
+    this.#canonicalize = options.canonicalize ?? canonicalJson;
+    this.#codec = options.codec ?? jsonCodec;
+    this.#defaults = options.defaults ?? {};
+    this.#deadlines = new CallDeadlines(
+      this.#callTimeoutMs,
+      this.#closing.signal,
+      this.#ending.signal,
+      this.#finishing.signal,
     );
-    this.unlinked = { signal: this.closing.signal, dispose: () => undefined };
-    this.unlinkedRun = { signal: this.ending.signal, dispose: () => undefined };
+    this.#unlinked = { signal: this.#closing.signal, dispose: () => undefined };
+    this.#unlinkedRun = { signal: this.#ending.signal, dispose: () => undefined };
   }
 
   get backend(): RecordBackend['name'] {
-    return this.records.name;
+    return this.#records.name;
   }
 
   /** The SHA-256 (hex) a payload is recorded under. */
   hash(payload: unknown): string {
-    return payloadHash(payload, this.canonicalize);
+    return payloadHash(payload, this.#canonicalize);
   }
 
   async run<T>(
@@ -145,12 +144,12 @@ export class IdempotencyStore {
     options?: RunOptions,
   ): Promise<Execution<T>> {
     validateIdempotencyKey(key);
-    const opts = this.runOptions(options);
+    const opts = this.#runOptions(options);
     const hash = this.hash(payload);
     if (typeof fn !== 'function') throw new TypeError('fn must be a function');
-    if (this.closing.signal.aborted) throw new ProviderClosedError(`idempotency (${this.records.name})`);
+    if (this.#closing.signal.aborted) throw new ProviderClosedError(`idempotency (${this.#records.name})`);
     // Without a caller's signal the store's own is enough (no derived signal to make and undo).
-    const linked = opts.signal ? linkSignals([opts.signal, this.closing.signal]) : this.unlinked;
+    const linked = opts.signal ? linkSignals([opts.signal, this.#closing.signal]) : this.#unlinked;
     try {
       const waitUntil = performance.now() + opts.waitMs;
       let delays: Generator<number, never> | undefined; // made only when a run must be waited for
@@ -161,8 +160,8 @@ export class IdempotencyStore {
         const beganAt = performance.now();
         let begun: BeginResult;
         try {
-          begun = await this.call('begin', linked.signal, () =>
-            this.records.begin({ key, hash, leaseMs: opts.leaseMs, retentionMs: opts.retentionMs, attempt }),
+          begun = await this.#call('begin', linked.signal, () =>
+            this.#records.begin({ key, hash, leaseMs: opts.leaseMs, retentionMs: opts.retentionMs, attempt }),
           );
         } catch (error) {
           // Within waitMs an outage is ridden through: fn has not run, so asking again is safe.
@@ -177,7 +176,7 @@ export class IdempotencyStore {
         }
         switch (begun.state) {
           case 'completed':
-            return { value: this.replay(begun.outcome) as T, replayed: true };
+            return { value: this.#replay(begun.outcome) as T, replayed: true };
           case 'mismatch':
             throw new IdempotencyMismatchError(key);
           case 'started':
@@ -185,14 +184,14 @@ export class IdempotencyStore {
               // The answer came after the lease may have run out: another request may be taking
               // the record over. Never run fn on it; ask again (adopting our own start afresh).
               if (++lateStarts < MAX_LATE_STARTS) continue;
-              await this.call('abandon', undefined, () => this.records.abandon(key, begun.token)).catch(
+              await this.#call('abandon', undefined, () => this.#records.abandon(key, begun.token)).catch(
                 () => undefined, // the lease ends by itself
               );
               throw new BackendUnavailableError(
                 `idempotency begin: the store answered later than the lease (${opts.leaseMs} ms) ${MAX_LATE_STARTS} times`,
               );
             }
-            return { value: await this.runUnderWay(key, begun.token, beganAt, fn, opts), replayed: false };
+            return { value: await this.#runUnderWay(key, begun.token, beganAt, fn, opts), replayed: false };
           case 'in-flight': {
             const left = waitUntil - performance.now();
             if (left <= 0) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
@@ -210,41 +209,41 @@ export class IdempotencyStore {
   }
 
   /** Most runs take the store's defaults: those are validated once. */
-  private runOptions(options: RunOptions | undefined): ValidRunOptions {
-    if (options !== undefined) return validateRunOptions(options, this.defaults);
-    this.validDefaults ??= validateRunOptions(undefined, this.defaults);
-    return this.validDefaults;
+  #runOptions(options: RunOptions | undefined): ValidRunOptions {
+    if (options !== undefined) return validateRunOptions(options, this.#defaults);
+    this.#validDefaults ??= validateRunOptions(undefined, this.#defaults);
+    return this.#validDefaults;
   }
 
   /** runFirst, counted as under way so that close() lets it store its outcome. */
-  private async runUnderWay<T>(
+  async #runUnderWay<T>(
     key: string,
     token: bigint,
     beganAt: number,
     fn: (ctx: RunContext) => T | Promise<T>,
     opts: ValidRunOptions,
   ): Promise<T> {
-    if (this.closing.signal.aborted) {
+    if (this.#closing.signal.aborted) {
       // Started as close() began: fn is not run, and the key is freed for a retry.
-      await this.call('abandon', undefined, () => this.records.abandon(key, token)).catch(
+      await this.#call('abandon', undefined, () => this.#records.abandon(key, token)).catch(
         () => undefined, // the lease ends by itself
       );
-      throw this.closing.signal.reason;
+      throw this.#closing.signal.reason;
     }
     // The run outlives the start of close(): only the caller's signal and the end of close's wait
     // stop it.
-    const link = opts.signal ? linkSignals([opts.signal, this.ending.signal]) : this.unlinkedRun;
-    const run = this.runFirst(key, token, beganAt, fn, opts, link.signal);
-    this.underWay.add(run);
+    const link = opts.signal ? linkSignals([opts.signal, this.#ending.signal]) : this.#unlinkedRun;
+    const run = this.#runFirst(key, token, beganAt, fn, opts, link.signal);
+    this.#underWay.add(run);
     try {
       return await run;
     } finally {
-      this.underWay.delete(run);
+      this.#underWay.delete(run);
       link.dispose();
     }
   }
 
-  private async runFirst<T>(
+  async #runFirst<T>(
     key: string,
     token: bigint,
     beganAt: number,
@@ -253,7 +252,7 @@ export class IdempotencyStore {
     signal: AbortSignal,
   ): Promise<T> {
     const lease = new LeaseKeeper(key, token, opts.leaseMs, beganAt, signal, () =>
-      this.call('renew', signal, () => this.records.renew(key, token, opts.leaseMs)),
+      this.#call('renew', signal, () => this.#records.renew(key, token, opts.leaseMs)),
     );
     let outcome: StoredOutcome;
     let value: T | undefined;
@@ -268,12 +267,14 @@ export class IdempotencyStore {
       };
       leases.set(context, lease);
       value = await fn(context);
-      outcome = { kind: 'value', body: this.codec.encode(value) };
+      outcome = { kind: 'value', body: this.#codec.encode(value) };
     } catch (error) {
       lease.stop();
       if (!(error instanceof FinalError)) {
         // Retryable: free the key now. If this fails the lease still ends by itself after leaseMs.
-        await this.call('abandon', undefined, () => this.records.abandon(key, token)).catch(() => undefined);
+        await this.#call('abandon', undefined, () => this.#records.abandon(key, token)).catch(
+          () => undefined,
+        );
         throw error;
       }
       final = error;
@@ -286,9 +287,9 @@ export class IdempotencyStore {
       // fn has returned: its effect happened, so its outcome is stored while the lease is trusted,
       // even after close() stopped waiting for runs in fn (close() waits for completions). Past the
       // lease, the run counts as crashed, as it was told through its signal: nothing more is sent.
-      if (this.ending.signal.aborted && performance.now() >= lease.trustedUntil)
-        throw this.ending.signal.reason;
-      await this.completeWithinLease(key, token, outcome, opts.retentionMs, lease);
+      if (this.#ending.signal.aborted && performance.now() >= lease.trustedUntil)
+        throw this.#ending.signal.reason;
+      await this.#completeWithinLease(key, token, outcome, opts.retentionMs, lease);
     } finally {
       lease.stop();
     }
@@ -297,7 +298,7 @@ export class IdempotencyStore {
   }
 
   /** The fenced completion, retried while the lease may still be ours; a takeover refuses it. */
-  private async completeWithinLease(
+  async #completeWithinLease(
     key: string,
     token: bigint,
     outcome: StoredOutcome,
@@ -308,14 +309,15 @@ export class IdempotencyStore {
     for (;;) {
       try {
         // Under its own signal: close() ending the runs still in fn does not cut a completion off.
-        const done = await this.call('complete', this.finishing.signal, () =>
-          this.records.complete({ key, token, outcome, retentionMs }),
+        const done = await this.#call('complete', this.#finishing.signal, () =>
+          this.#records.complete({ key, token, outcome, retentionMs }),
         );
         if (done.stored) return;
         throw new StaleFencingTokenError(`idempotency key "${key}"`, token, done.current ?? token);
       } catch (error) {
         // close() stopped waiting for completions: the outcome is not stored, the lease runs out.
-        if (error instanceof AbortError && this.finishing.signal.aborted) throw this.finishing.signal.reason;
+        if (error instanceof AbortError && this.#finishing.signal.aborted)
+          throw this.#finishing.signal.reason;
         const left = lease.trustedUntil - performance.now();
         if (!(error instanceof BackendUnavailableError) || left <= 0) throw error;
         delays ??= jitteredDelays({ initialMs: 20, maxMs: 500 });
@@ -325,15 +327,15 @@ export class IdempotencyStore {
     }
   }
 
-  private replay(outcome: StoredOutcome): unknown {
-    if (outcome.kind === 'value') return this.codec.decode(outcome.body);
+  #replay(outcome: StoredOutcome): unknown {
+    if (outcome.kind === 'value') return this.#codec.decode(outcome.body);
     const stored = JSON.parse(outcome.body) as { message: string; status?: number; details?: unknown };
     throw new FinalError(stored.message, { status: stored.status, details: stored.details, replayed: true });
   }
 
   /** A call without a signal of its own belongs to a run under way: it lasts until close() ends runs. */
-  private call<R>(what: string, signal: AbortSignal | undefined, fn: () => Promise<R>): Promise<R> {
-    return this.deadlines.run(`idempotency ${what}`, signal ?? this.ending.signal, fn);
+  #call<R>(what: string, signal: AbortSignal | undefined, fn: () => Promise<R>): Promise<R> {
+    return this.#deadlines.run(`idempotency ${what}`, signal ?? this.#ending.signal, fn);
   }
 
   /**
@@ -347,31 +349,31 @@ export class IdempotencyStore {
    * Last, the store's connections are closed (bounded by callTimeoutMs again).
    */
   close(): Promise<void> {
-    this.closed ??= (async () => {
-      const reason = new ProviderClosedError(`idempotency (${this.records.name})`);
-      this.closing.abort(reason);
-      this.deadlines.failUnder(this.closing.signal, reason);
-      await this.settleWithin([...this.underWay]);
-      this.ending.abort(reason);
-      this.deadlines.failUnder(this.ending.signal, reason);
+    this.#closed ??= (async () => {
+      const reason = new ProviderClosedError(`idempotency (${this.#records.name})`);
+      this.#closing.abort(reason);
+      this.#deadlines.failUnder(this.#closing.signal, reason);
+      await this.#settleWithin([...this.#underWay]);
+      this.#ending.abort(reason);
+      this.#deadlines.failUnder(this.#ending.signal, reason);
       // A run whose fn returns now, within its lease, is still stored: runs still in fn are waited
       // for too (their signal has aborted), bounded by callTimeoutMs as the completions are.
-      await this.settleWithin([...this.underWay]);
-      this.finishing.abort(reason);
-      this.deadlines.failAll(reason);
-      await callWithin(() => this.records.close(), {
-        timeoutMs: this.callTimeoutMs,
+      await this.#settleWithin([...this.#underWay]);
+      this.#finishing.abort(reason);
+      this.#deadlines.failAll(reason);
+      await callWithin(() => this.#records.close(), {
+        timeoutMs: this.#callTimeoutMs,
         what: 'idempotency close',
       }).catch(
         () => undefined, // a connection the server no longer answers is left to its client's end
       );
     })();
-    return this.closed;
+    return this.#closed;
   }
 
   /** Waits until every run given has settled, or callTimeoutMs has passed. */
-  private async settleWithin(runs: Promise<unknown>[]): Promise<void> {
+  async #settleWithin(runs: Promise<unknown>[]): Promise<void> {
     if (runs.length === 0) return;
-    await withinGrace(Promise.allSettled(runs), this.callTimeoutMs);
+    await withinGrace(Promise.allSettled(runs), this.#callTimeoutMs);
   }
 }

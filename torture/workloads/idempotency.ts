@@ -1,6 +1,7 @@
 import { FencekitError, type LockProvider } from 'fencekit';
 import {
   createIdempotencyStore,
+  createRecordBackend,
   FinalError,
   IdempotencyStore,
   type RecordBackend,
@@ -67,9 +68,8 @@ async function openStore(
   callTimeoutMs: number,
   wrap: (records: RecordBackend) => RecordBackend,
 ): Promise<IdempotencyStore> {
-  const made = await createIdempotencyStore(url, { callTimeoutMs, maxConnections: 4 });
-  // The store keeps its records in a private field; the torture wraps them to inject faults.
-  const records = (made as unknown as { records: RecordBackend }).records;
+  // The torture wraps the store's records to inject faults.
+  const records = await createRecordBackend(url, { callTimeoutMs, maxConnections: 4 });
   return new IdempotencyStore(wrap(records), { callTimeoutMs });
 }
 

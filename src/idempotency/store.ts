@@ -16,7 +16,7 @@ import { FinalError, IdempotencyInFlightError, IdempotencyMismatchError } from '
 import { type Canonicalize, canonicalJson, payloadHash } from './hash.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { StoredOutcome } from './outcome.js';
-import type { BeginResult, RecordBackend } from './records.js';
+import type { BeginRequest, BeginResult, RecordBackend } from './records.js';
 import {
   type RunOptions,
   type ValidRunOptions,
@@ -151,61 +151,58 @@ export class IdempotencyStore {
     // Without a caller's signal the store's own is enough (no derived signal to make and undo).
     const linked = opts.signal ? linkSignals([opts.signal, this.#closing.signal]) : this.#unlinked;
     try {
-      const waitUntil = performance.now() + opts.waitMs;
-      let delays: Generator<number, never> | undefined; // made only when a run must be waited for
-      // Names this call's start, so that a begin retried after a lost reply adopts its own record.
-      const attempt = nextAttempt();
+      const { leaseMs, retentionMs } = opts;
+      // The attempt names this call's start, so that a begin retried after a lost reply adopts its
+      // own record.
+      const request: BeginRequest = { key, hash, leaseMs, retentionMs, attempt: nextAttempt() };
+      const wait = new WaitWithin(performance.now() + opts.waitMs, linked.signal);
       let lateStarts = 0;
       for (;;) {
         const beganAt = performance.now();
-        let begun: BeginResult;
-        try {
-          begun = await this.#call('begin', linked.signal, () =>
-            this.#records.begin({ key, hash, leaseMs: opts.leaseMs, retentionMs: opts.retentionMs, attempt }),
-          );
-        } catch (error) {
-          // Within waitMs an outage is ridden through: fn has not run, so asking again is safe.
-          const left = waitUntil - performance.now();
-          if (!(error instanceof BackendUnavailableError) || left <= 0) throw error;
-          delays ??= jitteredDelays({ initialMs: 10, maxMs: 250 });
-          const pause = Math.min(delays.next().value, left);
-          await sleepUnlessWoken(pause, linked.signal).done.catch((reason) => {
-            throw new AbortError('waiting for the idempotency store', reason);
-          });
-          continue;
-        }
+        const begun = await this.#begin(request, wait);
         switch (begun.state) {
           case 'completed':
             return { value: this.#replay(begun.outcome) as T, replayed: true };
           case 'mismatch':
             throw new IdempotencyMismatchError(key);
           case 'started':
-            if (performance.now() >= beganAt + opts.leaseMs * (1 - DEFAULT_DRIFT_RATE)) {
+            if (performance.now() >= beganAt + leaseMs * (1 - DEFAULT_DRIFT_RATE)) {
               // The answer came after the lease may have run out: another request may be taking
               // the record over. Never run fn on it; ask again (adopting our own start afresh).
               if (++lateStarts < MAX_LATE_STARTS) continue;
-              await this.#call('abandon', undefined, () => this.#records.abandon(key, begun.token)).catch(
-                () => undefined, // the lease ends by itself
-              );
-              throw new BackendUnavailableError(
-                `idempotency begin: the store answered later than the lease (${opts.leaseMs} ms) ${MAX_LATE_STARTS} times`,
-              );
+              throw await this.#lateStartsError(key, begun.token, leaseMs);
             }
             return { value: await this.#runUnderWay(key, begun.token, beganAt, fn, opts), replayed: false };
-          case 'in-flight': {
-            const left = waitUntil - performance.now();
-            if (left <= 0) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
-            delays ??= jitteredDelays({ initialMs: 10, maxMs: 250 });
-            const pause = Math.min(delays.next().value, left, begun.retryAfterMs);
-            await sleepUnlessWoken(pause, linked.signal).done.catch((reason) => {
-              throw new AbortError('waiting for an in-flight idempotent request', reason);
-            });
-          }
+          case 'in-flight':
+            if (!wait.timeLeft()) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
+            await wait.pause('waiting for an in-flight idempotent request', begun.retryAfterMs);
         }
       }
     } finally {
       linked.dispose();
     }
+  }
+
+  /** The begin call; within waitMs an outage is ridden through (fn has not run: asking again is safe). */
+  async #begin(request: BeginRequest, wait: WaitWithin): Promise<BeginResult> {
+    for (;;) {
+      try {
+        return await this.#call('begin', wait.signal, () => this.#records.begin(request));
+      } catch (error) {
+        if (!(error instanceof BackendUnavailableError) || !wait.timeLeft()) throw error;
+        await wait.pause('waiting for the idempotency store');
+      }
+    }
+  }
+
+  /** Starts answered too late MAX_LATE_STARTS times: the record is given back, the call fails. */
+  async #lateStartsError(key: string, token: bigint, leaseMs: number): Promise<BackendUnavailableError> {
+    await this.#call('abandon', undefined, () => this.#records.abandon(key, token)).catch(
+      () => undefined, // the lease ends by itself
+    );
+    return new BackendUnavailableError(
+      `idempotency begin: the store answered later than the lease (${leaseMs} ms) ${MAX_LATE_STARTS} times`,
+    );
   }
 
   /** Most runs take the store's defaults: those are validated once. */
@@ -375,5 +372,29 @@ export class IdempotencyStore {
   async #settleWithin(runs: Promise<unknown>[]): Promise<void> {
     if (runs.length === 0) return;
     await withinGrace(Promise.allSettled(runs), this.#callTimeoutMs);
+  }
+}
+
+/** A wait that lasts until `until` at most, in jittered pauses that `signal` cuts short. */
+class WaitWithin {
+  /** Made only when a run must be waited for. */
+  #delays: Generator<number, never> | undefined;
+
+  constructor(
+    readonly until: number,
+    readonly signal: AbortSignal,
+  ) {}
+
+  timeLeft(): boolean {
+    return this.until > performance.now();
+  }
+
+  /** One pause: the next delay, no longer than what is left (nor `capMs`); an abort is an AbortError. */
+  async pause(what: string, capMs = Number.POSITIVE_INFINITY): Promise<void> {
+    this.#delays ??= jitteredDelays({ initialMs: 10, maxMs: 250 });
+    const ms = Math.max(0, Math.min(this.#delays.next().value, this.until - performance.now(), capMs));
+    await sleepUnlessWoken(ms, this.signal).done.catch((reason: unknown) => {
+      throw new AbortError(what, reason);
+    });
   }
 }

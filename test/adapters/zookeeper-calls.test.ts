@@ -189,8 +189,21 @@ describe('ZooKeeper calls per grant', () => {
       const info = () => other.semaphore(name, { limit: 2 }).inspect();
       await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(2);
       counter.take();
-      const waiting = provider.semaphore(name, { limit: 2 }).acquire({ waitMs: 20_000 });
+      // Settled from the start: a wait that fails is reported as this test's failure, not as unhandled.
+      const waiting = provider
+        .semaphore(name, { limit: 2 })
+        .acquire({ waitMs: 60_000 })
+        .then(
+          (granted) => ({ granted, error: undefined }),
+          (error: unknown) => ({ granted: undefined, error }),
+        );
       await expect.poll(async () => (await info()).waiters, { timeout: 10_000 }).toBe(3);
+      // Our node shows before our watch on the node ahead is armed (an exists): released before
+      // that, the node ahead would be gone from our first listing, and no turn would look like ours.
+      let armed = 0;
+      await expect
+        .poll(() => (armed += counter.take().requests.exists ?? 0), { timeout: 10_000 })
+        .toBeGreaterThanOrEqual(1);
       await second.release(); // the node ahead of ours goes, but the head still holds the mutex
       // Every request of ours from here on, summed (each take() empties the counter).
       const seen: Record<string, number> = {};
@@ -204,7 +217,8 @@ describe('ZooKeeper calls per grant', () => {
       tally();
       expect(seen.delete, `our requests since the turn that was not ours: ${JSON.stringify(seen)}`).toBe(1);
       await first.release();
-      const held = await waiting;
+      const { granted: held, error } = await waiting;
+      if (!held) throw error;
       expect((await info()).holders).toHaveLength(2);
       await held.release();
       await permit.release();

@@ -224,6 +224,9 @@ function dashboardInBrowser(target: BrowserTarget): void {
       });
       expect(refused.status).toBe(403);
       expect(lock.run.child.exitCode).toBeNull();
+      const unknown = await fetch(`${page_url}api/names/no%2Fsuch%2Fname`);
+      expect(unknown.status).toBe(404);
+      expect(await unknown.json()).toEqual({ error: 'no such name', name: 'no/such/name' });
     } finally {
       await page.close();
     }

@@ -1,6 +1,9 @@
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '../../src/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startAll, startServers } from '../servers/index.js';
 import { until } from './cli-process.js';
 import { DashboardProcesses } from './dashboard-process.js';
@@ -279,5 +282,59 @@ function dashboardInBrowser(target: BrowserTarget): void {
     expect(await run.exited()).toBe(130);
     await run.closed();
     expect(run.stdout() + run.stderr()).not.toContain(token);
+  });
+
+  it('a page of another origin cannot force-release: its preflight and its plain POST are refused, the lock stays', async () => {
+    const prefix = `dash-csrf-${process.pid}/`;
+    const name = `${prefix}orders`;
+    const { url: page_url } = await dashboard([
+      '--url',
+      urls.redis,
+      '--prefix',
+      prefix,
+      '--allow-force-release',
+    ]);
+    const lock = await holder(['lock', name, '--url', urls.redis, '--owner', 'alice']);
+    // Another site, on another port of this machine: its page sends the requests from the browser.
+    const elsewhere = createServer((_, response) => response.end('<!doctype html><title>elsewhere</title>'));
+    await new Promise<void>((listening) => elsewhere.listen(0, '127.0.0.1', listening));
+    const page = await browser.newPage();
+    const provider = await connect(urls.redis);
+    try {
+      await page.goto(`http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}/`);
+      const answers = await page.evaluate(
+        async (target: string, body: string) => {
+          const tries: RequestInit[] = [
+            { headers: { 'content-type': 'application/json' } }, // asks first: a preflight
+            { mode: 'no-cors', headers: { 'content-type': 'text/plain' } }, // a simple request: sent as is
+          ];
+          const seen: string[] = [];
+          for (const init of tries) {
+            try {
+              const answer = await fetch(target, { method: 'POST', body, ...init });
+              seen.push(`${answer.type} ${answer.status}`);
+            } catch (error) {
+              seen.push(`failed: ${(error as Error).name}`);
+            }
+          }
+          return seen;
+        },
+        `${page_url}api/force-release`,
+        JSON.stringify({ name, token: lock.token, reason: 'forged' }),
+      );
+      // The preflight is refused, so the browser never sends the POST; the simple POST is sent,
+      // refused, and its answer is opaque to the page.
+      expect(answers).toEqual(['failed: TypeError', 'opaque 0']);
+      // Both requests have been answered: a force-release would have removed the grant by now.
+      expect((await provider.inspect(name))?.holder?.fencingToken.toString()).toBe(lock.token);
+      expect(lock.run.child.exitCode).toBeNull();
+    } finally {
+      await page.close();
+      await provider.close();
+      // Chromium keeps sockets open to a host it has seen (some never carry a request): closed here.
+      const closed = new Promise<void>((done) => elsewhere.close(() => done()));
+      elsewhere.closeAllConnections();
+      await closed;
+    }
   });
 }

@@ -46,15 +46,18 @@ export class WaiterInbox {
 
   /**
    * Redis answered an attempt sent at sentAt with "not yours" while its fence counter stood at
-   * `fence`. A hand-over noticed before this answer is void (that grant may have expired since);
-   * if it was still ours, the next attempt, made at once, adopts it. A notice that arrives later
-   * counts only if its token is above `fence`: only then was its grant made after the refusal.
+   * `fence`. A notice counts only if its token is above `fence`: only then was its grant made after
+   * the refusal, so its lease may be counted from sentAt. One heard before this answer (its
+   * PUBLISH can overtake the reply, on another connection) counts by the same rule; any other is
+   * void (that grant may have expired since), and if it was still ours, the next attempt, made at
+   * once, adopts it.
    */
   refused(sentAt: number, fence?: bigint): void {
     this.#answeredSentAt = sentAt;
     this.#answeredFence = fence;
     this.#answeredRttMs = monotonicNow() - sentAt;
-    if (this.#handed !== undefined) this.noticed = true;
+    if (this.#handed === undefined || (fence !== undefined && this.#handed > fence)) return;
+    this.noticed = true;
     this.#handed = undefined;
   }
 

@@ -278,20 +278,35 @@ export class RedisLockProvider extends BaseLockProvider {
     attempt: () => Promise<AcquireAnswer>,
     cancel: AbortSignal,
   ): Promise<OwnedLock> {
-    let sentAt = monotonicNow();
-    let answer = await attempt();
-    if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
     const inbox = new WaiterInbox(req.ownerToken, this.fair);
+    let wake: () => void = () => undefined;
+    const listen = () =>
+      this.#notices.listen(req.ownerToken, (message) => {
+        if (!inbox.notice(message)) return;
+        this.wakeups += 1;
+        wake();
+      });
+    // Listening before the first attempt, once notices reach this client: a release just after
+    // that attempt queued us publishes on the subscriber connection, and that notice can be read
+    // before the attempt's reply (a notice nobody listens for is lost, and costs a poll).
+    const early = this.#notices.subscribed ? listen() : undefined;
+    let sentAt = monotonicNow();
+    let answer: AcquireAnswer;
+    try {
+      answer = await attempt();
+    } catch (error) {
+      early?.stop();
+      throw error;
+    }
+    if (typeof answer === 'string') {
+      early?.stop();
+      return this.#grant(req, keys, BigInt(answer), sentAt);
+    }
     inbox.refused(sentAt, BigInt(answer[1]));
     // If the channel was not subscribed yet, try once more at once: a release that came before the
     // subscription has made us first without a notice.
     const tryAgainAtOnce = !this.#notices.subscribed;
-    let wake: () => void = () => undefined;
-    const listening = this.#notices.listen(req.ownerToken, (message) => {
-      if (!inbox.notice(message)) return;
-      this.wakeups += 1;
-      wake();
-    });
+    const listening = early ?? listen();
     // A handed grant lasts at least until our place in the queue would have lapsed (the release
     // script caps it there, so that a dead waiter blocks the key no longer): until then we extend it.
     const provisionalMs = Math.min(req.ttlMs, this.#waiterTtlMs);

@@ -48,6 +48,25 @@ describe('Redis waiter inbox: when a handed-over grant may be taken without a ca
     expect(inbox.noticed).toBe(true);
   });
 
+  it("a notice heard before its attempt's refusal counts when its token is above that refusal's fence", () => {
+    vi.useFakeTimers();
+    const inbox = new WaiterInbox('me', true);
+    const sentAt = performance.now();
+    expect(inbox.notice('me 8')).toBe(true); // the PUBLISH overtook the reply on the other connection
+    vi.advanceTimersByTime(2);
+    inbox.refused(sentAt, 7n); // the grant (8) came after the refusal (counter at 7)
+    expect(inbox.handed(3_000)).toEqual({ token: 8n, sentAt, rttMs: 2 });
+  });
+
+  it('a notice heard before a refusal whose fence has reached its token is void: ask again at once', () => {
+    const inbox = new WaiterInbox('me', true);
+    inbox.notice('me 8');
+    inbox.noticed = false; // an attempt was sent
+    inbox.refused(performance.now(), 8n); // that grant was made before this refusal, and is gone
+    expect(inbox.handed(3_000)).toBeUndefined();
+    expect(inbox.noticed).toBe(true);
+  });
+
   it('not fair: any notice wakes the waiter, but only its own id with a token hands it the key', () => {
     const inbox = new WaiterInbox('me', false);
     inbox.refused(performance.now());

@@ -1,5 +1,6 @@
 import { monotonicNow, safeDeadline } from '../../src/clock.js';
 import type { OwnedLock } from '../../src/ownership.js';
+import type { WaiterNotices } from './notices.js';
 
 /** A grant a release handed to this waiter, with where its lease may be counted from. */
 export interface HandedGrant {
@@ -72,6 +73,43 @@ export class WaiterInbox {
     if (this.#handed === undefined || sentAt === undefined) return undefined;
     if (monotonicNow() - sentAt >= withinMs) return undefined;
     return { token: this.#handed, sentAt, rttMs: this.#answeredRttMs };
+  }
+}
+
+/**
+ * A waiting request's notices: its inbox, and its listener on the provider's channel. Listening
+ * starts before the request's first attempt once notices reach this client: a release just after
+ * that attempt queued us publishes on the subscriber connection, and the notice can be read before
+ * the attempt's reply (one nobody listens for is lost, and costs the waiter a poll). Before the
+ * first subscription it starts after the first refusal, as the waiter then looks once more anyway.
+ */
+export class WaiterEar {
+  readonly inbox: WaiterInbox;
+  /** Called for each notice the inbox takes (the sleeping waiter's wake-up). */
+  wake: () => void = () => undefined;
+  readonly #notices: WaiterNotices;
+  readonly #woken: () => void;
+  #listening: { subscribed: Promise<void>; stop: () => void } | undefined;
+
+  constructor(notices: WaiterNotices, ownerToken: string, fair: boolean, woken: () => void) {
+    this.inbox = new WaiterInbox(ownerToken, fair);
+    this.#notices = notices;
+    this.#woken = woken;
+    if (notices.subscribed) this.listen();
+  }
+
+  /** Listens (once); settles `subscribed` when the provider's subscription is in place or failed. */
+  listen(): { subscribed: Promise<void> } {
+    this.#listening ??= this.#notices.listen(this.inbox.ownerToken, (message) => {
+      if (!this.inbox.notice(message)) return;
+      this.#woken();
+      this.wake();
+    });
+    return this.#listening;
+  }
+
+  stop(): void {
+    this.#listening?.stop();
   }
 }
 

@@ -17,7 +17,7 @@ import type { TlsOptions } from '../../src/tls.js';
 import type { HolderInfo, LockInfo } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { boundedCall, Reachability } from './bounded-call.js';
-import { extendHanded, type HandedGrant, WaiterInbox } from './hand-over.js';
+import { extendHanded, type HandedGrant, WaiterEar } from './hand-over.js';
 import { CleanUpDue, Leftovers } from './leftovers.js';
 import { heldNamesScan, LOCK_HELD_SUFFIX } from './list.js';
 import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
@@ -278,35 +278,27 @@ export class RedisLockProvider extends BaseLockProvider {
     attempt: () => Promise<AcquireAnswer>,
     cancel: AbortSignal,
   ): Promise<OwnedLock> {
-    const inbox = new WaiterInbox(req.ownerToken, this.fair);
-    let wake: () => void = () => undefined;
-    const listen = () =>
-      this.#notices.listen(req.ownerToken, (message) => {
-        if (!inbox.notice(message)) return;
-        this.wakeups += 1;
-        wake();
-      });
-    // Listening before the first attempt, once notices reach this client: a release just after
-    // that attempt queued us publishes on the subscriber connection, and that notice can be read
-    // before the attempt's reply (a notice nobody listens for is lost, and costs a poll).
-    const early = this.#notices.subscribed ? listen() : undefined;
+    const ear = new WaiterEar(this.#notices, req.ownerToken, this.fair, () => {
+      this.wakeups += 1;
+    });
+    const { inbox } = ear;
     let sentAt = monotonicNow();
     let answer: AcquireAnswer;
     try {
       answer = await attempt();
     } catch (error) {
-      early?.stop();
+      ear.stop();
       throw error;
     }
     if (typeof answer === 'string') {
-      early?.stop();
+      ear.stop();
       return this.#grant(req, keys, BigInt(answer), sentAt);
     }
     inbox.refused(sentAt, BigInt(answer[1]));
     // If the channel was not subscribed yet, try once more at once: a release that came before the
     // subscription has made us first without a notice.
     const tryAgainAtOnce = !this.#notices.subscribed;
-    const listening = early ?? listen();
+    const listening = ear.listen();
     // A handed grant lasts at least until our place in the queue would have lapsed (the release
     // script caps it there, so that a dead waiter blocks the key no longer): until then we extend it.
     const provisionalMs = Math.min(req.ttlMs, this.#waiterTtlMs);
@@ -333,7 +325,7 @@ export class RedisLockProvider extends BaseLockProvider {
           // holder died), so a waiter sleeps until the current grant would expire, at most maxPollMs.
           const untilExpiry = Math.max(-answer[0], 5);
           const sleep = sleepUnlessWoken(Math.min(untilExpiry, delays.next().value), cancel);
-          wake = sleep.wake;
+          ear.wake = sleep.wake;
           await sleep.done;
           const handedMeanwhile = takeHanded();
           if (handedMeanwhile) return handedMeanwhile;
@@ -346,7 +338,7 @@ export class RedisLockProvider extends BaseLockProvider {
         inbox.refused(sentAt, BigInt(answer[1]));
       }
     } finally {
-      listening.stop();
+      ear.stop();
     }
   }
 

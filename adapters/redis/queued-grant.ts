@@ -3,7 +3,7 @@ import { monotonicNow } from '../../src/clock.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { boundedCall } from './bounded-call.js';
-import { extendHanded, type HandedGrant, WaiterInbox } from './hand-over.js';
+import { extendHanded, type HandedGrant, WaiterEar } from './hand-over.js';
 import { CleanUpDue, type Leftovers } from './leftovers.js';
 import type { WaiterNotices } from './notices.js';
 
@@ -85,12 +85,15 @@ class QueuedRequest {
     const cleanUp = new CleanUpDue(leftovers, req.ownerToken);
     const channel = req.wait ? client.notices.channel : '';
     const attempt = () => cleanUp.attempt(steps.acquire(channel, cancel));
+    const ear = req.wait
+      ? new WaiterEar(client.notices, req.ownerToken, true, () => client.woken())
+      : undefined;
     try {
       const sentAt = monotonicNow();
       const answer = await attempt();
       if (typeof answer === 'string') return this.#grant(BigInt(answer), sentAt);
-      if (!req.wait) return null;
-      return await this.#wait({ answer, sentAt }, attempt, cancel);
+      if (!ear) return null;
+      return await this.#wait(ear, { answer, sentAt }, attempt, cancel);
     } catch (error) {
       // Outcome unknown (timed out, aborted): leave the queue and give back a grant made meanwhile.
       // The provider's leftovers own that clean-up and retry it until Redis answers.
@@ -98,28 +101,26 @@ class QueuedRequest {
         leftovers.add(req.ownerToken, () => client.call(`${steps.label} leave`, () => steps.release()));
       }
       throw error;
+    } finally {
+      ear?.stop();
     }
   }
 
   /** Queued: waits for a notice or the next poll, whichever grants us first. */
   async #wait(
+    ear: WaiterEar,
     first: { answer: QueuedRefusal; sentAt: number },
     attempt: () => Promise<string | QueuedRefusal>,
     cancel: AbortSignal,
   ): Promise<OwnedLock> {
     const [client, req] = [this.#client, this.#req];
     const { notices, maxPollMs } = client;
-    const inbox = new WaiterInbox(req.ownerToken, true);
+    const { inbox } = ear;
     inbox.refused(first.sentAt, BigInt(first.answer[1]));
     let untilExpiry = -first.answer[0];
     // Not subscribed yet: a notice sent before the subscription is lost, so look once more at once.
     let again = !notices.subscribed;
-    let wake: () => void = () => undefined;
-    const listening = notices.listen(req.ownerToken, (message) => {
-      if (!inbox.notice(message)) return;
-      client.woken();
-      wake();
-    });
+    const listening = ear.listen();
     // A handed grant lasts at least until our place in the queue would have lapsed (the release
     // script caps it there, so that a dead waiter holds nothing longer): until then we extend it.
     const provisionalMs = Math.min(req.ttlMs, client.waiterTtlMs);
@@ -148,7 +149,7 @@ class QueuedRequest {
         // A notice that came while an attempt was in flight makes the next attempt start at once.
         if (!again && !inbox.noticed) {
           const sleep = sleepUnlessWoken(Math.min(Math.max(untilExpiry, 5), delays.next().value), cancel);
-          wake = sleep.wake;
+          ear.wake = sleep.wake;
           await sleep.done;
           const handedMeanwhile = takeHanded();
           if (handedMeanwhile) return handedMeanwhile;
@@ -162,7 +163,7 @@ class QueuedRequest {
         inbox.refused(sentAt, BigInt(answer[1]));
       }
     } finally {
-      listening.stop();
+      ear.stop();
     }
   }
 

@@ -262,6 +262,25 @@ return { redis.call('PTTL', KEYS[1]), token or false, owner or false, since or f
 `;
 
 /**
+ * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending. ARGV: 1 limit. Returns the first
+ * `limit` live waiters in queue order as { ownerToken, pending spec (false if missing), … }, after
+ * dropping those that stopped refreshing their place, as inspect does.
+ */
+export const QUEUE = `${NOW}
+${UNQUEUE}
+${PRUNE}
+local found = {}
+for _, id in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+  if #found >= tonumber(ARGV[1]) * 2 then break end
+  if redis.call('ZSCORE', KEYS[3], id) then
+    table.insert(found, id)
+    table.insert(found, redis.call('HGET', KEYS[4], id) or false)
+  end
+end
+return found
+`;
+
+/**
  * KEYS[1] fence  KEYS[2] lock. ARGV: 1 token  2 ownerToken. Raises the fence counter to at least
  * token, and writes token into our lock key (same expiry), so that inspect() on any majority sees
  * the grant's token, not this instance's own count (Redlock: see redlock.ts).
@@ -359,6 +378,29 @@ export interface ForceReleased {
   owner: string | undefined;
 }
 
+/** A waiter as queue() reads it: its ownerToken, and the owner text its pending spec carries. */
+export interface QueuedSpec {
+  ownerToken: string;
+  /** undefined when none was given or the spec cannot be read. */
+  owner: string | undefined;
+}
+
+/**
+ * The owner text of a pending spec, "ttl[:delay] channel-length channel owner" (see ACQUIRE);
+ * undefined when it has none, or is not in that form (never a throw: a server's data is not trusted).
+ */
+export function ownerOfSpec(spec: unknown): string | undefined {
+  if (typeof spec !== 'string') return undefined;
+  const head = /^\S+ (\d{1,6}) /.exec(spec);
+  if (!head) return undefined;
+  // The channel's length is in bytes, as Lua counts them.
+  const bytes = Buffer.from(spec, 'utf8');
+  const channelEnd = Buffer.byteLength(head[0], 'utf8') + Number(head[1]);
+  if (bytes.length < channelEnd + 1 || bytes[channelEnd] !== 0x20) return undefined;
+  const owner = bytes.subarray(channelEnd + 1).toString('utf8');
+  return owner === '' ? undefined : owner;
+}
+
 /** How long the revoked marker outlives the removed lease: time for a late renewal to learn why. */
 const REVOKED_MARKER_SLACK_MS = 5_000;
 
@@ -380,6 +422,7 @@ export class LockScripts {
     define('fencekitForceRelease', 7, FORCE_RELEASE);
     define('fencekitLeave', 6, LEAVE);
     define('fencekitInspect', 5, INSPECT);
+    define('fencekitQueue', 4, QUEUE);
     define('fencekitRaiseFence', 2, RAISE_FENCE);
     this.#commands = redis as unknown as Record<string, Call>;
   }
@@ -450,6 +493,17 @@ export class LockScripts {
       k.pending,
       k.delay,
     ) as Promise<InspectAnswer>;
+  }
+
+  /** The first `limit` live waiters, in queue order: each one's ownerToken and pending spec. */
+  async queue(k: LockKeys, limit: number): Promise<QueuedSpec[]> {
+    const answer = await this.#run('fencekitQueue', k.lock, k.queue, k.waiters, k.pending, limit);
+    const flat = Array.isArray(answer) ? answer : [];
+    const queued: QueuedSpec[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      queued.push({ ownerToken: String(flat[i]), owner: ownerOfSpec(flat[i + 1]) });
+    }
+    return queued;
   }
 
   async raiseFence(k: LockKeys, token: bigint, ownerToken: string): Promise<void> {

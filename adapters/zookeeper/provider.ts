@@ -13,8 +13,9 @@ import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { secretsIn } from '../../src/telemetry/redact.js';
 import { assertUsable, type TlsOptions, tlsOption } from '../../src/tls.js';
-import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
+import type { HolderInfo, Lock, LockInfo, QueuedWaiter } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { lineUp } from '../../src/waiter-queue.js';
 import { heldNamesWalk, removeHead } from './admin.js';
 import { hostsOf, ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
@@ -237,6 +238,50 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       if (zkCode(error) === 'NO_NODE') return { key, holder: null, waiters };
       throw unavailable('inspect failed', error);
     }
+  }
+
+  /**
+   * The lock nodes after the holder's (all of them while a lost grant's lock-delay runs: the head
+   * waits it out), one per session and name: ours (this session's) stands for this provider's line.
+   */
+  protected override async queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
+    try {
+      return await this.#queuedWaiters(key, limit);
+    } catch (error) {
+      throw this.#refused(error);
+    }
+  }
+
+  async #queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
+    const session = await this.#currentSession();
+    const parent = this.folder(key);
+    let children: string[];
+    try {
+      // Read through the leader's order, as inspect does.
+      await session.client.multi([{ op: 'check', path: '/', version: -1 }]);
+      children = await session.client.getChildren(parent);
+    } catch (error) {
+      if (zkCode(error) !== 'NO_NODE') throw unavailable('queue read failed', error);
+      children = [];
+    }
+    const order = queueOrder(children, 'lock-');
+    let waiting = order.slice(1);
+    if (children.includes(MARKER_NAME) && delayedUntil(await readMarker(session, parent), order[0]?.name)) {
+      waiting = order;
+    }
+    const read = await Promise.all(
+      waiting.slice(0, limit).map(async ({ name }) => {
+        try {
+          const { data, stat } = await session.client.getData(`${parent}/${name}`);
+          return { ...decodeHolder(data), ours: stat.ephemeralOwner === session.sessionId };
+        } catch (error) {
+          if (zkCode(error) === 'NO_NODE') return undefined; // it left meanwhile
+          throw unavailable('queue read failed', error);
+        }
+      }),
+    );
+    const entries = read.filter((entry) => entry !== undefined);
+    return lineUp(entries, { behind: this.#local.behind(key), othersRequests: undefined }, limit);
   }
 
   /** Deletes the holder's node (see admin.ts): its own-node watch tells it 'revoked'. */

@@ -184,6 +184,47 @@ describe.skipIf(!chromiumPath)('fencekit dashboard in a browser (chromium)', () 
     60_000,
   );
 
+  it.each(['redis', 'etcd'] as const)(
+    '%s: the name detail lists the waiters of two other processes in the order they asked',
+    async (backend) => {
+      const url = urls[backend];
+      const name = `dash-queue-${process.pid}/${backend}`;
+      const { url: page_url } = await dashboard(['--url', url, '--prefix', `dash-queue-${process.pid}/`]);
+      const lock = await holder(['lock', name, '--url', url, '--owner', 'alice']);
+      const page = await browser.newPage();
+      try {
+        await page.goto(page_url);
+        await shows(page, name, lock.token);
+        await page.locator(`tr[data-name="${name}"]`).click();
+        await page.waitForSelector('#detail-queue-note', { timeout: PAGE_WAIT_MS });
+        // Each waiter is in the queue (the detail counts it) before the next one asks.
+        for (const [index, owner] of ['bob', 'carol'].entries()) {
+          cli.start(['lock', name, '--url', url, '--owner', owner, '--', 'sh', '-c', 'exec sleep 30']);
+          await page
+            .locator('#detail-waiters', { hasText: `${index + 1} waiting` })
+            .waitFor({ timeout: PAGE_WAIT_MS });
+        }
+        // The list comes with the count that says 2 and is read after it: both are in it, in order.
+        const entries = page.locator('#detail-queue li');
+        expect(await entries.count()).toBe(2);
+        expect(await entries.nth(0).textContent()).toMatch(/^bob — waiting.* — a process’s line/);
+        expect(await entries.nth(1).textContent()).toMatch(/^carol — waiting/);
+        const detail = (await (await fetch(`${page_url}api/names/${encodeURIComponent(name)}`)).json()) as {
+          queue: Array<{ position: number; owner: string; since: string | null; requests: number | null }>;
+        };
+        expect(detail.queue.map(({ position, owner }) => ({ position, owner }))).toEqual([
+          { position: 1, owner: 'bob' },
+          { position: 2, owner: 'carol' },
+        ]);
+        // Another process's entry stands for its line, whose length only that process knows.
+        expect(detail.queue.map((entry) => entry.requests)).toEqual([null, null]);
+      } finally {
+        await page.close();
+      }
+    },
+    60_000,
+  );
+
   it('without --allow-force-release: no button on the page, and the API refuses', async () => {
     const prefix = `dash-off-${process.pid}/`;
     const { url: page_url } = await dashboard(['--url', urls.redis, '--prefix', prefix]);

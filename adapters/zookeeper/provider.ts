@@ -15,7 +15,7 @@ import { secretsIn } from '../../src/telemetry/redact.js';
 import { assertUsable, type TlsOptions, tlsOption } from '../../src/tls.js';
 import type { HolderInfo, Lock, LockInfo, QueuedWaiter } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
-import { lineUp } from '../../src/waiter-queue.js';
+import { lineUp, type ServerQueueEntry } from '../../src/waiter-queue.js';
 import { heldNamesWalk, removeHead } from './admin.js';
 import { hostsOf, ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
@@ -64,6 +64,9 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /** Largest reply accepted from a server, as the Java client's jute.maxbuffer. Default 16 MiB (about 284,000 waiters on one name). */
   maxFrameBytes?: number;
 }
+
+/** How many waiting nodes queue() reads at once. */
+const QUEUE_READS_AT_ONCE = 32;
 
 /**
  * Locks over ZooKeeper as Curator's InterProcessMutex: an EPHEMERAL_SEQUENTIAL node
@@ -269,19 +272,28 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     if (children.includes(MARKER_NAME) && delayedUntil(await readMarker(session, parent), order[0]?.name)) {
       waiting = order;
     }
-    const read = await Promise.all(
-      waiting.slice(0, limit).map(async ({ name }) => {
-        try {
-          const { data, stat } = await session.client.getData(`${parent}/${name}`);
-          return { ...decodeHolder(data), ours: stat.ephemeralOwner === session.sessionId };
-        } catch (error) {
-          if (zkCode(error) === 'NO_NODE') return undefined; // it left meanwhile
-          throw unavailable('queue read failed', error);
-        }
-      }),
-    );
+    const read: Array<ServerQueueEntry | undefined> = [];
+    const nodes = waiting.slice(0, limit);
+    // A few reads at a time: a long queue is not read with thousands of requests in flight.
+    for (let start = 0; start < nodes.length; start += QUEUE_READS_AT_ONCE) {
+      const batch = nodes.slice(start, start + QUEUE_READS_AT_ONCE);
+      read.push(
+        ...(await Promise.all(batch.map(({ name }) => this.#queuedNode(session, `${parent}/${name}`)))),
+      );
+    }
     const entries = read.filter((entry) => entry !== undefined);
     return lineUp(entries, { behind: this.#local.behind(key), othersRequests: undefined }, limit);
+  }
+
+  /** A waiting node's owner and time as stored, and whether it is this session's; undefined once gone. */
+  async #queuedNode(session: ZkSession, path: string): Promise<ServerQueueEntry | undefined> {
+    try {
+      const { data, stat } = await session.client.getData(path);
+      return { ...decodeHolder(data), ours: stat.ephemeralOwner === session.sessionId };
+    } catch (error) {
+      if (zkCode(error) === 'NO_NODE') return undefined; // it left meanwhile
+      throw unavailable('queue read failed', error);
+    }
   }
 
   /** Deletes the holder's node (see admin.ts): its own-node watch tells it 'revoked'. */

@@ -1,4 +1,8 @@
+import { Etcd3 } from 'etcd3';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { namePrefix } from '../../adapters/etcd/keys.js';
+import { RedisLockProvider } from '../../adapters/redis/index.js';
 import { type ConnectedProvider, connect, type Lock, type QueuedWaiter } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { type EveryBackend, type NetworkBackend, startEveryBackend } from '../servers/index.js';
@@ -76,4 +80,58 @@ describe('queue(): entries per process line', () => {
     },
     60_000,
   );
+
+  it('Redis: a waiter whose stored spec is garbage shows with owner undefined', async () => {
+    const provider = new RedisLockProvider({ url: servers.urls.redis });
+    const raw = new Redis(servers.urls.redis);
+    try {
+      const other = await connect(servers.urls.redis);
+      opened.push(other);
+      const key = uniqueKey('queue-garbage');
+      const held = await provider.acquire(key);
+      const waiting = other.acquire(key, { ...WAIT, owner: 'b' });
+      waiting.catch(() => undefined); // closed by afterAll if the test fails
+      await eventually('b queued', async () => (await provider.queue(key)).length === 1);
+      expect((await provider.queue(key))[0]?.owner).toBe('b');
+      const [id] = await raw.lrange(provider.keys(key).queue, 0, 0);
+      for (const garbage of ['garbage', '1000 999 x owner', '']) {
+        await raw.hset(provider.keys(key).pending, id as string, garbage);
+        expect(await provider.queue(key)).toEqual([
+          { owner: undefined, since: undefined, requests: undefined },
+        ]);
+      }
+      await raw.hdel(provider.keys(key).pending, id as string);
+      expect((await provider.queue(key))[0]?.owner).toBeUndefined();
+      await held.release();
+      await (await waiting).release();
+    } finally {
+      raw.disconnect();
+      await provider.close();
+    }
+  });
+
+  it('etcd: a key under the name whose value is malformed shows with owner and since undefined', async () => {
+    const provider = await connect(servers.urls.etcd);
+    opened.push(provider);
+    const hosts = servers.urls.etcd
+      .replace('etcd://', '')
+      .split(',')
+      .map((host) => `http://${host}`);
+    const raw = new Etcd3({ hosts });
+    try {
+      const key = uniqueKey('queue-garbage');
+      const held = await provider.acquire(key);
+      const stray = `${namePrefix('', key)}stray`;
+      await raw.put(stray).value('{"fencekit":1,"owner":7,"since":"not a date"}');
+      expect(await provider.queue(key)).toEqual([
+        { owner: undefined, since: undefined, requests: undefined },
+      ]);
+      await raw.put(stray).value(Buffer.from([0xff, 0xfe, 0x00]));
+      expect(await provider.queue(key)).toHaveLength(1); // read as owner text, never a throw
+      await raw.delete().key(stray);
+      await held.release();
+    } finally {
+      raw.close();
+    }
+  });
 });

@@ -147,7 +147,7 @@ export class EtcdLockProvider extends BaseLockProvider {
    * it out), one per session and name: ours stands for this provider's line of the name.
    */
   protected override async queuedWaiters(name: string, limit: number): Promise<QueuedWaiter[]> {
-    const { kvs, until } = await this.#readQueue(name, 'queue read failed');
+    const { kvs, until } = await this.#readQueue(name, 'queue read failed', this.closeSignal);
     const waiting = until ? kvs : kvs.slice(1);
     const ours = this.#inLine.get(name);
     const entries = waiting.slice(0, limit).map(({ key, value }) => ({
@@ -157,10 +157,14 @@ export class EtcdLockProvider extends BaseLockProvider {
     return lineUp(entries, { behind: this.#local.behind(name), othersRequests: undefined }, limit);
   }
 
-  /** A name's keys in create order and, when a lost grant's lock-delay runs, its end: one Txn. */
+  /**
+   * A name's keys in create order and, when a lost grant's lock-delay runs, its end: one Txn, given
+   * up when `signal` aborts.
+   */
   async #readQueue(
     key: string,
     failed: string,
+    signal?: AbortSignal,
   ): Promise<{
     kvs: Array<{ key: Buffer; value: Buffer; create_revision: string }>;
     until: Date | undefined;
@@ -168,7 +172,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     const prefix = Buffer.from(namePrefix(this.namespace, key));
     try {
       // The queue and the lock-delay marker in one read.
-      const res = await this.client.kv.txn(
+      const read = this.client.kv.txn(
         {
           compare: [],
           success: [
@@ -186,12 +190,14 @@ export class EtcdLockProvider extends BaseLockProvider {
         },
         { deadline: new Date(Date.now() + this.callTimeoutMs) },
       );
+      const res = await bounded(read, signal, this.callTimeoutMs, failed);
       const kvs = res.responses[0]?.response_range.kvs ?? [];
       const marker = parseMarker(res.responses[1]?.response_range.kvs[0]);
       const headRevision = kvs[0] === undefined ? undefined : BigInt(kvs[0].create_revision);
       const until = await delayedUntil(this.client, marker, headRevision, this.callTimeoutMs);
       return { kvs, until };
     } catch (error) {
+      if (signal?.aborted) throw signal.reason; // closed: not an outage
       throw await this.#refused(unavailable(failed, error));
     }
   }

@@ -237,7 +237,8 @@ export class PostgresLockProvider extends BaseLockProvider {
    */
   protected override async queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
     const { classid, objid } = lockRowIds(advisoryKey(key));
-    const conn = await checkOut(this.#control, this.callTimeoutMs);
+    const signal = this.closeSignal; // close() ends the read
+    const conn = await checkOut(this.#control, this.callTimeoutMs, signal);
     // waitstart read through to_jsonb, so that a server before 14 (no such column) answers too.
     const waiting = await conn.query<{ pid: number; since: Date | null }>(
       `SELECT pid, (to_jsonb(l) ->> 'waitstart')::timestamptz AS since FROM pg_locks l
@@ -247,6 +248,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       [classid, objid, limit],
       this.callTimeoutMs,
       'queue',
+      signal,
     );
     conn.giveBack();
     this.#serverAnswered();

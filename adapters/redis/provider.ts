@@ -176,7 +176,11 @@ export class RedisLockProvider extends BaseLockProvider {
    * for our line, another process's for a line we cannot see. Redis keeps no time of joining.
    */
   protected override async queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
-    const queued = await this.#call('queue', () => this.#scripts.queue(this.keys(key), limit));
+    const queued = await this.#call(
+      'queue',
+      () => this.#scripts.queue(this.keys(key), limit),
+      this.closeSignal, // close() ends the read
+    );
     const ours = this.#waitingInRedis.get(key);
     const entries = queued.map(({ ownerToken, owner }) => ({
       owner,

@@ -256,14 +256,16 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
   }
 
   async #queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
-    const session = await this.#currentSession();
+    const signal = this.closeSignal; // close() ends the reads
+    const session = await this.#currentSession(signal);
     const parent = this.folder(key);
     let children: string[];
     try {
       // Read through the leader's order, as inspect does.
-      await session.client.multi([{ op: 'check', path: '/', version: -1 }]);
-      children = await session.client.getChildren(parent);
+      await session.client.multi([{ op: 'check', path: '/', version: -1 }], { signal });
+      children = await session.client.getChildren(parent, { signal });
     } catch (error) {
+      if (signal.aborted) throw signal.reason; // closed: not an outage
       if (zkCode(error) !== 'NO_NODE') throw unavailable('queue read failed', error);
       children = [];
     }
@@ -277,20 +279,24 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     // A few reads at a time: a long queue is not read with thousands of requests in flight.
     for (let start = 0; start < nodes.length; start += QUEUE_READS_AT_ONCE) {
       const batch = nodes.slice(start, start + QUEUE_READS_AT_ONCE);
-      read.push(
-        ...(await Promise.all(batch.map(({ name }) => this.#queuedNode(session, `${parent}/${name}`)))),
-      );
+      const paths = batch.map(({ name }) => `${parent}/${name}`);
+      read.push(...(await Promise.all(paths.map((path) => this.#queuedNode(session, path, signal)))));
     }
     const entries = read.filter((entry) => entry !== undefined);
     return lineUp(entries, { behind: this.#local.behind(key), othersRequests: undefined }, limit);
   }
 
   /** A waiting node's owner and time as stored, and whether it is this session's; undefined once gone. */
-  async #queuedNode(session: ZkSession, path: string): Promise<ServerQueueEntry | undefined> {
+  async #queuedNode(
+    session: ZkSession,
+    path: string,
+    signal: AbortSignal,
+  ): Promise<ServerQueueEntry | undefined> {
     try {
-      const { data, stat } = await session.client.getData(path);
+      const { data, stat } = await session.client.getData(path, { signal });
       return { ...decodeHolder(data), ours: stat.ephemeralOwner === session.sessionId };
     } catch (error) {
+      if (signal.aborted) throw signal.reason; // closed: not an outage
       if (zkCode(error) === 'NO_NODE') return undefined; // it left meanwhile
       throw unavailable('queue read failed', error);
     }

@@ -27,6 +27,17 @@ async function uncontended(endpoints) {
   const lease = raw.lease(10);
   const leaseId = await lease.grant();
   const key = Buffer.from(`floor/${BigInt(leaseId).toString(16)}`);
+  const headRange = {
+    key: Buffer.from('floor/'),
+    range_end: Buffer.from('floor0'),
+    sort_target: 2 /* Create */,
+    sort_order: 1 /* Ascend */,
+    limit: 1,
+    keys_only: true,
+  };
+  const marker = Buffer.from('floor-lock-delay/marker');
+  const ownerRecord = () =>
+    JSON.stringify({ fencekit: 1, owner: undefined, since: new Date().toISOString() });
   const rows = await measureSideBySide(
     {
       'raw floor: create-if-absent txn + delete': async () => {
@@ -48,6 +59,38 @@ async function uncontended(endpoints) {
           deadline(),
         );
         await raw.kv.deleteRange({ key }, deadline());
+      },
+      // What fencekit sends, without fencekit: the enqueue Txn also reads the queue's head (to know
+      // whether we hold) and the name's lock-delay marker, with the owner record as the value; the
+      // release deletes only the key of that create revision. The rest of fencekit's row is its own
+      // code between the calls.
+      "fencekit's two calls, raw": async () => {
+        const deadline = () => ({ deadline: new Date(Date.now() + 5_000) });
+        const put = await raw.kv.txn(
+          {
+            compare: [{ key, target: 1 /* Create */, result: 0 /* Equal */, create_revision: 0 }],
+            success: [
+              { request_put: { key, value: Buffer.from(ownerRecord()), lease: leaseId } },
+              { request_range: headRange },
+              { request_range: { key: marker } },
+            ],
+            failure: [
+              { request_range: { key } },
+              { request_range: headRange },
+              { request_range: { key: marker } },
+            ],
+          },
+          deadline(),
+        );
+        const created = put.responses[0].response_put.header.revision;
+        await raw.kv.txn(
+          {
+            compare: [{ key, target: 1 /* Create */, result: 0 /* Equal */, create_revision: created }],
+            success: [{ request_delete_range: { key } }],
+            failure: [],
+          },
+          deadline(),
+        );
       },
       'fencekit acquire + release': async () => {
         const lock = await provider.acquire('bench/uncontended');

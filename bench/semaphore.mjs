@@ -22,6 +22,12 @@ import { measureSideBySide, printTable } from './table.mjs';
 const LIMIT = envCount('FENCEKIT_BENCH_LIMIT', 5);
 const CONTENDERS = envCount('FENCEKIT_BENCH_CONTENDERS', 20);
 const SECONDS = 3;
+/**
+ * FENCEKIT_BENCH_CLIENTS: how many clients the contenders share (default 20, as the scale bench):
+ * up to 20 contenders each have their own, as separate processes would; beyond, contender i uses
+ * client i mod 20, so 200 contenders on PostgreSQL fit its 100 connections.
+ */
+const CLIENTS = envCount('FENCEKIT_BENCH_CLIENTS', 20);
 /** FENCEKIT_BENCH_HOLDS: the contended rows' hold times, e.g. `0,5` (default) or `2-10` (uniform per hold). */
 const HOLDS = (process.env.FENCEKIT_BENCH_HOLDS ?? '0,5').split(',').map((h) => h.trim());
 
@@ -225,8 +231,9 @@ class HandoverCount {
 
 /** One contended row per maker (and Curator's); returns the Redis and ZooKeeper ratios (when measured). */
 async function contended(makers, run, holdMs, zkConnect, tag = '') {
+  const sharing = CONTENDERS > CLIENTS ? ` (sharing ${CLIENTS} clients)` : '';
   console.log(
-    `\nSemaphores, ${CONTENDERS} contenders on one semaphore of limit ${LIMIT} for ${SECONDS} s each, each holding ${holdMs} ms${tag}`,
+    `\nSemaphores, ${CONTENDERS} contenders${sharing} on one semaphore of limit ${LIMIT} for ${SECONDS} s each, each holding ${holdMs} ms${tag}`,
   );
   console.log(
     `${'client'.padEnd(50)} ${'handovers/s'.padStart(12)} ${'re-grabs/s'.padStart(11)} ${'old rule/s'.padStart(11)} ${'acq/s'.padStart(7)} ${'wait p50 ms'.padStart(12)} ${'min..max per client'.padStart(20)} ${'most live at once'.padStart(17)} ${'ran s'.padStart(6)} ${'acq/s ran'.padStart(9)}`,
@@ -235,8 +242,7 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
   const oldRule = new Map();
   for (const [label, make] of Object.entries(makers)) {
     const name = `bench/semaphore/${run}/contended-${holdMs}/${label}`;
-    // One client per contender, as separate processes would have.
-    const clients = Array.from({ length: CONTENDERS }, () => make(name));
+    const clients = Array.from({ length: Math.min(CONTENDERS, CLIENTS) }, () => make(name));
     const waits = [];
     const counts = new Array(CONTENDERS).fill(0);
     const count = new HandoverCount();
@@ -244,7 +250,8 @@ async function contended(makers, run, holdMs, zkConnect, tag = '') {
     const started = performance.now();
     const deadline = started + SECONDS * 1_000;
     await Promise.all(
-      clients.map(async (client, index) => {
+      Array.from({ length: CONTENDERS }, async (_, index) => {
+        const client = clients[index % clients.length];
         while (performance.now() < deadline) {
           const asked = performance.now();
           const release = await client.acquire();

@@ -80,6 +80,27 @@ export class KeyedFifo {
     return grant;
   }
 
+  /**
+   * Runs `request` in `key`'s turn, which ends as soon as the request settles, granted or not: the
+   * next caller's request then waits in the backend while the grant is held, so the backend sees at
+   * most one waiting request per key from this process, however many wait here. A request that
+   * must not `wait` does not line up behind anyone in this process: null then.
+   */
+  async requestInTurn<Grant>(
+    key: string,
+    wait: boolean,
+    cancel: AbortSignal,
+    request: () => Promise<Grant | null>,
+  ): Promise<Grant | null> {
+    const leave = this.tryEnter(key) ?? (wait ? await this.enter(key, cancel) : null);
+    if (!leave) return null;
+    try {
+      return await request();
+    } finally {
+      leave();
+    }
+  }
+
   #leaver(key: string, line: Array<() => void>): () => void {
     let left = false;
     return () => {

@@ -95,7 +95,8 @@ export class RedisLockProvider extends BaseLockProvider {
    * Acquires of one name inside this provider take turns here before one of them queues in Redis:
    * the queue holds a waiter per process, not per request, so the polls of waiters that missed a
    * notice stay few however many wait in each process (1,000 waiters polling every maxPollMs were
-   * most of the server's work).
+   * most of the server's work). A turn ends once its request is granted, so the next one waits in
+   * Redis, in its place by when it was asked for, while the grant is held.
    */
   readonly #local = new KeyedFifo();
   /** Per name, the ownerToken of this provider's request in the name's queue in Redis, while it waits there. */
@@ -172,8 +173,8 @@ export class RedisLockProvider extends BaseLockProvider {
   }
 
   /**
-   * The live waiters in the name's queue in Redis, one per process (its line's turn): ours stands
-   * for our line, another process's for a line we cannot see. Redis keeps no time of joining.
+   * The live waiters in the name's queue in Redis, one per process (its line's turn), by arrival:
+   * ours stands for our line, another process's for a line we cannot see.
    */
   protected override async queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
     const queued = await this.#call(
@@ -182,9 +183,9 @@ export class RedisLockProvider extends BaseLockProvider {
       this.closeSignal, // close() ends the read
     );
     const ours = this.#waitingInRedis.get(key);
-    const entries = queued.map(({ ownerToken, owner }) => ({
+    const entries = queued.map(({ ownerToken, owner, since }) => ({
       owner,
-      since: undefined,
+      since,
       ours: ownerToken === ours,
     }));
     return lineUp(entries, { behind: this.#local.behind(key), othersRequests: undefined }, limit);
@@ -245,13 +246,18 @@ export class RedisLockProvider extends BaseLockProvider {
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     // A request that must not wait (tryAcquire, waitMs 0) does not line up behind a local one.
-    return this.#local.grantInTurn(req.key, req.wait, cancel, () => this.#queue(req, cancel));
+    const askedAt = monotonicNow();
+    return this.#local.requestInTurn(req.key, req.wait, cancel, () => this.#queue(req, askedAt, cancel));
   }
 
-  /** One request in the name's queue in Redis: its attempts, its wait, its clean-up. */
-  async #queue(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
+  /**
+   * One request in the name's queue in Redis: its attempts, its wait, its clean-up. It queues by
+   * when it was asked for (askedAt), its wait in this process's line included.
+   */
+  async #queue(req: LockRequest, askedAt: number, cancel: AbortSignal): Promise<OwnedLock | null> {
     const keys = this.keys(req.key);
     const args = {
+      waitedMs: monotonicNow() - askedAt,
       ownerToken: req.ownerToken,
       ttlMs: req.ttlMs,
       owner: req.owner ?? '',

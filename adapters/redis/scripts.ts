@@ -71,7 +71,7 @@ end
 /** Drops ownerToken id from the waiting keys. */
 const UNQUEUE = `
 local function unqueue(id)
-  redis.call('LREM', KEYS[2], 0, id)
+  redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[3], id)
   redis.call('HDEL', KEYS[4], id)
 end
@@ -83,9 +83,22 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do unqueu
 `;
 
 /**
+ * The queue is a sorted set of ownerTokens scored by arrival, in microseconds of the server's
+ * clock: when a waiter queues, the server's TIME less how long the request had already waited in
+ * its process (ARGV waited ms), so that a process's next request, which queues only once the one
+ * before it is done, still takes its place by when it was asked for rather than at the back (the
+ * order across processes is the order of asking, not a round of processes).
+ */
+const FIRST = `
+local function firstQueued()
+  return redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+end
+`;
+
+/**
  * KEYS[6] lock-delay marker. ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair
  * ('1'/'0')  6 waiter TTL ms  7 the pub/sub channel that reaches this waiter ('' if none)
- * 8 lock-delay ms.
+ * 8 lock-delay ms  9 how long the request waited in its process before this call (ms, ≥ 0).
  * Returns the fencing token (string) when granted, else { −(ms until the current grant, or else the
  * lock-delay, expires), at most −1; the fence counter } (and, when waiting, our place is kept or refreshed). The counter
  * lets a waiter tell a hand-over notice made after this refusal (higher token) from a stale one. A grant that already exists for
@@ -108,15 +121,18 @@ local busy = held or delayed(me)
 if not busy and redis.call('EXISTS', KEYS[2]) == 0 then return grant(me, ARGV[2], ARGV[3], ARGV[8]) end
 ${UNQUEUE}
 ${PRUNE}
-local first = redis.call('LINDEX', KEYS[2], 0)
-if not busy and (ARGV[5] == '0' or first == false or first == me) then
+${FIRST}
+local first = firstQueued()
+if not busy and (ARGV[5] == '0' or first == nil or first == me) then
   unqueue(me)
   return grant(me, ARGV[2], ARGV[3], ARGV[8])
 end
 if ARGV[4] == '1' then
   local waiterTtl = tonumber(ARGV[6])
   if redis.call('ZADD', KEYS[3], now + waiterTtl, me) == 1 then
-    redis.call('RPUSH', KEYS[2], me)
+    local waited = math.min(math.max(tonumber(ARGV[9]) or 0, 0), 86400000)
+    local arrived = tonumber(t[1]) * 1000000 + tonumber(t[2]) - math.floor(waited * 1000)
+    redis.call('ZADD', KEYS[2], string.format('%.0f', arrived), me)
     -- "ttl[:delay] channel-length channel owner": a delay only when asked for, as before it.
     local spec = ARGV[2]
     if tonumber(ARGV[8]) > 0 then spec = spec .. ':' .. ARGV[8] end
@@ -141,7 +157,8 @@ const HAND_OVER = `
 ${NOW}
 ${GRANT}
 ${PRUNE}
-local nextId = redis.call('EXISTS', DELAY) == 0 and redis.call('LINDEX', KEYS[2], 0)
+${FIRST}
+local nextId = redis.call('EXISTS', DELAY) == 0 and firstQueued()
 local spec = nextId and redis.call('HGET', KEYS[4], nextId)
 if spec then
   local ttl, delay, length, rest = string.match(spec, '^(%d+):?(%d*) (%d+) (.*)$')
@@ -263,18 +280,21 @@ return { redis.call('PTTL', KEYS[1]), token or false, owner or false, since or f
 
 /**
  * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending. ARGV: 1 limit. Returns the first
- * `limit` live waiters in queue order as { ownerToken, pending spec (false if missing), … }, after
- * dropping those that stopped refreshing their place, as inspect does.
+ * `limit` live waiters in queue order as { ownerToken, pending spec (false if missing), arrival
+ * score, … }, after dropping those that stopped refreshing their place, as inspect does.
  */
 export const QUEUE = `${NOW}
 ${UNQUEUE}
 ${PRUNE}
 local found = {}
-for _, id in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-  if #found >= tonumber(ARGV[1]) * 2 then break end
+local queued = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+for i = 1, #queued, 2 do
+  if #found >= tonumber(ARGV[1]) * 3 then break end
+  local id = queued[i]
   if redis.call('ZSCORE', KEYS[3], id) then
     table.insert(found, id)
     table.insert(found, redis.call('HGET', KEYS[4], id) or false)
+    table.insert(found, queued[i + 1])
   end
 end
 return found
@@ -307,7 +327,7 @@ export interface LockKeys {
   revoked: string;
   /** "ownerToken delayMs" of a grant that asked for lock-delay: PX ttl + delay, see above. */
   delay: string;
-  /** The waiting ownerTokens, FIFO. */
+  /** The waiting ownerTokens, a sorted set scored by arrival (see FIRST). */
   queue: string;
   /** ownerToken → expiry by the server's clock: waiters that stop refreshing drop out. */
   waiters: string;
@@ -335,7 +355,7 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     fence: `${tag}:fence`,
     revoked: `${tag}:revoked`,
     delay: `${tag}:delay`,
-    queue: `${tag}:queue`,
+    queue: `${tag}:arrivals`,
     waiters: `${tag}:waiters`,
     pending: `${tag}:pending`,
   };
@@ -352,6 +372,8 @@ export interface AcquireArgs {
   channel: string;
   /** Lock-delay of the grant (ms); default 0, none. */
   lockDelayMs?: number;
+  /** How long the request had waited in its process before this call (ms): its place by arrival. */
+  waitedMs?: number;
 }
 
 /** "Not yours": [−(ms until the current grant expires), the fence counter's value]. */
@@ -378,11 +400,20 @@ export interface ForceReleased {
   owner: string | undefined;
 }
 
-/** A waiter as queue() reads it: its ownerToken, and the owner text its pending spec carries. */
+/** A waiter as queue() reads it: its ownerToken, the owner text its pending spec carries, its arrival. */
 export interface QueuedSpec {
   ownerToken: string;
   /** undefined when none was given or the spec cannot be read. */
   owner: string | undefined;
+  /** When it was asked for, by the server's clock (its arrival score); undefined if unreadable. */
+  since: Date | undefined;
+}
+
+/** An arrival score (microseconds of the server's clock, see FIRST) as a Date; undefined if it is none. */
+export function arrivalOf(score: unknown): Date | undefined {
+  if (typeof score !== 'string' || !/^\d{1,19}$/.test(score)) return undefined;
+  const since = new Date(Math.floor(Number(score) / 1000));
+  return Number.isNaN(since.getTime()) ? undefined : since;
 }
 
 /**
@@ -445,6 +476,7 @@ export class LockScripts {
       a.waiterTtlMs,
       a.channel,
       a.lockDelayMs ?? 0,
+      Math.max(0, Math.round(a.waitedMs ?? 0)),
     ) as Promise<AcquireAnswer>;
   }
 
@@ -500,8 +532,9 @@ export class LockScripts {
     const answer = await this.#run('fencekitQueue', k.lock, k.queue, k.waiters, k.pending, limit);
     const flat = Array.isArray(answer) ? answer : [];
     const queued: QueuedSpec[] = [];
-    for (let i = 0; i + 1 < flat.length; i += 2) {
-      queued.push({ ownerToken: String(flat[i]), owner: ownerOfSpec(flat[i + 1]) });
+    for (let i = 0; i + 2 < flat.length; i += 3) {
+      const since = arrivalOf(flat[i + 2]);
+      queued.push({ ownerToken: String(flat[i]), owner: ownerOfSpec(flat[i + 1]), since });
     }
     return queued;
   }

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages whose servers the test suite starts on free loopback ports
 # (etcd, ZooKeeper, Redis, PostgreSQL), Apache Curator for the ZooKeeper benchmark's side-by-side
-# rows (bench/curator.mjs), and Chromium, the headless browser the dashboard's page is tested in
-# (test/cli/dashboard.test.ts). Does nothing when they are all present.
+# rows (bench/curator.mjs), and Chromium and Firefox ESR, the headless browsers the dashboard's
+# page is tested in (test/cli/dashboard.test.ts). Does nothing when they are all present.
 # The tests start their own throwaway servers; this script never starts or enables a service.
 set -euo pipefail
 
-packages=(etcd-server etcd-client zookeeper redis-server libcurator-recipes-java chromium)
+packages=(etcd-server etcd-client zookeeper redis-server libcurator-recipes-java chromium firefox-esr)
 # What each package must provide for the harness (see docker/native/*.sh; Curator for the interop
-# tests and the ZooKeeper benchmark; Chromium for the dashboard's browser tests).
+# tests and the ZooKeeper benchmark; Chromium and Firefox for the dashboard's browser tests).
 probes=(/usr/bin/etcd /usr/bin/etcdctl /usr/share/java/zookeeper.jar /usr/bin/redis-server
-  /usr/share/java/curator-recipes.jar /usr/bin/chromium)
+  /usr/share/java/curator-recipes.jar /usr/bin/chromium /usr/bin/firefox-esr)
 
 missing=()
 for i in "${!packages[@]}"; do
@@ -25,7 +25,7 @@ if ! command -v java >/dev/null; then missing+=(default-jre-headless); fi
 if ! command -v javac >/dev/null; then missing+=(default-jdk-headless); fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-servers: etcd, ZooKeeper, Redis, PostgreSQL, Curator and Chromium are installed"
+  echo "install-servers: etcd, ZooKeeper, Redis, PostgreSQL, Curator, Chromium and Firefox are installed"
   exit 0
 fi
 

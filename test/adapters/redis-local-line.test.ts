@@ -10,15 +10,20 @@ describe('Redis: one queued waiter per provider and name', () => {
   let server: ServerGroup;
   let a: RedisLockProvider;
   let b: RedisLockProvider;
+  let c: RedisLockProvider;
   let raw: Redis;
   beforeAll(async () => {
     server = await startServers('redis');
     const url = endpoint(server, 'REDIS_URL');
-    [a, b] = [new RedisLockProvider({ url }), new RedisLockProvider({ url })];
+    [a, b, c] = [
+      new RedisLockProvider({ url }),
+      new RedisLockProvider({ url }),
+      new RedisLockProvider({ url }),
+    ];
     raw = new Redis(url);
   });
   afterAll(async () => {
-    await Promise.allSettled([a?.close(), b?.close()]);
+    await Promise.allSettled([a?.close(), b?.close(), c?.close()]);
     raw?.disconnect();
     await server?.stop();
   });
@@ -34,7 +39,7 @@ describe('Redis: one queued waiter per provider and name', () => {
       }),
     );
     await waitersReach(a, key, 5);
-    expect(await raw.llen(a.keys(key).queue)).toBe(1);
+    expect(await raw.zcard(a.keys(key).queue)).toBe(1);
     expect((await b.inspect(key))?.waiters).toBe(1);
     await holder.release();
     await Promise.all(waits);
@@ -50,5 +55,26 @@ describe('Redis: one queued waiter per provider and name', () => {
     await holder.release();
     await (await waiting).release();
     expect(await a.inspect(key)).toBeNull();
+  });
+
+  it("a provider's next request takes its place by when it was asked for, not behind later askers", async () => {
+    const key = uniqueKey('arrival');
+    const holder = await b.acquire(key);
+    const order: string[] = [];
+    const granted = (name: string) => async (lock: { release(): Promise<void> }) => {
+      order.push(name);
+      await lock.release();
+    };
+    const first = a.acquire(key, { waitMs: 30_000 }).then(granted('a1'));
+    await waitersReach(b, key, 1); // a1 queued in Redis
+    const second = a.acquire(key, { waitMs: 30_000 }).then(granted('a2'));
+    await waitersReach(a, key, 2); // a2 waits in a's line, asked before c1 below
+    await new Promise((resolve) => setTimeout(resolve, 20)); // a slower machine only widens the gap
+    const third = c.acquire(key, { waitMs: 30_000 }).then(granted('c1'));
+    await waitersReach(b, key, 2); // c1 queued in Redis behind a1
+    await holder.release();
+    await Promise.all([first, second, third]);
+    // In a round of providers, a2 would queue only after a1's release, behind c1.
+    expect(order).toEqual(['a1', 'a2', 'c1']);
   });
 });

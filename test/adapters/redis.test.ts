@@ -255,7 +255,7 @@ describe('Redis adapter on a real server', () => {
         // Provisional: no longer than B's place in the queue would have lived (waiter TTL 5 s).
         expect(await raw.pttl(keys.lock)).toBeGreaterThan(4_000);
         expect(await raw.pttl(keys.lock)).toBeLessThanOrEqual(5_000);
-        expect(await raw.llen(keys.queue)).toBe(0);
+        expect(await raw.zcard(keys.queue)).toBe(0);
         await eventually('the notice', async () => notices.length === 1);
         expect(notices).toEqual([`${inbox(name, 'B')}: B ${token}`]); // to B only
         // B's next attempt adopts the grant (same token) and restarts its PX with its own ttl.
@@ -274,7 +274,7 @@ describe('Redis adapter on a real server', () => {
       expect(await raw.get(keys.lock)).toMatch(/^B /);
       await scripts.leave(keys, 'B', true); // B's wait was cancelled as the key reached it
       expect(await raw.get(keys.lock)).toMatch(/^C /);
-      expect(await raw.llen(keys.queue)).toBe(0);
+      expect(await raw.zcard(keys.queue)).toBe(0);
       await scripts.leave(keys, 'C', true);
       expect(await raw.exists(keys.lock)).toBe(0);
     });
@@ -286,7 +286,7 @@ describe('Redis adapter on a real server', () => {
       await queue(name, 'B', 60_000);
       await scripts.release(keys, 'A', false);
       expect(await raw.exists(keys.lock)).toBe(0);
-      expect(await raw.lrange(keys.queue, 0, -1)).toEqual(['B']);
+      expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['B']);
     });
   });
 });

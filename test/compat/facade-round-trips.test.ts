@@ -217,7 +217,7 @@ describe('a hand-over (one holder, one queued waiter): a facade sends what the n
       const releaseHolder = await take('holder');
       const waiting = take('waiter');
       // Queued: the waiter's first attempt ran (bounded: 2,000 probes, 5 ms apart).
-      for (let i = 0; i < 2_000 && (await probe.llen(queue)) === 0; i++) {
+      for (let i = 0; i < 2_000 && (await probe.zcard(queue)) === 0; i++) {
         probes += 1;
         await new Promise((resolve) => setTimeout(resolve, 5));
       }

@@ -1,8 +1,8 @@
-import { request } from 'node:http';
+import { type IncomingHttpHeaders, type IncomingMessage, request } from 'node:http';
 import { connect } from 'node:net';
 import { resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isLoopback, tokenMatches } from '../../src/cli/dashboard/auth.js';
+import { crossOrigin, isLoopback, tokenMatches } from '../../src/cli/dashboard/auth.js';
 import { nameQueue } from '../../src/cli/dashboard/name-queue.js';
 import { Poller } from '../../src/cli/dashboard/poller.js';
 import { DashboardServer, type DashboardServerOptions } from '../../src/cli/dashboard/server.js';
@@ -43,6 +43,24 @@ function statusWithHost(url: string, host: string): Promise<number | undefined> 
     });
     sent.on('error', reject);
     sent.end();
+  });
+}
+
+/** A request over HTTP with the headers given (fetch does not let a caller set Host or Origin). */
+function send(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number | undefined; headers: IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const sent = request(url, { method: options.method ?? 'GET', headers: options.headers }, (response) => {
+      let body = '';
+      response.on('data', (chunk: Buffer) => {
+        body += chunk.toString();
+      });
+      response.on('end', () => resolve({ status: response.statusCode, headers: response.headers, body }));
+    });
+    sent.on('error', reject);
+    sent.end(options.body);
   });
 }
 
@@ -151,6 +169,30 @@ describe('dashboard auth', () => {
       expect(isLoopback(host), host).toBe(true);
     for (const host of ['0.0.0.0', '::', '10.0.0.1', '192.168.1.1', 'example.com', '128.0.0.1'])
       expect(isLoopback(host), host).toBe(false);
+  });
+
+  it('tells a write from a page of another origin: Origin against Host, any scheme of HTTP', () => {
+    const from = (method: string, headers: Record<string, string>) =>
+      crossOrigin({ method, headers } as unknown as IncomingMessage);
+    const host = '127.0.0.1:7420';
+    expect(from('POST', { host })).toBe(false); // a script: no Origin
+    expect(from('POST', { host, origin: 'http://127.0.0.1:7420' })).toBe(false);
+    expect(from('POST', { host: 'LocalHost', origin: 'http://localhost:80' })).toBe(false);
+    expect(from('POST', { host: 'dash.example', origin: 'https://dash.example' })).toBe(false); // TLS proxy
+    expect(from('POST', { host: '[::1]:7420', origin: 'http://[::1]:7420' })).toBe(false);
+    expect(from('GET', { host, origin: 'http://attacker.example' })).toBe(false); // a read
+    for (const origin of [
+      'http://attacker.example',
+      'http://127.0.0.1:7421',
+      'http://localhost:7420',
+      'http://127.0.0.1.attacker.example:7420',
+      'null',
+      'file://',
+    ]) {
+      expect(from('POST', { host, origin }), origin).toBe(true);
+    }
+    expect(from('OPTIONS', { host, origin: 'http://attacker.example' })).toBe(true);
+    expect(from('DELETE', { origin: 'http://127.0.0.1:7420' })).toBe(true); // no Host to match
   });
 
   it('compares tokens whole', () => {
@@ -337,6 +379,59 @@ describe('dashboard server on the memory provider', () => {
       reason: 'stuck at 3 a.m.',
       by: 'ops@test (dashboard, from 127.0.0.1)',
     });
+  });
+
+  it('refuses a write from a page of another origin before anything else; offers no CORS', async () => {
+    const { provider, url } = await start({ allowForceRelease: true });
+    const lock = await provider.acquire('orders/3', { owner: 'alice' });
+    await until(`${url}api/names/orders%2F3`, (status) => status === 200);
+    const port = new URL(url).port;
+    const release = (held: { fencingToken: bigint }, headers: Record<string, string> = {}) =>
+      send(`${url}api/force-release`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ name: 'orders/3', token: held.fencingToken.toString(), reason: 'stuck' }),
+      });
+    for (const origin of ['http://attacker.example', `http://127.0.0.1.attacker.example:${port}`, 'null']) {
+      const refused = await release(lock, { origin });
+      expect(refused.status, origin).toBe(403);
+      expect(JSON.parse(refused.body)).toEqual({
+        error: 'a page of another origin may not send this request',
+      });
+    }
+    expect(lock.held).toBe(true);
+    expect(lock.signal.aborted).toBe(false);
+    // A preflight from elsewhere is refused, and one from nowhere allows nothing either.
+    const preflight = {
+      origin: 'http://attacker.example',
+      'access-control-request-method': 'POST',
+      'access-control-request-headers': 'content-type',
+    };
+    const cors = (headers: IncomingHttpHeaders) =>
+      Object.keys(headers).filter((key) => key.startsWith('access-control-'));
+    const foreign = await send(`${url}api/force-release`, { method: 'OPTIONS', headers: preflight });
+    expect(foreign.status).toBe(403);
+    expect(cors(foreign.headers)).toEqual([]);
+    const bare = await send(`${url}api/force-release`, { method: 'OPTIONS' });
+    expect([bare.status, bare.headers.allow, cors(bare.headers)]).toEqual([405, 'POST', []]);
+    // A read from elsewhere is answered as before: without CORS headers its page cannot read it.
+    const read = await send(`${url}api/names`, { headers: { origin: 'http://attacker.example' } });
+    expect([read.status, cors(read.headers)]).toEqual([200, []]);
+    // The dashboard's own page (its origin) and a script (no Origin) force-release as before.
+    const own = await release(lock, { origin: new URL(url).origin });
+    expect(own.status).toBe(200);
+    expect(lock.signal.aborted).toBe(true);
+    const next = await provider.acquire('orders/3', { owner: 'bob' });
+    expect((await release(next)).status).toBe(200);
+    expect(next.signal.aborted).toBe(true);
+  });
+
+  it('refuses a write from another origin before it asks for the token', async () => {
+    const { url } = await start({ allowForceRelease: true, authToken: 'a-long-dashboard-token' });
+    const post = (origin: string) =>
+      send(`${url}api/force-release`, { method: 'POST', headers: { origin, 'content-type': 'text/plain' } });
+    expect((await post('http://attacker.example')).status).toBe(403);
+    expect((await post(new URL(url).origin)).status).toBe(401);
   });
 
   it('needs the token when given one: Bearer header, or /?token= which sets a cookie', async () => {

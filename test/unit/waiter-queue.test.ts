@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ownerOfSpec } from '../../adapters/redis/scripts.js';
+import { arrivalOf, ownerOfSpec } from '../../adapters/redis/scripts.js';
 import { decodeHolder } from '../../src/holder-record.js';
 import { DEFAULT_QUEUE_LIMIT, lineUp, validateQueueOptions } from '../../src/waiter-queue.js';
 
@@ -55,6 +55,13 @@ describe('queue(): what a server sends is not trusted', () => {
       '1000 3 chanx',
     ]) {
       expect(ownerOfSpec(garbage)).toBeUndefined();
+    }
+  });
+
+  it("a Redis waiter's arrival score gives its since, or undefined when it is not one", () => {
+    expect(arrivalOf('1767225600000000')?.toISOString()).toBe('2026-01-01T00:00:00.000Z');
+    for (const garbage of [null, 5, '', 'x', '-1', '1e9', '12345678901234567890123']) {
+      expect(arrivalOf(garbage)).toBeUndefined();
     }
   });
 

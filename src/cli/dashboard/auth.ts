@@ -50,3 +50,25 @@ export function hostIsLoopback(request: IncomingMessage): boolean {
   const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.replace(/:\d+$/, '');
   return isLoopback(name);
 }
+
+/**
+ * Whether a request that changes state (any method but GET and HEAD) comes from a page of another
+ * origin than the dashboard's, by its Origin header: a cross-site request forgery. Browsers send
+ * Origin with every such request; scripts and curl send none and pass (auth still applies). The
+ * Origin's host and port must be the Host header's; the scheme may be https as well as http, as
+ * behind a TLS proxy that keeps the Host header, and a Host without a port has that scheme's port.
+ */
+export function crossOrigin(request: IncomingMessage): boolean {
+  const method = request.method ?? 'GET';
+  const origin = request.headers.origin;
+  if (method === 'GET' || method === 'HEAD' || origin === undefined) return false;
+  const host = request.headers.host;
+  if (!host) return true;
+  try {
+    const from = new URL(origin);
+    if (from.protocol !== 'http:' && from.protocol !== 'https:') return true;
+    return from.host !== new URL(`${from.protocol}//${host}`).host;
+  } catch {
+    return true; // "null" (a sandboxed frame, a file) or no URL at all: not the dashboard's page
+  }
+}

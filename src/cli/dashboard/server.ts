@@ -12,7 +12,7 @@ import { FencekitError } from '../../errors.js';
 import { processSecrets } from '../../secret-mask.js';
 import type { LockProvider } from '../../types.js';
 import { holderJson } from '../commands/admin.js';
-import { COOKIE, hostIsLoopback, isLoopback, requestToken, tokenMatches } from './auth.js';
+import { COOKIE, crossOrigin, hostIsLoopback, isLoopback, requestToken, tokenMatches } from './auth.js';
 import { nameQueue } from './name-queue.js';
 import type { DashboardState, Poller } from './poller.js';
 import type { TimelineEntry } from './timeline.js';
@@ -108,9 +108,18 @@ export class DashboardServer {
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     request.on('error', () => response.destroy());
     response.on('error', () => undefined); // the client went away: nothing to tell it
+    // A write sent by a page of another site is refused before anything else is looked at.
+    if (crossOrigin(request)) {
+      return this.#json(response, 403, { error: 'a page of another origin may not send this request' });
+    }
     const url = new URL(request.url ?? '/', 'http://dashboard.invalid');
     if (!this.#allowed(request, url, response)) return;
     const method = request.method ?? 'GET';
+    // No CORS: a preflight (from this origin or none; another one got 403 above) allows nothing.
+    if (method === 'OPTIONS') {
+      const allow = url.pathname === '/api/force-release' ? 'POST' : 'GET, HEAD';
+      return this.#json(response, 405, { error: 'no cross-origin requests' }, { allow });
+    }
     const asset = ASSETS[url.pathname];
     if (asset && (method === 'GET' || method === 'HEAD')) return this.#asset(response, asset);
     if (url.pathname === '/api/config' && method === 'GET') return this.#json(response, 200, this.#config());
@@ -126,7 +135,7 @@ export class DashboardServer {
     }
     if (url.pathname === '/api/events' && method === 'GET') return this.#events(request, response);
     if (url.pathname === '/api/force-release') {
-      if (method !== 'POST') return this.#json(response, 405, { error: 'use POST' });
+      if (method !== 'POST') return this.#json(response, 405, { error: 'use POST' }, { allow: 'POST' });
       return this.#forceRelease(request, response);
     }
     this.#json(response, 404, { error: 'not found', path: url.pathname });
@@ -317,9 +326,13 @@ export class DashboardServer {
     this.#json(response, status, { error: processSecrets.text(message) });
   }
 
-  #json(response: ServerResponse, status: number, body: unknown): void {
+  #json(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
     if (response.headersSent) return;
-    response.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'application/json; charset=utf-8' });
+    response.writeHead(status, {
+      ...SECURITY_HEADERS,
+      ...headers,
+      'content-type': 'application/json; charset=utf-8',
+    });
     response.end(JSON.stringify(body));
   }
 }

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/index.js';
+import { eventually } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startAll, startServers } from '../servers/index.js';
 import { until } from './cli-process.js';
 import { DashboardProcesses } from './dashboard-process.js';
@@ -221,9 +222,20 @@ function dashboardInBrowser(target: BrowserTarget): void {
         await shows(page, name, lock.token);
         await click(page, `tr[data-name="${name}"]`);
         await page.waitForSelector('#detail-queue-note', { timeout: PAGE_WAIT_MS });
-        // Each waiter is in the queue (the detail counts it) before the next one asks.
+        // Each waiter is in the queue (the dashboard counts it, then the detail) before the next
+        // one asks; a CLI process's start is not the page's delay, so it gets a bound of its own.
         for (const [index, owner] of ['bob', 'carol'].entries()) {
           cli.start(['lock', name, '--url', url, '--owner', owner, '--', 'sh', '-c', 'exec sleep 30']);
+          await eventually(
+            `${owner} waits`,
+            async () => {
+              const state = (await (await fetch(`${page_url}api/names`)).json()) as {
+                names?: Array<{ name: string; waiters: number }>;
+              };
+              return state.names?.find((row) => row.name === name)?.waiters === index + 1;
+            },
+            30_000,
+          );
           await hasText(page, '#detail-waiters', `${index + 1} waiting`);
         }
         // The list comes with the count that says 2 and is read after it: both are in it, in order.

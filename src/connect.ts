@@ -20,13 +20,14 @@ export const BACKEND_PACKAGES: Record<Exclude<BackendName, 'memory'>, string | n
 };
 
 /**
- * What {@link connect} resolves with: a {@link LockProvider} whose `forceRelease`, `list`, `on` and
- * `off`, optional for a provider of your own, are present, as on every built-in provider.
+ * What {@link connect} resolves with: a {@link LockProvider} whose `forceRelease`, `list`, `queue`,
+ * `on` and `off`, optional for a provider of your own, are present, as on every built-in provider
+ * (Redlock's `queue` refuses with NotImplementedError).
  * `semaphore` is present on every built-in provider but Redlock's; {@link ConnectedSemaphoreProvider}
  * is what `connect` gives when the URL's scheme shows it.
  */
 export type ConnectedProvider = LockProvider &
-  Required<Pick<LockProvider, 'forceRelease' | 'list' | 'on' | 'off'>>;
+  Required<Pick<LockProvider, 'forceRelease' | 'list' | 'queue' | 'on' | 'off'>>;
 
 /** A {@link ConnectedProvider} with semaphores: every built-in provider but Redlock's. */
 export type ConnectedSemaphoreProvider = ConnectedProvider & Required<Pick<LockProvider, 'semaphore'>>;

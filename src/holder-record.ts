@@ -15,8 +15,13 @@ export function decodeHolder(value: Buffer | undefined): StoredHolder {
   const text = value?.toString('utf8') ?? '';
   if (text.startsWith('{"fencekit":1')) {
     try {
-      const parsed = JSON.parse(text) as { owner?: string; since?: string };
-      return { owner: parsed.owner, since: parsed.since ? new Date(parsed.since) : undefined };
+      const parsed = JSON.parse(text) as { owner?: unknown; since?: unknown };
+      // Another writer's malformed fields read as unknown, never as a wrong type or an Invalid Date.
+      const since = typeof parsed.since === 'string' ? new Date(parsed.since) : undefined;
+      return {
+        owner: typeof parsed.owner === 'string' ? parsed.owner : undefined,
+        since: since && !Number.isNaN(since.getTime()) ? since : undefined,
+      };
     } catch {
       // not ours after all: fall through
     }

@@ -44,7 +44,15 @@ export type {
   TtlIgnored,
 } from './events.js';
 export { FencedStore } from './fencing/fenced-store.js';
-export type { AcquireOptions, BackendName, HolderInfo, Lock, LockInfo } from './lock-types.js';
+export type {
+  AcquireOptions,
+  BackendName,
+  HolderInfo,
+  Lock,
+  LockInfo,
+  QueuedWaiter,
+  QueueOptions,
+} from './lock-types.js';
 export { MemoryLockProvider, type MemoryProviderOptions, memoryServer } from './memory/provider.js';
 export type { ProviderDefaults } from './provider-base.js';
 export type { DelayedGrant, ReadOptions, ReadWriteInfo, ReadWriteLock } from './read-write/types.js';

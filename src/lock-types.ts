@@ -80,3 +80,31 @@ export interface LockInfo {
    */
   delayedUntil?: Date;
 }
+
+/** Options of `provider.queue(key, options)`. */
+export interface QueueOptions {
+  /** Give at most this many entries, the first in line (an integer 1..10 000). Default 100. */
+  limit?: number;
+}
+
+/**
+ * One entry of a name's queue, as `provider.queue(key)` shows it. An entry is what the backend's
+ * queue holds: one request on memory, one process's line for the name on etcd, ZooKeeper, Redis
+ * and PostgreSQL, whose providers line up their own requests of a name before one of them queues
+ * on the server (docs/api.md, "queue").
+ */
+export interface QueuedWaiter {
+  /**
+   * The `owner` text of the request the entry is (for a line: the one queued on the server).
+   * undefined when none was given, when the backend does not record it for waiters (PostgreSQL,
+   * for other processes' entries) or when what it recorded cannot be read.
+   */
+  owner: string | undefined;
+  /** When the entry joined the queue, where the backend records it (etcd, ZooKeeper, PostgreSQL, memory). */
+  since: Date | undefined;
+  /**
+   * How many requests the entry stands for: 1 for a single request; for this provider's own line,
+   * the requests in it; undefined for another process's line, whose length only it knows.
+   */
+  requests: number | undefined;
+}

@@ -45,8 +45,11 @@ import type {
   Lock,
   LockInfo,
   LockProvider,
+  QueuedWaiter,
+  QueueOptions,
 } from './types.js';
 import { validateAcquireOptions, validateKey, validateTtlMs, validateWaitMs } from './validate.js';
+import { validateQueueOptions } from './waiter-queue.js';
 
 /** What an adapter is asked for: one grant of `key`, waiting in the backend's queue if `wait`. */
 export interface LockRequest extends GrantRequest {
@@ -288,6 +291,25 @@ export abstract class BaseLockProvider implements LockProvider {
     const under = validateListPrefix(prefix);
     this.assertOpen();
     return heldNamesUnder(under, await this.heldNames(under));
+  }
+
+  /**
+   * The requests waiting for `key`, in the order they will be granted, as far as the backend
+   * records them: the first `limit` (default 100). An adapter offers it by overriding queuedWaiters.
+   */
+  async queue(key: string, options?: QueueOptions): Promise<QueuedWaiter[]> {
+    validateKey(key, 'key', { allowReserved: !this.reservedNamesCollide });
+    const limit = validateQueueOptions(options);
+    this.assertOpen();
+    return this.queuedWaiters(key, limit);
+  }
+
+  /**
+   * queue()'s backend part: at most `limit` entries of `key`'s queue, first in line first, each
+   * backend call within callTimeoutMs. By default none (NotImplementedError).
+   */
+  protected queuedWaiters(_key: string, _limit: number): Promise<QueuedWaiter[]> {
+    return Promise.reject(new NotImplementedError(`queue() on the ${this.backend} provider`));
   }
 
   /**

@@ -1,16 +1,32 @@
 /** The public contract every backend implements (docs/design.md). */
 
 import type { ProviderEventListener, ProviderEventName } from './events.js';
-import type { AcquireOptions, BackendName, HolderInfo, Lock, LockInfo } from './lock-types.js';
+import type {
+  AcquireOptions,
+  BackendName,
+  HolderInfo,
+  Lock,
+  LockInfo,
+  QueuedWaiter,
+  QueueOptions,
+} from './lock-types.js';
 import type { ReadWriteLock } from './read-write/types.js';
 import type { Semaphore, SemaphoreOptions } from './semaphore/types.js';
 
-export type { AcquireOptions, BackendName, HolderInfo, Lock, LockInfo } from './lock-types.js';
+export type {
+  AcquireOptions,
+  BackendName,
+  HolderInfo,
+  Lock,
+  LockInfo,
+  QueuedWaiter,
+  QueueOptions,
+} from './lock-types.js';
 
 /**
  * Locks over one backend: what `connect()` resolves with, and what a provider of your own
- * implements. `semaphore`, `readWriteLock`, `on`/`off`, `forceRelease` and `list` are optional
- * here; every built-in provider has the last five, and all but Redlock's have `semaphore` (see
+ * implements. `semaphore`, `readWriteLock`, `on`/`off`, `forceRelease`, `list` and `queue` are
+ * optional here; every built-in provider has the last six, and all but Redlock's have `semaphore` (see
  * `ConnectedProvider`).
  */
 export interface LockProvider {
@@ -44,6 +60,13 @@ export interface LockProvider {
   forceRelease?(key: string, options: ForceReleaseOptions): Promise<HolderInfo | null>;
   /** Held names under `prefix`, where the backend can enumerate them. */
   list?(prefix?: string): Promise<string[]>;
+  /**
+   * The requests waiting for `key`, in the order they will be granted, as far as the backend
+   * records them: the first `limit` (default 100), [] when nobody waits. An entry is one request,
+   * or one process's line on backends that line up a process's requests first (see QueuedWaiter).
+   * Redlock refuses it with NotImplementedError.
+   */
+  queue?(key: string, options?: QueueOptions): Promise<QueuedWaiter[]>;
 }
 
 /** Options of `provider.forceRelease(key, options)`. */

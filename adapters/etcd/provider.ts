@@ -17,8 +17,9 @@ import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { sessionGrant } from '../../src/session-grant.js';
 import { assertUsable, nodeTlsOptions, type TlsOptions, tlsOption } from '../../src/tls.js';
-import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
+import type { HolderInfo, Lock, LockInfo, QueuedWaiter } from '../../src/types.js';
 import { validateKey, validateTtlMs } from '../../src/validate.js';
+import { lineUp } from '../../src/waiter-queue.js';
 import { bounded, requestSignal } from './bounded.js';
 import { endpointHosts, endWatchStream, etcdClient, urlClientOptions } from './client.js';
 import { DeletionWatch } from './deletion-watch.js';
@@ -88,6 +89,8 @@ export class EtcdLockProvider extends BaseLockProvider {
   #probing: Promise<string | undefined> | undefined;
   readonly #sessionTtlMs: number;
   readonly #local = new KeyedFifo();
+  /** Per name, the key of this provider's request in the name's queue, from its enqueue to its end. */
+  readonly #inLine = new Map<string, Buffer>();
   readonly #keys = new WeakMap<Lock, { key: Buffer; revision: bigint; session: EtcdSession }>();
   readonly #sessions: EtcdSessions;
   /** The last session granted, once its grant resolved (for a synchronous reachability answer). */
@@ -127,12 +130,49 @@ export class EtcdLockProvider extends BaseLockProvider {
   async inspect(key: string): Promise<LockInfo | null> {
     validateKey(key, 'key', { allowReserved: true }); // reads only: reaches no semaphore's nodes
     this.assertOpen();
+    const { kvs, until } = await this.#readQueue(key, 'inspect failed');
+    const [head, ...waiters] = kvs;
+    if (until) return { key, holder: null, waiters: kvs.length, delayedUntil: until }; // the head waits too
+    if (!head) return null;
+    const stored = decodeHolder(head.value);
+    return {
+      key,
+      holder: { owner: stored.owner, since: stored.since, fencingToken: BigInt(head.create_revision) },
+      waiters: waiters.length,
+    };
+  }
+
+  /**
+   * The keys after the owner's (all of them while a lost grant's lock-delay runs: the head waits
+   * it out), one per session and name: ours stands for this provider's line of the name.
+   */
+  protected override async queuedWaiters(name: string, limit: number): Promise<QueuedWaiter[]> {
+    const { kvs, until } = await this.#readQueue(name, 'queue read failed', this.closeSignal);
+    const waiting = until ? kvs : kvs.slice(1);
+    const ours = this.#inLine.get(name);
+    const entries = waiting.slice(0, limit).map(({ key, value }) => ({
+      ...decodeHolder(value),
+      ours: ours !== undefined && key.equals(ours),
+    }));
+    return lineUp(entries, { behind: this.#local.behind(name), othersRequests: undefined }, limit);
+  }
+
+  /**
+   * A name's keys in create order and, when a lost grant's lock-delay runs, its end: one Txn, given
+   * up when `signal` aborts.
+   */
+  async #readQueue(
+    key: string,
+    failed: string,
+    signal?: AbortSignal,
+  ): Promise<{
+    kvs: Array<{ key: Buffer; value: Buffer; create_revision: string }>;
+    until: Date | undefined;
+  }> {
     const prefix = Buffer.from(namePrefix(this.namespace, key));
-    let kvs: Array<{ value: Buffer; create_revision: string }>;
-    let until: Date | undefined;
     try {
       // The queue and the lock-delay marker in one read.
-      const res = await this.client.kv.txn(
+      const read = this.client.kv.txn(
         {
           compare: [],
           success: [
@@ -150,22 +190,16 @@ export class EtcdLockProvider extends BaseLockProvider {
         },
         { deadline: new Date(Date.now() + this.callTimeoutMs) },
       );
-      kvs = res.responses[0]?.response_range.kvs ?? [];
+      const res = await bounded(read, signal, this.callTimeoutMs, failed);
+      const kvs = res.responses[0]?.response_range.kvs ?? [];
       const marker = parseMarker(res.responses[1]?.response_range.kvs[0]);
       const headRevision = kvs[0] === undefined ? undefined : BigInt(kvs[0].create_revision);
-      until = await delayedUntil(this.client, marker, headRevision, this.callTimeoutMs);
+      const until = await delayedUntil(this.client, marker, headRevision, this.callTimeoutMs);
+      return { kvs, until };
     } catch (error) {
-      throw await this.#refused(unavailable('inspect failed', error));
+      if (signal?.aborted) throw signal.reason; // closed: not an outage
+      throw await this.#refused(unavailable(failed, error));
     }
-    const [head, ...waiters] = kvs;
-    if (until) return { key, holder: null, waiters: kvs.length, delayedUntil: until }; // the head waits too
-    if (!head) return null;
-    const stored = decodeHolder(head.value);
-    return {
-      key,
-      holder: { owner: stored.owner, since: stored.since, fencingToken: BigInt(head.create_revision) },
-      waiters: waiters.length,
-    };
   }
 
   /**
@@ -310,6 +344,7 @@ export class EtcdLockProvider extends BaseLockProvider {
     const attempt = sendEnqueue(call);
     const callTimeoutMs = this.callTimeoutMs;
     const entry = new QueueEntry({ session, key: call.key, deletion, attempt, leave, callTimeoutMs });
+    this.#inLine.set(req.key, call.key);
     try {
       const queued = await enqueue(call, attempt, signal);
       entry.enqueued(queued);
@@ -335,6 +370,8 @@ export class EtcdLockProvider extends BaseLockProvider {
       // deletes it with the rest, no need to wait).
       await entry.abandon(signal);
       throw error;
+    } finally {
+      if (this.#inLine.get(req.key) === call.key) this.#inLine.delete(req.key);
     }
   }
 

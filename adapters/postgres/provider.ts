@@ -14,8 +14,9 @@ import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
-import type { HolderInfo, LockInfo } from '../../src/types.js';
+import type { HolderInfo, LockInfo, QueuedWaiter } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { lineUp } from '../../src/waiter-queue.js';
 import { heldNamesJoin, stampWhenGone, terminateHolder } from './admin.js';
 import type { AdvisoryGrant } from './advisory-grant.js';
 import { type Checkout, checkOut } from './checkout.js';
@@ -110,6 +111,8 @@ export class PostgresLockProvider extends BaseLockProvider {
   readonly #holding: Holding;
   /** Waiting acquires per name: only the first one in this line queues on the server. */
   readonly #waitingLine = new KeyedFifo();
+  /** Per name, the server pid and owner text of this provider's request blocking in the server's queue. */
+  readonly #blockingWaiters = new Map<string, { pid: number; owner: string | undefined }>();
   /** The same for semaphores (a semaphore and a lock may share a name). */
   readonly #semaphoreLine = new KeyedFifo();
   /** The same for read-write locks: a name's readers and writers in one line, in order. */
@@ -223,6 +226,39 @@ export class PostgresLockProvider extends BaseLockProvider {
       ? { owner: row.owner ?? undefined, fencingToken: BigInt(row.token), since: row.since as Date }
       : null;
     return { key, holder, waiters };
+  }
+
+  /**
+   * The backends waiting in the server's queue for the name's advisory lock, in the order of their
+   * wait's start (PostgreSQL 14+ records it): one per process, the first waiter of its line. The
+   * server keeps no owner text for them: ours carries the one we know, others' have none. A line
+   * whose first waiter polls (no waiting connection was free) is not in the server's queue: it
+   * tries again and again, and an entry at the end stands for it.
+   */
+  protected override async queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
+    const { classid, objid } = lockRowIds(advisoryKey(key));
+    const signal = this.closeSignal; // close() ends the read
+    const conn = await checkOut(this.#control, this.callTimeoutMs, signal);
+    // waitstart read through to_jsonb, so that a server before 14 (no such column) answers too.
+    const waiting = await conn.query<{ pid: number; since: Date | null }>(
+      `SELECT pid, (to_jsonb(l) ->> 'waitstart')::timestamptz AS since FROM pg_locks l
+        WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1
+          AND NOT granted
+        ORDER BY since NULLS LAST, pid LIMIT $3`,
+      [classid, objid, limit],
+      this.callTimeoutMs,
+      'queue',
+      signal,
+    );
+    conn.giveBack();
+    this.#serverAnswered();
+    const ours = this.#blockingWaiters.get(key);
+    const entries = waiting.rows.map(({ pid, since }) => {
+      const mine = ours !== undefined && pid === ours.pid;
+      return { owner: mine ? ours.owner : undefined, since: validDate(since), ours: mine };
+    });
+    const behind = this.#waitingLine.behind(key) + this.#waiting.polling(key);
+    return lineUp(entries, { behind, othersRequests: undefined }, limit);
   }
 
   /**
@@ -451,7 +487,14 @@ export class PostgresLockProvider extends BaseLockProvider {
     const conn = await this.#connection(Number.POSITIVE_INFINITY, cancel);
     const key = advisoryKey(req.fenceName).toString();
     const values = [req.fenceName, req.owner ?? null, key, ...req.moreValues];
-    const rows = await this.#waitForGrant(conn, req.grantSql(true), values, cancel);
+    const waiter = { pid: conn.pid, owner: req.owner };
+    this.#blockingWaiters.set(req.fenceName, waiter);
+    let rows: Array<{ ok?: boolean; token: string | null }>;
+    try {
+      rows = await this.#waitForGrant(conn, req.grantSql(true), values, cancel);
+    } finally {
+      if (this.#blockingWaiters.get(req.fenceName) === waiter) this.#blockingWaiters.delete(req.fenceName);
+    }
     return this.#holdIfGranted(conn, req, key, rows, cancel);
   }
 
@@ -613,6 +656,11 @@ export class PostgresLockProvider extends BaseLockProvider {
     }
     this.#holding.connections.clear();
   }
+}
+
+/** A Date the server sent, or undefined when it is none (or not a valid one). */
+function validDate(value: unknown): Date | undefined {
+  return value instanceof Date && !Number.isNaN(value.getTime()) ? value : undefined;
 }
 
 /** The provider `connect()` opens for a `postgres://` URL. */

@@ -14,8 +14,9 @@ import type { ReadWriteAdapter } from '../../src/read-write/core.js';
 import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import type { TlsOptions } from '../../src/tls.js';
-import type { HolderInfo, LockInfo } from '../../src/types.js';
+import type { HolderInfo, LockInfo, QueuedWaiter } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { lineUp } from '../../src/waiter-queue.js';
 import { boundedCall, Reachability } from './bounded-call.js';
 import { extendHanded, type HandedGrant, WaiterEar } from './hand-over.js';
 import { CleanUpDue, Leftovers } from './leftovers.js';
@@ -98,6 +99,8 @@ export class RedisLockProvider extends BaseLockProvider {
    * Redis, in its place by when it was asked for, while the grant is held.
    */
   readonly #local = new KeyedFifo();
+  /** Per name, the ownerToken of this provider's request in the name's queue in Redis, while it waits there. */
+  readonly #waitingInRedis = new Map<string, string>();
   /** Release notices that woke a waiter of this provider (one per handoff in fair mode). */
   wakeups = 0;
 
@@ -167,6 +170,25 @@ export class RedisLockProvider extends BaseLockProvider {
       waiters: waiters + this.#local.behind(key),
       ...(delayed ? { delayedUntil: new Date(Date.now() + delayLeftMs) } : {}),
     };
+  }
+
+  /**
+   * The live waiters in the name's queue in Redis, one per process (its line's turn), by arrival:
+   * ours stands for our line, another process's for a line we cannot see.
+   */
+  protected override async queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
+    const queued = await this.#call(
+      'queue',
+      () => this.#scripts.queue(this.keys(key), limit),
+      this.closeSignal, // close() ends the read
+    );
+    const ours = this.#waitingInRedis.get(key);
+    const entries = queued.map(({ ownerToken, owner, since }) => ({
+      owner,
+      since,
+      ours: ownerToken === ours,
+    }));
+    return lineUp(entries, { behind: this.#local.behind(key), othersRequests: undefined }, limit);
   }
 
   /**
@@ -306,6 +328,7 @@ export class RedisLockProvider extends BaseLockProvider {
       const handed = inbox.handed(provisionalMs);
       return handed && this.#adoptHanded(req, keys, handed, provisionalMs);
     };
+    this.#waitingInRedis.set(req.key, req.ownerToken); // our line's turn, queued in Redis now
     try {
       // Best effort: without the subscription the waiter polls, so it waits for it no longer than
       // one poll (a hand-over it cannot hear must be adopted by a poll before it lapses).
@@ -339,6 +362,7 @@ export class RedisLockProvider extends BaseLockProvider {
       }
     } finally {
       ear.stop();
+      if (this.#waitingInRedis.get(req.key) === req.ownerToken) this.#waitingInRedis.delete(req.key);
     }
   }
 

@@ -279,6 +279,28 @@ return { redis.call('PTTL', KEYS[1]), token or false, owner or false, since or f
 `;
 
 /**
+ * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending. ARGV: 1 limit. Returns the first
+ * `limit` live waiters in queue order as { ownerToken, pending spec (false if missing), arrival
+ * score, … }, after dropping those that stopped refreshing their place, as inspect does.
+ */
+export const QUEUE = `${NOW}
+${UNQUEUE}
+${PRUNE}
+local found = {}
+local queued = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+for i = 1, #queued, 2 do
+  if #found >= tonumber(ARGV[1]) * 3 then break end
+  local id = queued[i]
+  if redis.call('ZSCORE', KEYS[3], id) then
+    table.insert(found, id)
+    table.insert(found, redis.call('HGET', KEYS[4], id) or false)
+    table.insert(found, queued[i + 1])
+  end
+end
+return found
+`;
+
+/**
  * KEYS[1] fence  KEYS[2] lock. ARGV: 1 token  2 ownerToken. Raises the fence counter to at least
  * token, and writes token into our lock key (same expiry), so that inspect() on any majority sees
  * the grant's token, not this instance's own count (Redlock: see redlock.ts).
@@ -378,6 +400,38 @@ export interface ForceReleased {
   owner: string | undefined;
 }
 
+/** A waiter as queue() reads it: its ownerToken, the owner text its pending spec carries, its arrival. */
+export interface QueuedSpec {
+  ownerToken: string;
+  /** undefined when none was given or the spec cannot be read. */
+  owner: string | undefined;
+  /** When it was asked for, by the server's clock (its arrival score); undefined if unreadable. */
+  since: Date | undefined;
+}
+
+/** An arrival score (microseconds of the server's clock, see FIRST) as a Date; undefined if it is none. */
+export function arrivalOf(score: unknown): Date | undefined {
+  if (typeof score !== 'string' || !/^\d{1,19}$/.test(score)) return undefined;
+  const since = new Date(Math.floor(Number(score) / 1000));
+  return Number.isNaN(since.getTime()) ? undefined : since;
+}
+
+/**
+ * The owner text of a pending spec, "ttl[:delay] channel-length channel owner" (see ACQUIRE);
+ * undefined when it has none, or is not in that form (never a throw: a server's data is not trusted).
+ */
+export function ownerOfSpec(spec: unknown): string | undefined {
+  if (typeof spec !== 'string') return undefined;
+  const head = /^\S+ (\d{1,6}) /.exec(spec);
+  if (!head) return undefined;
+  // The channel's length is in bytes, as Lua counts them.
+  const bytes = Buffer.from(spec, 'utf8');
+  const channelEnd = Buffer.byteLength(head[0], 'utf8') + Number(head[1]);
+  if (bytes.length < channelEnd + 1 || bytes[channelEnd] !== 0x20) return undefined;
+  const owner = bytes.subarray(channelEnd + 1).toString('utf8');
+  return owner === '' ? undefined : owner;
+}
+
 /** How long the revoked marker outlives the removed lease: time for a late renewal to learn why. */
 const REVOKED_MARKER_SLACK_MS = 5_000;
 
@@ -399,6 +453,7 @@ export class LockScripts {
     define('fencekitForceRelease', 7, FORCE_RELEASE);
     define('fencekitLeave', 6, LEAVE);
     define('fencekitInspect', 5, INSPECT);
+    define('fencekitQueue', 4, QUEUE);
     define('fencekitRaiseFence', 2, RAISE_FENCE);
     this.#commands = redis as unknown as Record<string, Call>;
   }
@@ -470,6 +525,18 @@ export class LockScripts {
       k.pending,
       k.delay,
     ) as Promise<InspectAnswer>;
+  }
+
+  /** The first `limit` live waiters, in queue order: each one's ownerToken and pending spec. */
+  async queue(k: LockKeys, limit: number): Promise<QueuedSpec[]> {
+    const answer = await this.#run('fencekitQueue', k.lock, k.queue, k.waiters, k.pending, limit);
+    const flat = Array.isArray(answer) ? answer : [];
+    const queued: QueuedSpec[] = [];
+    for (let i = 0; i + 2 < flat.length; i += 3) {
+      const since = arrivalOf(flat[i + 2]);
+      queued.push({ ownerToken: String(flat[i]), owner: ownerOfSpec(flat[i + 1]), since });
+    }
+    return queued;
   }
 
   async raiseFence(k: LockKeys, token: bigint, ownerToken: string): Promise<void> {

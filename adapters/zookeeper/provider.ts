@@ -13,8 +13,9 @@ import { GenericSemaphore } from '../../src/semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../../src/semaphore/types.js';
 import { secretsIn } from '../../src/telemetry/redact.js';
 import { assertUsable, type TlsOptions, tlsOption } from '../../src/tls.js';
-import type { HolderInfo, Lock, LockInfo } from '../../src/types.js';
+import type { HolderInfo, Lock, LockInfo, QueuedWaiter } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
+import { lineUp, type ServerQueueEntry } from '../../src/waiter-queue.js';
 import { heldNamesWalk, removeHead } from './admin.js';
 import { hostsOf, ZkSession, zkCode } from './client.js';
 import { type ElectionHost, ZkElection } from './election.js';
@@ -63,6 +64,9 @@ export interface ZooKeeperProviderOptions extends ProviderDefaults {
   /** Largest reply accepted from a server, as the Java client's jute.maxbuffer. Default 16 MiB (about 284,000 waiters on one name). */
   maxFrameBytes?: number;
 }
+
+/** How many waiting nodes queue() reads at once. */
+const QUEUE_READS_AT_ONCE = 32;
 
 /**
  * Locks over ZooKeeper as Curator's InterProcessMutex: an EPHEMERAL_SEQUENTIAL node
@@ -236,6 +240,65 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     } catch (error) {
       if (zkCode(error) === 'NO_NODE') return { key, holder: null, waiters };
       throw unavailable('inspect failed', error);
+    }
+  }
+
+  /**
+   * The lock nodes after the holder's (all of them while a lost grant's lock-delay runs: the head
+   * waits it out), one per session and name: ours (this session's) stands for this provider's line.
+   */
+  protected override async queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
+    try {
+      return await this.#queuedWaiters(key, limit);
+    } catch (error) {
+      throw this.#refused(error);
+    }
+  }
+
+  async #queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
+    const signal = this.closeSignal; // close() ends the reads
+    const session = await this.#currentSession(signal);
+    const parent = this.folder(key);
+    let children: string[];
+    try {
+      // Read through the leader's order, as inspect does.
+      await session.client.multi([{ op: 'check', path: '/', version: -1 }], { signal });
+      children = await session.client.getChildren(parent, { signal });
+    } catch (error) {
+      if (signal.aborted) throw signal.reason; // closed: not an outage
+      if (zkCode(error) !== 'NO_NODE') throw unavailable('queue read failed', error);
+      children = [];
+    }
+    const order = queueOrder(children, 'lock-');
+    let waiting = order.slice(1);
+    if (children.includes(MARKER_NAME) && delayedUntil(await readMarker(session, parent), order[0]?.name)) {
+      waiting = order;
+    }
+    const read: Array<ServerQueueEntry | undefined> = [];
+    const nodes = waiting.slice(0, limit);
+    // A few reads at a time: a long queue is not read with thousands of requests in flight.
+    for (let start = 0; start < nodes.length; start += QUEUE_READS_AT_ONCE) {
+      const batch = nodes.slice(start, start + QUEUE_READS_AT_ONCE);
+      const paths = batch.map(({ name }) => `${parent}/${name}`);
+      read.push(...(await Promise.all(paths.map((path) => this.#queuedNode(session, path, signal)))));
+    }
+    const entries = read.filter((entry) => entry !== undefined);
+    return lineUp(entries, { behind: this.#local.behind(key), othersRequests: undefined }, limit);
+  }
+
+  /** A waiting node's owner and time as stored, and whether it is this session's; undefined once gone. */
+  async #queuedNode(
+    session: ZkSession,
+    path: string,
+    signal: AbortSignal,
+  ): Promise<ServerQueueEntry | undefined> {
+    try {
+      const { data, stat } = await session.client.getData(path, { signal });
+      return { ...decodeHolder(data), ours: stat.ephemeralOwner === session.sessionId };
+    } catch (error) {
+      if (signal.aborted) throw signal.reason; // closed: not an outage
+      if (zkCode(error) === 'NO_NODE') return undefined; // it left meanwhile
+      throw unavailable('queue read failed', error);
     }
   }
 

@@ -5,7 +5,7 @@ import { BaseLockProvider, type LockRequest, type ProviderDefaults } from '../pr
 import type { ReadWriteAdapter } from '../read-write/core.js';
 import { GenericSemaphore } from '../semaphore/core.js';
 import type { Semaphore, SemaphoreOptions } from '../semaphore/types.js';
-import type { HolderInfo, LockInfo } from '../types.js';
+import type { HolderInfo, LockInfo, QueuedWaiter } from '../types.js';
 import { validateKey } from '../validate.js';
 import { awaitGrant } from './queue-place.js';
 import { MemoryReadWriteAdapter } from './read-write.js';
@@ -68,6 +68,11 @@ export class MemoryLockProvider extends BaseLockProvider {
 
   protected async removeGrant(key: string, expected: bigint | undefined): Promise<HolderInfo | null> {
     return this.server.forceRelease(this.#clientId, key, expected);
+  }
+
+  /** The server's queue: an entry per request (the server serves every provider of the process). */
+  protected override async queuedWaiters(key: string, limit: number): Promise<QueuedWaiter[]> {
+    return this.server.queue(this.#clientId, key, limit);
   }
 
   /** Held locks and read-write locks. */

@@ -1,6 +1,6 @@
 import { monotonicNow } from '../clock.js';
 import { BackendUnavailableError } from '../errors.js';
-import type { HolderInfo, LockInfo } from '../types.js';
+import type { HolderInfo, LockInfo, QueuedWaiter } from '../types.js';
 import { grantedNow, type MemoryGrant, restartLease } from './lease.js';
 import { joinQueue } from './queue-place.js';
 
@@ -17,6 +17,8 @@ interface Waiter {
   readonly owner: string | undefined;
   readonly ttlMs: number;
   readonly lockDelayMs: number;
+  /** When it joined the queue (wall clock, for queue()). */
+  readonly since: Date;
   readonly granted: (lease: MemoryLease) => void;
 }
 
@@ -78,7 +80,7 @@ export class MemoryLockServer {
     const state = this.#state(req.key);
     return joinQueue(
       state.queue,
-      (granted: (lease: MemoryLease) => void) => ({ ...req, granted }),
+      (granted: (lease: MemoryLease) => void) => ({ ...req, since: new Date(), granted }),
       () => this.#forgetIfIdle(req.key, state),
     );
   }
@@ -149,6 +151,13 @@ export class MemoryLockServer {
       waiters: state.queue.length,
       ...(state.delay ? { delayedUntil: state.delay.until } : {}),
     };
+  }
+
+  /** The first `limit` waiters of `key`, in the order they will be granted: one entry per request. */
+  queue(clientId: number, key: string, limit: number): QueuedWaiter[] {
+    this.#reachable(clientId);
+    const waiters = this.#keys.get(key)?.queue ?? [];
+    return waiters.slice(0, limit).map(({ owner, since }) => ({ owner, since, requests: 1 }));
   }
 
   /** Fault injection: the client's process died. Its waiters leave; its leases run out unrenewed. */

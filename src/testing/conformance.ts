@@ -2,6 +2,7 @@ import type { LockProvider } from '../types.js';
 import { describeAdministration } from './admin-conformance.js';
 import { describeFailures } from './lock/failures.js';
 import { describeGrants } from './lock/grants.js';
+import { describeQueue } from './lock/queue.js';
 import { describeRelease } from './lock/release.js';
 import type { LockSuite } from './lock/suite.js';
 import { describeArgumentValidation } from './lock/validation.js';
@@ -31,6 +32,7 @@ export function describeConformance(target: ConformanceTarget, t: TestApi): void
     describeArgumentValidation(suite);
     describeGrants(suite);
     describeWaiting(suite);
+    describeQueue(suite);
     describeRelease(suite);
     describeAdministration(target, t, open);
     describeLockDelay(target, t, open);

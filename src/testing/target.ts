@@ -24,6 +24,13 @@ export interface BackendTarget {
    * out).
    */
   lockDelay?: boolean;
+  /**
+   * What provider.queue(key) shows: 'owners' each waiter's owner text, in the order they will be
+   * granted; 'order' the entries in that order, with an owner only where the backend records one
+   * (PostgreSQL: a client sees only its own). Left out: the order is not tested, and queue() may be
+   * absent, refuse with NotImplementedError (Redlock) or answer [] for a name nobody waits for.
+   */
+  queue?: 'owners' | 'order';
   /** Fault injection; the tests that need a fault are skipped without it. */
   faults?: {
     /** The client's process dies: it neither renews nor releases anything again. */

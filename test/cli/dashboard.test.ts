@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../src/index.js';
+import { eventually } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startAll, startServers } from '../servers/index.js';
 import { until } from './cli-process.js';
 import { DashboardProcesses } from './dashboard-process.js';
@@ -201,6 +202,58 @@ function dashboardInBrowser(target: BrowserTarget): void {
         expect(entry).toMatch(/by .+ \(dashboard, from 127\.0\.0\.1\)/);
         expect(await lock.run.exited()).toBe(137);
         expect(lock.run.stderr()).toMatch(/no longer held/);
+      } finally {
+        await page.close();
+      }
+    },
+    60_000,
+  );
+
+  it.each(['redis', 'etcd'] as const)(
+    '%s: the name detail lists the waiters of two other processes in the order they asked',
+    async (backend) => {
+      const url = urls[backend];
+      const name = `dash-queue-${process.pid}/${backend}`;
+      const { url: page_url } = await dashboard(['--url', url, '--prefix', `dash-queue-${process.pid}/`]);
+      const lock = await holder(['lock', name, '--url', url, '--owner', 'alice']);
+      const page = await browser.newPage();
+      try {
+        await page.goto(page_url);
+        await shows(page, name, lock.token);
+        await click(page, `tr[data-name="${name}"]`);
+        await page.waitForSelector('#detail-queue-note', { timeout: PAGE_WAIT_MS });
+        // Each waiter is in the queue (the dashboard counts it, then the detail) before the next
+        // one asks; a CLI process's start is not the page's delay, so it gets a bound of its own.
+        for (const [index, owner] of ['bob', 'carol'].entries()) {
+          cli.start(['lock', name, '--url', url, '--owner', owner, '--', 'sh', '-c', 'exec sleep 30']);
+          await eventually(
+            `${owner} waits`,
+            async () => {
+              const state = (await (await fetch(`${page_url}api/names`)).json()) as {
+                names?: Array<{ name: string; waiters: number }>;
+              };
+              return state.names?.find((row) => row.name === name)?.waiters === index + 1;
+            },
+            30_000,
+          );
+          await hasText(page, '#detail-waiters', `${index + 1} waiting`);
+        }
+        // The list comes with the count that says 2 and is read after it: both are in it, in order.
+        const entries = await page.$$eval('#detail-queue li', (nodes) =>
+          nodes.map((node) => node.textContent),
+        );
+        expect(entries).toHaveLength(2);
+        expect(entries[0]).toMatch(/^bob — waiting.* — a process’s line/);
+        expect(entries[1]).toMatch(/^carol — waiting/);
+        const detail = (await (await fetch(`${page_url}api/names/${encodeURIComponent(name)}`)).json()) as {
+          queue: Array<{ position: number; owner: string; since: string | null; requests: number | null }>;
+        };
+        expect(detail.queue.map(({ position, owner }) => ({ position, owner }))).toEqual([
+          { position: 1, owner: 'bob' },
+          { position: 2, owner: 'carol' },
+        ]);
+        // Another process's entry stands for its line, whose length only that process knows.
+        expect(detail.queue.map((entry) => entry.requests)).toEqual([null, null]);
       } finally {
         await page.close();
       }

@@ -21,6 +21,7 @@ function etcdTarget(name: string, servers: () => ServerGroup) {
     ttlMs: SESSION_TTL_MS,
     holderDeathBoundMs: SESSION_TTL_MS + 2_000,
     fifo: true,
+    queue: 'owners' as const,
     wakeups: () => providers.reduce((sum, p) => sum + p.wakeups, 0),
     createProvider: async () => {
       const endpoints = endpoint(servers(), 'ETCD_ENDPOINTS').split(',');

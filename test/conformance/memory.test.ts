@@ -12,6 +12,7 @@ describeConformance(
     ttlMs: 300,
     holderDeathBoundMs: 300 + 200,
     fifo: true,
+    queue: 'owners',
     wakeups: () => server.wakeups,
     lockDelay: true,
     faults: {

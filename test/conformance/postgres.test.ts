@@ -17,6 +17,7 @@ describe('PostgreSQL', () => {
       ttlMs: 1_000,
       holderDeathBoundMs: SERVER_NOTICES_MS + 2_000,
       fifo: true,
+      queue: 'order',
       // forceRelease ends the holder's session: the holder sees its connection end.
       revokedReason: 'connection-lost',
       createProvider: async () => {

@@ -15,6 +15,7 @@ describe('Redis', () => {
       ttlMs: TTL_MS,
       holderDeathBoundMs: TTL_MS + 2_000,
       fifo: true,
+      queue: 'owners',
       wakeups: () => providers.reduce((sum, p) => sum + p.wakeups, 0),
       createProvider: async () => {
         const provider = await server.through((url) => new RedisLockProvider({ url, callTimeoutMs: 500 }));

@@ -18,6 +18,7 @@ function zkTarget(name: string, servers: () => ServerGroup) {
     ttlMs: SESSION_TIMEOUT_MS,
     holderDeathBoundMs: SESSION_TIMEOUT_MS + 2_000,
     fifo: true,
+    queue: 'owners' as const,
     wakeups: () => providers.reduce((sum, p) => sum + p.wakeups, 0),
     createProvider: async () => {
       const chain = await Promise.all(

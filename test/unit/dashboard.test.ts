@@ -3,12 +3,14 @@ import { connect } from 'node:net';
 import { resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { crossOrigin, isLoopback, tokenMatches } from '../../src/cli/dashboard/auth.js';
+import { nameQueue } from '../../src/cli/dashboard/name-queue.js';
 import { Poller } from '../../src/cli/dashboard/poller.js';
 import { DashboardServer, type DashboardServerOptions } from '../../src/cli/dashboard/server.js';
 import { type NameRow, takeSnapshot } from '../../src/cli/dashboard/snapshot.js';
 import { changes, forcedKey, HISTORY_LENGTH, Timeline } from '../../src/cli/dashboard/timeline.js';
 import { BackendUnavailableError } from '../../src/errors.js';
-import { createElection, MemoryLockProvider } from '../../src/index.js';
+import { createElection, type Lock, MemoryLockProvider } from '../../src/index.js';
+import { MemoryLockServer } from '../../src/memory/server.js';
 import type { LockProvider } from '../../src/types.js';
 
 const assetsDir = resolve(import.meta.dirname, '../../src/cli/dashboard/assets');
@@ -287,6 +289,67 @@ describe('dashboard server on the memory provider', () => {
     // A page elsewhere that reaches the loopback port through DNS rebinding names its own host.
     expect(await statusWithHost(url, 'attacker.example')).toBe(403);
     expect(await statusWithHost(url, `localhost:${new URL(url).port}`)).toBe(200);
+  });
+
+  it("a lock's detail has its waiter queue in order; other kinds, and a queue that cannot be read, say why", async () => {
+    const { provider, url } = await start({
+      provider: new MemoryLockProvider({ server: new MemoryLockServer() }),
+    });
+    const lock = await provider.acquire('orders/1', { owner: 'alice', ttlMs: 10_000 });
+    const waits = ['bob', 'carol'].map((owner) => provider.acquire('orders/1', { owner, ttlMs: 10_000 }));
+    await provider.semaphore?.('jobs', { limit: 2 }).acquire({ owner: 'dan' });
+    const { body } = await until(
+      `${url}api/names/orders%2F1`,
+      (status, body) => status === 200 && body.waiters === 2,
+    );
+    expect(body.queue).toMatchObject([
+      { position: 1, owner: 'bob', requests: 1 },
+      { position: 2, owner: 'carol', requests: 1 },
+    ]);
+    for (const entry of body.queue) {
+      expect(Date.parse(entry.since)).not.toBeNaN();
+      expect(entry.waitingMs).toBeGreaterThanOrEqual(0);
+    }
+    const semaphore = await until(`${url}api/names/jobs`, (status) => status === 200);
+    expect(semaphore.body).toMatchObject({ queue: null, queueNote: 'the queue of a semaphore is not shown' });
+    await lock.release();
+    await (await (waits[0] as Promise<Lock>)).release();
+    await (await (waits[1] as Promise<Lock>)).release();
+  });
+
+  it('nameQueue: no queue() or a failed read is a note, never a failed detail', async () => {
+    const base = { backend: 'redlock' } as LockProvider;
+    expect(await nameQueue(base, 'a', 'lock')).toEqual({
+      queue: null,
+      queueNote: 'the redlock provider has no queue()',
+    });
+    const failing = {
+      ...base,
+      queue: async () => {
+        throw new BackendUnavailableError('redis: queue: no answer within 5000 ms');
+      },
+    } as LockProvider;
+    expect(await nameQueue(failing, 'a', 'lock')).toEqual({
+      queue: null,
+      queueNote: 'redis: queue: no answer within 5000 ms [BACKEND_UNAVAILABLE]',
+    });
+    const untyped = {
+      ...base,
+      queue: async () => Promise.reject(new Error('secret detail')),
+    } as LockProvider;
+    expect(await nameQueue(untyped, 'a', 'lock')).toEqual({
+      queue: null,
+      queueNote: 'the queue could not be read',
+    });
+    const line = {
+      ...base,
+      queue: async () => [{ owner: undefined, since: new Date(1_000), requests: undefined }],
+    } as LockProvider;
+    expect(await nameQueue(line, 'a', 'lock', () => 3_500)).toEqual({
+      queue: [
+        { position: 1, owner: null, since: '1970-01-01T00:00:01.000Z', waitingMs: 2_500, requests: null },
+      ],
+    });
   });
 
   it('force-releases with the flag: the holder loses, the timeline records who, why and the token', async () => {

@@ -13,6 +13,7 @@ import { processSecrets } from '../../secret-mask.js';
 import type { LockProvider } from '../../types.js';
 import { holderJson } from '../commands/admin.js';
 import { COOKIE, crossOrigin, hostIsLoopback, isLoopback, requestToken, tokenMatches } from './auth.js';
+import { nameQueue } from './name-queue.js';
 import type { DashboardState, Poller } from './poller.js';
 import type { TimelineEntry } from './timeline.js';
 
@@ -186,8 +187,8 @@ export class DashboardServer {
     this.#json(response, 200, { status: 'ok', at: state.at, names: state.names });
   }
 
-  #name(response: ServerResponse, name: string): void {
-    const { poller } = this.#options;
+  async #name(response: ServerResponse, name: string): Promise<void> {
+    const { poller, provider } = this.#options;
     const state = poller.state;
     if (state.status !== 'ok') {
       this.#unavailable(response, state);
@@ -203,7 +204,14 @@ export class DashboardServer {
       this.#json(response, 404, { error: 'no such name', name });
       return;
     }
-    this.#json(response, 200, { at: state.at, ...row, history: poller.timeline.history(name), timeline });
+    const queue = await nameQueue(provider, name, row.kind);
+    this.#json(response, 200, {
+      at: state.at,
+      ...row,
+      ...queue,
+      history: poller.timeline.history(name),
+      timeline,
+    });
   }
 
   #unavailable(response: ServerResponse, state: DashboardState): void {

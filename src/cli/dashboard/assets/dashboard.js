@@ -348,6 +348,22 @@
     return el('div', { class: 'force' }, reason, button, result);
   }
 
+  /** The waiter queue in grant order: owner, how long it has waited, the requests an entry stands for. */
+  function queueList(detail) {
+    if (!detail.queue) return el('p', { id: 'detail-queue-note', class: 'muted' }, detail.queueNote || '');
+    if (detail.queue.length === 0)
+      return el('p', { id: 'detail-queue-note', class: 'muted' }, 'Nobody in the queue.');
+    const items = detail.queue.map((entry) => {
+      const waited = entry.waitingMs === null ? 'waiting' : `waiting ${duration(entry.waitingMs)}`;
+      const requests =
+        entry.requests === null
+          ? 'a process’s line (its length is known there)'
+          : `${entry.requests} request${entry.requests === 1 ? '' : 's'}`;
+      return el('li', {}, `${entry.owner || '(no owner)'} — ${waited} — ${requests}`);
+    });
+    return el('ol', { id: 'detail-queue' }, ...items);
+  }
+
   let detailRequest = 0;
   async function loadDetail() {
     const section = $('detail');
@@ -393,11 +409,8 @@
       el('h3', {}, 'Holders'),
       el('ul', {}, ...holders),
       el('h3', {}, 'Waiting'),
-      el(
-        'p',
-        { id: 'detail-waiters' },
-        `${detail.waiters} waiting. The provider's inspect gives the queue's length, not its members.`,
-      ),
+      el('p', { id: 'detail-waiters' }, `${detail.waiters} waiting.`),
+      queueList(detail),
       el('h3', {}, 'Fencing tokens of the last grants'),
       tokenChart(detail.history.grants),
       el('h3', {}, 'Hold times'),

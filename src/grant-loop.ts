@@ -1,4 +1,5 @@
 import { jitteredDelays, sleepUnlessWoken } from './backoff.js';
+import { monotonicNow } from './clock.js';
 import { callWithin } from './deadline.js';
 import {
   AbortError,
@@ -45,6 +46,8 @@ export interface GrantRequest {
   /** Lock-delay of the grant (0 = none): how long it keeps what it held after it is lost. */
   lockDelayMs: number;
   wait: boolean;
+  /** When the acquire was asked for (monotonic ms): its place in a queue kept by arrival. */
+  askedAt: number;
 }
 
 /** The terms an acquire's validated options give a request, with a new ownerToken; `wait` is the loop's. */
@@ -56,6 +59,7 @@ export function grantTerms(options: ValidAcquireOptions): GrantRequest {
     ownerToken: crypto.randomUUID(),
     lockDelayMs: options.lockDelayMs,
     wait: false,
+    askedAt: monotonicNow(),
   };
 }
 
@@ -264,8 +268,9 @@ async function obtain(ctx: GrantContext, call: GrantCall): Promise<OwnedLock | n
       else noteReached(ctx);
       unavailable = undefined;
       if (lock === null) return null;
-      if (!lock.held) {
-        // Born lost (its answer came after the lease could have passed on): not a grant.
+      if (!lock.heldFor(handOutMarginMs(options.ttlMs))) {
+        // Born lost (its answer came after the lease could have passed on), or about to be: not a
+        // grant.
         await lock.release().catch(() => undefined); // a release that fails leaves a lost grant to its lease
         if (!shouldWait) return null;
         if (cancel.aborted) throw cancelled();
@@ -284,6 +289,15 @@ async function obtain(ctx: GrantContext, call: GrantCall): Promise<OwnedLock | n
     cancelTimer?.();
     linked?.dispose();
   }
+}
+
+/**
+ * How much of its confirmed lease a grant must have left to be handed out: the caller reads its
+ * signal a few promise steps later, and a process descheduled in between (a loaded machine) must
+ * not hand it a grant that lapsed meanwhile. A tenth of the ttl, at most 100 ms.
+ */
+function handOutMarginMs(ttlMs: number): number {
+  return Math.min(100, ttlMs / 10);
 }
 
 /**

@@ -79,6 +79,11 @@ export class OwnedLock implements Lock {
     return this.#loss === undefined;
   }
 
+  /** Held, and confirmed for at least `ms` more. */
+  heldFor(ms: number): boolean {
+    return this.held && this.#deadline - monotonicNow() >= ms;
+  }
+
   /** A deadline passed or the session went while timers could not run: lost now, not later. */
   #checkTrust(): void {
     if (this.#loss !== undefined) return;

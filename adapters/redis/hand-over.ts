@@ -11,6 +11,16 @@ export interface HandedGrant {
 }
 
 /**
+ * The fence counter a refusal reported: null when Redis has none (a name whose counter was lost or
+ * evicted while its lock key stayed) or sent something that is not a count. A refusal without a
+ * fence lets no notice hand the waiter a grant (it cannot tell a stale one): it tries again instead.
+ */
+export function refusalFence(refusal: readonly [number, string | null | undefined]): bigint | null {
+  const fence = refusal[1];
+  return typeof fence === 'string' && /^\d{1,30}$/.test(fence) ? BigInt(fence) : null;
+}
+
+/**
  * What one waiter has heard: release notices on the name's channel and the answers to its own
  * attempts. In fair mode a release grants the key to the first waiter and publishes
  * "ownerToken token"; the waiter may then hold it without another call. Its lease started after the
@@ -22,8 +32,11 @@ export class WaiterInbox {
   #handed: bigint | undefined;
   #answeredSentAt: number | undefined;
   #answeredRttMs = 0;
-  /** The fence counter at the last refusal: a grant made after it has a higher token. */
-  #answeredFence: bigint | undefined;
+  /**
+   * The fence counter at the last refusal: a grant made after it has a higher token. undefined
+   * before any refusal, null after one without a fence (then no notice hands a grant).
+   */
+  #answeredFence: bigint | null | undefined;
 
   constructor(
     readonly ownerToken: string,
@@ -38,8 +51,9 @@ export class WaiterInbox {
       // A notice delayed past a later refusal announces a grant made before that refusal, which
       // has ended since (Redis said "not yours" after it): its token is not above the counter.
       const granted = BigInt(token);
-      if (this.#answeredFence !== undefined && granted <= this.#answeredFence) return false;
-      this.#handed = granted;
+      const fence = this.#answeredFence;
+      if (typeof fence === 'bigint' && granted <= fence) return false;
+      if (fence !== null) this.#handed = granted; // without a fence, a wake-up only: try again
     }
     this.noticed = true;
     return true;
@@ -53,11 +67,11 @@ export class WaiterInbox {
    * void (that grant may have expired since), and if it was still ours, the next attempt, made at
    * once, adopts it.
    */
-  refused(sentAt: number, fence?: bigint): void {
+  refused(sentAt: number, fence: bigint | null): void {
     this.#answeredSentAt = sentAt;
     this.#answeredFence = fence;
     this.#answeredRttMs = monotonicNow() - sentAt;
-    if (this.#handed === undefined || (fence !== undefined && this.#handed > fence)) return;
+    if (this.#handed === undefined || (fence !== null && this.#handed > fence)) return;
     this.noticed = true;
     this.#handed = undefined;
   }

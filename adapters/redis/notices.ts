@@ -45,7 +45,8 @@ export class WaiterNotices {
     return {
       subscribed: this.#subscribing,
       stop: () => {
-        this.#listeners.delete(ownerToken);
+        // Only its own: a later request with the same ownerToken (a retry) keeps its listener.
+        if (this.#listeners.get(ownerToken) === onMessage) this.#listeners.delete(ownerToken);
       },
     };
   }

@@ -18,7 +18,7 @@ import type { HolderInfo, LockInfo, QueuedWaiter } from '../../src/types.js';
 import { validateKey } from '../../src/validate.js';
 import { lineUp } from '../../src/waiter-queue.js';
 import { boundedCall, Reachability } from './bounded-call.js';
-import { extendHanded, type HandedGrant, WaiterEar } from './hand-over.js';
+import { extendHanded, type HandedGrant, refusalFence, WaiterEar } from './hand-over.js';
 import { CleanUpDue, Leftovers } from './leftovers.js';
 import { heldNamesScan, LOCK_HELD_SUFFIX } from './list.js';
 import { asIoredis, isNodeRedisClient, type NodeRedisClient } from './node-redis.js';
@@ -246,18 +246,17 @@ export class RedisLockProvider extends BaseLockProvider {
 
   protected async request(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     // A request that must not wait (tryAcquire, waitMs 0) does not line up behind a local one.
-    const askedAt = monotonicNow();
-    return this.#local.requestInTurn(req.key, req.wait, cancel, () => this.#queue(req, askedAt, cancel));
+    return this.#local.requestInTurn(req.key, req.wait, cancel, () => this.#queue(req, cancel));
   }
 
   /**
-   * One request in the name's queue in Redis: its attempts, its wait, its clean-up. It queues by
-   * when it was asked for (askedAt), its wait in this process's line included.
+   * One request in the name's queue in Redis: its attempts, its wait, its clean-up. Each attempt
+   * says how long ago the acquire was asked for (its wait in this process's line and any retry
+   * included), so that a place queued again after it lapsed is still taken by arrival.
    */
-  async #queue(req: LockRequest, askedAt: number, cancel: AbortSignal): Promise<OwnedLock | null> {
+  async #queue(req: LockRequest, cancel: AbortSignal): Promise<OwnedLock | null> {
     const keys = this.keys(req.key);
     const args = {
-      waitedMs: monotonicNow() - askedAt,
       ownerToken: req.ownerToken,
       ttlMs: req.ttlMs,
       owner: req.owner ?? '',
@@ -268,8 +267,10 @@ export class RedisLockProvider extends BaseLockProvider {
       lockDelayMs: req.lockDelayMs,
     };
     const cleanUp = new CleanUpDue(this.#leftovers, req.ownerToken);
-    const attempt = () =>
-      cleanUp.attempt(this.#call('acquire', () => this.#scripts.acquire(keys, args), cancel));
+    const attempt = () => {
+      const asked = { ...args, waitedMs: monotonicNow() - req.askedAt };
+      return cleanUp.attempt(this.#call('acquire', () => this.#scripts.acquire(keys, asked), cancel));
+    };
     try {
       if (!req.wait) {
         const sentAt = monotonicNow();
@@ -304,23 +305,6 @@ export class RedisLockProvider extends BaseLockProvider {
       this.wakeups += 1;
     });
     const { inbox } = ear;
-    let sentAt = monotonicNow();
-    let answer: AcquireAnswer;
-    try {
-      answer = await attempt();
-    } catch (error) {
-      ear.stop();
-      throw error;
-    }
-    if (typeof answer === 'string') {
-      ear.stop();
-      return this.#grant(req, keys, BigInt(answer), sentAt);
-    }
-    inbox.refused(sentAt, BigInt(answer[1]));
-    // If the channel was not subscribed yet, try once more at once: a release that came before the
-    // subscription has made us first without a notice.
-    const tryAgainAtOnce = !this.#notices.subscribed;
-    const listening = ear.listen();
     // A handed grant lasts at least until our place in the queue would have lapsed (the release
     // script caps it there, so that a dead waiter blocks the key no longer): until then we extend it.
     const provisionalMs = Math.min(req.ttlMs, this.#waiterTtlMs);
@@ -328,12 +312,19 @@ export class RedisLockProvider extends BaseLockProvider {
       const handed = inbox.handed(provisionalMs);
       return handed && this.#adoptHanded(req, keys, handed, provisionalMs);
     };
-    this.#waitingInRedis.set(req.key, req.ownerToken); // our line's turn, queued in Redis now
+    this.#waitingInRedis.set(req.key, req.ownerToken); // our line's turn, in Redis from its first attempt
     try {
+      let sentAt = monotonicNow();
+      let answer = await attempt();
+      if (typeof answer === 'string') return this.#grant(req, keys, BigInt(answer), sentAt);
+      inbox.refused(sentAt, refusalFence(answer));
+      // If the channel was not subscribed yet, try once more at once: a release that came before
+      // the subscription has made us first without a notice.
+      const tryAgainAtOnce = !this.#notices.subscribed;
       // Best effort: without the subscription the waiter polls, so it waits for it no longer than
       // one poll (a hand-over it cannot hear must be adopted by a poll before it lapses).
       const subscribeMs = Math.min(this.callTimeoutMs, this.#maxPollMs);
-      await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
+      await boundedCall('redis', 'subscribe', () => ear.listen().subscribed, subscribeMs, cancel).catch(
         () => undefined,
       );
       const delays = jitteredDelays({ initialMs: this.#maxPollMs / 2, maxMs: this.#maxPollMs });
@@ -358,7 +349,7 @@ export class RedisLockProvider extends BaseLockProvider {
         const next: AcquireAnswer = await attempt();
         if (typeof next === 'string') return this.#grant(req, keys, BigInt(next), sentAt);
         answer = next;
-        inbox.refused(sentAt, BigInt(answer[1]));
+        inbox.refused(sentAt, refusalFence(answer));
       }
     } finally {
       ear.stop();

@@ -3,7 +3,7 @@ import { monotonicNow } from '../../src/clock.js';
 import { leasedLock } from '../../src/lease-renewal.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { boundedCall } from './bounded-call.js';
-import { extendHanded, type HandedGrant, WaiterEar } from './hand-over.js';
+import { extendHanded, type HandedGrant, refusalFence, WaiterEar } from './hand-over.js';
 import { CleanUpDue, type Leftovers } from './leftovers.js';
 import type { WaiterNotices } from './notices.js';
 
@@ -22,7 +22,7 @@ export interface QueuedGrantClient {
 }
 
 /** "Not yours": [−(ms until the soonest lease may expire, at least 1), the fence counter]. */
-export type QueuedRefusal = [number, string];
+export type QueuedRefusal = [number, string | null];
 
 /** One request's scripts, each guarded by its ownerToken. */
 export interface QueuedGrantSteps {
@@ -116,7 +116,7 @@ class QueuedRequest {
     const [client, req] = [this.#client, this.#req];
     const { notices, maxPollMs } = client;
     const { inbox } = ear;
-    inbox.refused(first.sentAt, BigInt(first.answer[1]));
+    inbox.refused(first.sentAt, refusalFence(first.answer));
     let untilExpiry = -first.answer[0];
     // Not subscribed yet: a notice sent before the subscription is lost, so look once more at once.
     let again = !notices.subscribed;
@@ -160,7 +160,7 @@ class QueuedRequest {
         const answer = await attempt();
         if (typeof answer === 'string') return this.#grant(BigInt(answer), sentAt);
         untilExpiry = -answer[0];
-        inbox.refused(sentAt, BigInt(answer[1]));
+        inbox.refused(sentAt, refusalFence(answer));
       }
     } finally {
       ear.stop();

@@ -175,7 +175,7 @@ for _, i in ipairs({ 1, 2, 8, 9 }) do
   if first then soonest = math.min(soonest, tonumber(first) - now) end
 end
 if soonest == math.huge then soonest = 1 end
-return { -math.max(soonest, 1), redis.call('GET', KEYS[4]) or '0' }
+return { -math.max(soonest, 1), redis.call('GET', KEYS[4]) or false }
 `;
 
 /**

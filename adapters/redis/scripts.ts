@@ -91,7 +91,12 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do unqueu
  */
 const FIRST = `
 local function firstQueued()
-  return redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  while true do
+    local id = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    -- A place whose liveness entry is gone (evicted, deleted by hand) would block the queue: drop it.
+    if id == nil or redis.call('ZSCORE', KEYS[3], id) then return id end
+    unqueue(id)
+  end
 end
 `;
 
@@ -142,7 +147,7 @@ if ARGV[4] == '1' then
   for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
 end
 local busyMs = redis.call('PTTL', held and KEYS[1] or DELAY)
-return { -math.max(busyMs, 1), redis.call('GET', KEYS[5]) or '0' }
+return { -math.max(busyMs, 1), redis.call('GET', KEYS[5]) or false }
 `;
 
 /**
@@ -294,7 +299,7 @@ for i = 1, #queued, 2 do
   if redis.call('ZSCORE', KEYS[3], id) then
     table.insert(found, id)
     table.insert(found, redis.call('HGET', KEYS[4], id) or false)
-    table.insert(found, queued[i + 1])
+    table.insert(found, string.format('%.0f', tonumber(queued[i + 1])))
   end
 end
 return found
@@ -377,7 +382,7 @@ export interface AcquireArgs {
 }
 
 /** "Not yours": [−(ms until the current grant expires), the fence counter's value]. */
-export type Refusal = [number, string];
+export type Refusal = [number, string | null];
 /** The token of our grant (string), or a refusal. */
 export type AcquireAnswer = string | Refusal;
 

@@ -165,7 +165,7 @@ if ARGV[4] == '1' then
   end
 end
 local soonest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
-return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1), redis.call('GET', KEYS[4]) or '0' }
+return { -math.max(soonest and (tonumber(soonest) - now) or 1, 1), redis.call('GET', KEYS[4]) or false }
 `;
 
 /**

@@ -271,7 +271,10 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
     }
     const order = queueOrder(children, 'lock-');
     let waiting = order.slice(1);
-    if (children.includes(MARKER_NAME) && delayedUntil(await readMarker(session, parent), order[0]?.name)) {
+    if (
+      children.includes(MARKER_NAME) &&
+      delayedUntil(await readMarker(session, parent, signal), order[0]?.name)
+    ) {
       waiting = order;
     }
     const read: Array<ServerQueueEntry | undefined> = [];

@@ -279,6 +279,27 @@ describe('Redis adapter on a real server', () => {
       expect(await raw.exists(keys.lock)).toBe(0);
     });
 
+    it('a place whose liveness entry is gone is dropped, not left at the head of the queue', async () => {
+      const name = uniqueKey('dead-head');
+      const keys = lockKeys('fencekit:', name);
+      for (const id of ['A', 'B', 'C']) await queue(name, id, 60_000);
+      await raw.zrem(keys.waiters, 'B'); // evicted or deleted by hand; B's place stays
+      await scripts.release(keys, 'A', true);
+      expect(await raw.get(keys.lock)).toMatch(/^C /);
+      expect(await raw.zcard(keys.queue)).toBe(0);
+      await scripts.release(keys, 'C', true);
+    });
+
+    it('a refusal on a name whose fence counter is gone says so (null), never 0', async () => {
+      const name = uniqueKey('no-fence');
+      const keys = lockKeys('fencekit:', name);
+      await queue(name, 'A', 60_000);
+      await raw.del(keys.fence); // evicted or deleted by hand while the lock key stays
+      expect(await queue(name, 'B', 60_000)).toEqual([expect.any(Number), null]);
+      await scripts.release(keys, 'A', true);
+      await scripts.release(keys, 'B', true);
+    });
+
     it('non-fair release only invites the first waiter to try', async () => {
       const name = uniqueKey('invite');
       const keys = lockKeys('fencekit:', name);

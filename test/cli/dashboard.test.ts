@@ -48,7 +48,10 @@ for (const [target, install] of [
 const PAGE_WAIT_MS = 10_000;
 
 /** The little of the page's DOM the checks read inside the page (the project compiles without the DOM library). */
-declare const document: { querySelectorAll(selector: string): Iterable<{ textContent: string | null }> };
+declare const document: {
+  querySelectorAll(selector: string): Iterable<{ textContent: string | null }>;
+  getElementById(id: string): { dataset: Record<string, string | undefined> } | null;
+};
 
 /** Waits until an element that selector matches has text in it. */
 async function hasText(page: Page, selector: string, text: string): Promise<void> {
@@ -192,6 +195,16 @@ function dashboardInBrowser(target: BrowserTarget): void {
         expect((await page.$$('#detail svg.token-chart circle')).length).toBeGreaterThanOrEqual(1);
         expect(await textOf(page, '#detail-waiters')).toMatch(/^0 waiting/);
         await page.locator('#force-reason').setTimeout(PAGE_WAIT_MS).fill('stuck at 3 a.m.');
+        // The detail is redrawn as the looks come in; a reason being typed outlives the redraws.
+        const drawn = Number(await page.$eval('#detail-body', (body) => body.dataset.drawn));
+        await page.waitForFunction(
+          (before) => Number(document.getElementById('detail-body')?.dataset.drawn) > before,
+          { timeout: 2 * PAGE_WAIT_MS }, // an unchanged state comes every 5 s
+          drawn,
+        );
+        expect(
+          await page.$eval('#force-reason', (input) => (input as unknown as { value: string }).value),
+        ).toBe('stuck at 3 a.m.');
         await click(page, '#force-release');
         await inTimeline(page, 'force-release', `${prefix}orders`, lock.token);
         const entry = await textOf(

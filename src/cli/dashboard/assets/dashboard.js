@@ -364,6 +364,28 @@
     return el('ol', { id: 'detail-queue' }, ...items);
   }
 
+  /**
+   * The detail's two parts: what it shows, redrawn with each look at the name, and the
+   * force-release form, kept while it is for the same grant (name and token), so that a reason
+   * being typed, the focus and the last answer outlive the redraws.
+   */
+  function detailParts() {
+    const body = $('detail-body');
+    if (body.childElementCount !== 2) {
+      body.replaceChildren(el('div', { id: 'detail-info' }), el('div', { id: 'detail-force' }));
+    }
+    return { body, info: $('detail-info'), force: $('detail-force') };
+  }
+  let formFor = null;
+  function showForceForm(force, detail) {
+    const holder = detail?.holders[0];
+    const key = holder ? JSON.stringify([detail.name, holder.token]) : null;
+    if (key === formFor && force.childElementCount > 0) return;
+    const form = detail ? forceForm(detail) : null;
+    formFor = form ? key : null;
+    force.replaceChildren(...(form ? [form] : []));
+  }
+
   let detailRequest = 0;
   async function loadDetail() {
     const section = $('detail');
@@ -386,9 +408,11 @@
     if (request !== detailRequest) return;
     section.hidden = false;
     $('detail-title').textContent = name;
-    const body = $('detail-body');
+    const { body, info, force } = detailParts();
+    body.dataset.drawn = String(Number(body.dataset.drawn ?? 0) + 1);
     if (failure) {
-      body.replaceChildren(el('p', { class: 'muted' }, failure));
+      info.replaceChildren(el('p', { class: 'muted' }, failure));
+      showForceForm(force, null);
       return;
     }
     const holders = detail.holders.length
@@ -400,7 +424,7 @@
           ),
         )
       : [el('li', { class: 'muted' }, 'nobody')];
-    body.replaceChildren(
+    info.replaceChildren(
       el(
         'p',
         {},
@@ -416,9 +440,7 @@
       el('h3', {}, 'Hold times'),
       holdChart(detail.history.holdTimesMs),
     );
-    // No form where force-release is off (replaceChildren would show a null as the text "null").
-    const form = forceForm(detail);
-    if (form) body.append(form);
+    showForceForm(force, detail);
   }
 
   function connect() {

@@ -132,13 +132,15 @@ export class EtcdLockProvider extends BaseLockProvider {
     this.assertOpen();
     const { kvs, until } = await this.#readQueue(key, 'inspect failed');
     const [head, ...waiters] = kvs;
-    if (until) return { key, holder: null, waiters: kvs.length, delayedUntil: until }; // the head waits too
-    if (!head) return null;
+    // This provider's requests that wait in process behind its own key count too, as elsewhere.
+    const behind = this.#local.behind(key);
+    if (until) return { key, holder: null, waiters: kvs.length + behind, delayedUntil: until }; // the head waits too
+    if (!head) return behind > 0 ? { key, holder: null, waiters: behind } : null;
     const stored = decodeHolder(head.value);
     return {
       key,
       holder: { owner: stored.owner, since: stored.since, fencingToken: BigInt(head.create_revision) },
-      waiters: waiters.length,
+      waiters: waiters.length + behind,
     };
   }
 

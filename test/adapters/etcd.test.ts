@@ -31,6 +31,21 @@ describe('etcd adapter on a real etcd', () => {
     }
   });
 
+  it("inspect counts this provider's requests waiting in process behind its own key", async () => {
+    const [holderSide, waiting] = [open(), open()];
+    const key = uniqueKey('local-waiters');
+    const lock = await holderSide.acquire(key);
+    const first = waiting.acquire(key, { waitMs: 20_000 });
+    await eventually('one key waits in etcd', async () => (await holderSide.inspect(key))?.waiters === 1);
+    const second = waiting.acquire(key, { waitMs: 20_000 });
+    // The second waits in its provider's line: etcd still holds one waiting key, its provider says 2.
+    await eventually('the provider counts its line', async () => (await waiting.inspect(key))?.waiters === 2);
+    expect((await holderSide.inspect(key))?.waiters).toBe(1);
+    await lock.release();
+    await (await first).release();
+    await (await second).release();
+  });
+
   it('excludes `etcdctl lock` and is excluded by it, in both directions', async () => {
     const name = `interop-${crypto.randomUUID()}`;
     const provider = open();

@@ -106,7 +106,7 @@ class QueuedRequest {
     }
   }
 
-  /** Queued: waits for a notice or the next poll, whichever grants us first. */
+  /** Queued: waits for a notice or the next poll, whichever grants us first (run() stops the ear). */
   async #wait(
     ear: WaiterEar,
     first: { answer: QueuedRefusal; sentAt: number },
@@ -131,39 +131,35 @@ class QueuedRequest {
       const handed = inbox.handed(provisionalMs, provisionalMs / 2);
       return handed && this.#adoptHanded(handed, provisionalMs);
     };
-    try {
-      // Best effort: without notices the waiter still polls, so it waits for the subscription no
-      // longer than one poll (a grant it cannot hear must be found by a poll before it lapses).
-      // Already subscribed (every wait but a provider's first): no timer, no await.
-      if (!notices.subscribed) {
-        const subscribeMs = Math.min(client.callTimeoutMs, maxPollMs);
-        await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
-          () => undefined, // best effort: the waiter polls without it
-        );
+    // Best effort: without notices the waiter still polls, so it waits for the subscription no
+    // longer than one poll (a grant it cannot hear must be found by a poll before it lapses).
+    // Already subscribed (every wait but a provider's first): no timer, no await.
+    if (!notices.subscribed) {
+      const subscribeMs = Math.min(client.callTimeoutMs, maxPollMs);
+      await boundedCall('redis', 'subscribe', () => listening.subscribed, subscribeMs, cancel).catch(
+        () => undefined, // best effort: the waiter polls without it
+      );
+    }
+    const delays = jitteredDelays({ initialMs: maxPollMs / 2, maxMs: maxPollMs });
+    for (;;) {
+      if (cancel.aborted) throw cancel.reason;
+      const taken = takeHanded();
+      if (taken) return taken;
+      // A notice that came while an attempt was in flight makes the next attempt start at once.
+      if (!again && !inbox.noticed) {
+        const sleep = sleepUnlessWoken(Math.min(Math.max(untilExpiry, 5), delays.next().value), cancel);
+        ear.wake = sleep.wake;
+        await sleep.done;
+        const handedMeanwhile = takeHanded();
+        if (handedMeanwhile) return handedMeanwhile;
       }
-      const delays = jitteredDelays({ initialMs: maxPollMs / 2, maxMs: maxPollMs });
-      for (;;) {
-        if (cancel.aborted) throw cancel.reason;
-        const taken = takeHanded();
-        if (taken) return taken;
-        // A notice that came while an attempt was in flight makes the next attempt start at once.
-        if (!again && !inbox.noticed) {
-          const sleep = sleepUnlessWoken(Math.min(Math.max(untilExpiry, 5), delays.next().value), cancel);
-          ear.wake = sleep.wake;
-          await sleep.done;
-          const handedMeanwhile = takeHanded();
-          if (handedMeanwhile) return handedMeanwhile;
-        }
-        again = false;
-        inbox.noticed = false;
-        const sentAt = monotonicNow();
-        const answer = await attempt();
-        if (typeof answer === 'string') return this.#grant(BigInt(answer), sentAt);
-        untilExpiry = -answer[0];
-        inbox.refused(sentAt, refusalFence(answer));
-      }
-    } finally {
-      ear.stop();
+      again = false;
+      inbox.noticed = false;
+      const sentAt = monotonicNow();
+      const answer = await attempt();
+      if (typeof answer === 'string') return this.#grant(BigInt(answer), sentAt);
+      untilExpiry = -answer[0];
+      inbox.refused(sentAt, refusalFence(answer));
     }
   }
 

@@ -45,31 +45,22 @@ export interface ServerQueueEntry {
   ours: boolean;
 }
 
-/** What the provider knows of its own line for a name. */
-export interface LocalLine {
-  /** Requests lined up in this process behind the one whose turn it is (KeyedFifo.behind). */
-  behind: number;
-  /**
-   * What another process's entry stands for: 1 where every request queues on the server itself,
-   * undefined where that process may line up requests behind it that this one cannot see.
-   */
-  othersRequests: 1 | undefined;
-}
-
 /**
- * The queue as queue() gives it: the server's entries in order, ours standing for its whole line.
+ * The queue as queue() gives it: the server's entries in order, ours standing for its whole line
+ * (itself and the `behind` requests lined up in this process after it, KeyedFifo.behind), another
+ * process's for a line whose length only that process knows.
  * When this provider's turn is not in the server's queue (it holds the name, or is between two
  * tries) while requests wait behind it, they queue on the server only once the turn ends, after
  * every entry there now: one entry at the end stands for them (its owner and since unknown here).
  */
-export function lineUp(entries: readonly ServerQueueEntry[], line: LocalLine, limit: number): QueuedWaiter[] {
+export function lineUp(entries: readonly ServerQueueEntry[], behind: number, limit: number): QueuedWaiter[] {
   const queue: QueuedWaiter[] = entries.map(({ owner, since, ours }) => ({
     owner,
     since,
-    requests: ours ? 1 + line.behind : line.othersRequests,
+    requests: ours ? 1 + behind : undefined,
   }));
-  if (line.behind > 0 && !entries.some((entry) => entry.ours)) {
-    queue.push({ owner: undefined, since: undefined, requests: line.behind });
+  if (behind > 0 && !entries.some((entry) => entry.ours)) {
+    queue.push({ owner: undefined, since: undefined, requests: behind });
   }
   return queue.slice(0, limit);
 }

@@ -156,7 +156,7 @@ export class EtcdLockProvider extends BaseLockProvider {
       ...decodeHolder(value),
       ours: ours !== undefined && key.equals(ours),
     }));
-    return lineUp(entries, { behind: this.#local.behind(name), othersRequests: undefined }, limit);
+    return lineUp(entries, this.#local.behind(name), limit);
   }
 
   /**

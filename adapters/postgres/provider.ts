@@ -258,7 +258,7 @@ export class PostgresLockProvider extends BaseLockProvider {
       return { owner: mine ? ours.owner : undefined, since: validDate(since), ours: mine };
     });
     const behind = this.#waitingLine.behind(key) + this.#waiting.polling(key);
-    return lineUp(entries, { behind, othersRequests: undefined }, limit);
+    return lineUp(entries, behind, limit);
   }
 
   /**

@@ -188,7 +188,7 @@ export class RedisLockProvider extends BaseLockProvider {
       since,
       ours: ownerToken === ours,
     }));
-    return lineUp(entries, { behind: this.#local.behind(key), othersRequests: undefined }, limit);
+    return lineUp(entries, this.#local.behind(key), limit);
   }
 
   /**

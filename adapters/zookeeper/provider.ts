@@ -286,7 +286,7 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
       read.push(...(await Promise.all(paths.map((path) => this.#queuedNode(session, path, signal)))));
     }
     const entries = read.filter((entry) => entry !== undefined);
-    return lineUp(entries, { behind: this.#local.behind(key), othersRequests: undefined }, limit);
+    return lineUp(entries, this.#local.behind(key), limit);
   }
 
   /** A waiting node's owner and time as stored, and whether it is this session's; undefined once gone. */

@@ -23,18 +23,17 @@ describe("queue(): a process's line", () => {
   const ours = { owner: 'a', since: undefined, ours: true };
 
   it('our entry stands for our whole line; another process’s is unknown where it may have one', () => {
-    const line = { behind: 2, othersRequests: undefined };
-    expect(lineUp([other, ours], line, 10).map((entry) => entry.requests)).toEqual([undefined, 3]);
+    expect(lineUp([other, ours], 2, 10).map((entry) => entry.requests)).toEqual([undefined, 3]);
   });
 
   it('a line whose turn is not queued (it holds) queues after everyone there now: one entry at the end', () => {
-    const queue = lineUp([other], { behind: 2, othersRequests: undefined }, 10);
+    const queue = lineUp([other], 2, 10);
     expect(queue).toEqual([
       { owner: 'b', since: undefined, requests: undefined },
       { owner: undefined, since: undefined, requests: 2 },
     ]);
-    expect(lineUp([other], { behind: 2, othersRequests: undefined }, 1)).toHaveLength(1);
-    expect(lineUp([], { behind: 0, othersRequests: 1 }, 10)).toEqual([]);
+    expect(lineUp([other], 2, 1)).toHaveLength(1);
+    expect(lineUp([], 0, 10)).toEqual([]);
   });
 });
 

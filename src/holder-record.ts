@@ -17,14 +17,18 @@ export function decodeHolder(value: Buffer | undefined): StoredHolder {
     try {
       const parsed = JSON.parse(text) as { owner?: unknown; since?: unknown };
       // Another writer's malformed fields read as unknown, never as a wrong type or an Invalid Date.
-      const since = typeof parsed.since === 'string' ? new Date(parsed.since) : undefined;
       return {
         owner: typeof parsed.owner === 'string' ? parsed.owner : undefined,
-        since: since && !Number.isNaN(since.getTime()) ? since : undefined,
+        since: typeof parsed.since === 'string' ? validDate(new Date(parsed.since)) : undefined,
       };
     } catch {
       // not ours after all: fall through
     }
   }
   return { owner: text === '' ? undefined : text, since: undefined };
+}
+
+/** A Date read from a backend, or undefined when it is none (or not a valid one: an Invalid Date). */
+export function validDate(value: unknown): Date | undefined {
+  return value instanceof Date && !Number.isNaN(value.getTime()) ? value : undefined;
 }

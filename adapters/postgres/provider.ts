@@ -5,6 +5,7 @@ import pg, { type Pool, type PoolConfig } from 'pg';
 import type { ConnectOptions } from '../../src/connect-options.js';
 import type { ConnectionSpec } from '../../src/connection-url.js';
 import { AuthenticationError, BackendUnavailableError, InvalidArgumentError } from '../../src/errors.js';
+import { validDate } from '../../src/holder-record.js';
 import { KeyedFifo } from '../../src/keyed-fifo.js';
 import type { OwnedLock } from '../../src/ownership.js';
 import { authenticationError, whereOf } from '../../src/postgres-refusal.js';
@@ -656,11 +657,6 @@ export class PostgresLockProvider extends BaseLockProvider {
     }
     this.#holding.connections.clear();
   }
-}
-
-/** A Date the server sent, or undefined when it is none (or not a valid one). */
-function validDate(value: unknown): Date | undefined {
-  return value instanceof Date && !Number.isNaN(value.getTime()) ? value : undefined;
 }
 
 /** The provider `connect()` opens for a `postgres://` URL. */

@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { InvalidArgumentError } from '../../src/errors.js';
+import { validDate } from '../../src/holder-record.js';
 
 /**
  * The Lua scripts: every step that must not interleave with another client's runs as one script.
@@ -417,8 +418,7 @@ export interface QueuedSpec {
 /** An arrival score (microseconds of the server's clock, see FIRST) as a Date; undefined if it is none. */
 export function arrivalOf(score: unknown): Date | undefined {
   if (typeof score !== 'string' || !/^\d{1,19}$/.test(score)) return undefined;
-  const since = new Date(Math.floor(Number(score) / 1000));
-  return Number.isNaN(since.getTime()) ? undefined : since;
+  return validDate(new Date(Math.floor(Number(score) / 1000)));
 }
 
 /**

@@ -4,10 +4,11 @@
 // the last holder), the p99 wait, and the acquires that failed. The contenders share a few clients
 // (CLIENTS at most), as the processes of a fleet would. Beside fencekit's ZooKeeper row, Curator's
 // InterProcessMutex (Debian's libcurator-recipes-java, when installed) at up to CURATOR_MAX
-// contenders, one client and thread each (its harness counts grants, not waits: no p99).
+// contenders, one client and thread each (its harness counts grants, not waits: no p99), measured
+// against fencekit's ZooKeeper lock in the same shape in interleaved rounds.
 //
 // FENCEKIT_BENCH_CONTENDERS=10,100  other contender counts; FENCEKIT_BENCH_SECONDS=3  the shortest window;
-// FENCEKIT_BENCH_ONLY=redis,etcd    only those rows. With --chart (npm run bench scale -- --chart),
+// FENCEKIT_BENCH_ONLY=redis,etcd    only those rows; FENCEKIT_BENCH_ROUNDS=3  rounds against Curator. With --chart (npm run bench scale -- --chart),
 // writes docs/benchmarks/scale-handoffs.svg and scale-p99.svg (bench/chart.mjs).
 import { setMaxListeners } from 'node:events';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -18,6 +19,7 @@ import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock5';
 import { lineChart } from './chart.mjs';
 import { curatorMissing, startCurator } from './curator.mjs';
+import { contendGrants } from './scenarios.mjs';
 import { startServer } from './servers.mjs';
 
 const CLIENTS = 20;
@@ -172,14 +174,14 @@ export async function benchScale() {
       if (!open) continue;
       if (open === 'curator') {
         try {
-          for (const n of counts.filter((c) => c <= CURATOR_MAX)) {
-            const { grants } = await curator.send(`contend ${n} ${seconds * 1_000}`);
-            const r = { handoffsPerSecond: grants.reduce((a, b) => a + b, 0) / seconds, p99Ms: Number.NaN };
-            results.push({ name, contenders: n, ...r });
-            console.log(
-              `${name.padEnd(34)} ${String(n).padStart(6)} ${r.handoffsPerSecond.toFixed(0).padStart(11)} ${'-'.padStart(12)} ${'-'.padStart(8)} ${String(seconds).padStart(9)} ${String(grants.filter((g) => g < 0).length).padStart(7)}`,
-            );
-          }
+          const zkUrl = `zk://${servers.zookeeper.vars.get('ZK_CONNECT')}`;
+          results.push(
+            ...(await againstCurator(
+              zkUrl,
+              curator,
+              counts.filter((c) => c <= CURATOR_MAX),
+            )),
+          );
         } finally {
           await curator.close();
         }
@@ -200,6 +202,48 @@ export async function benchScale() {
   } finally {
     await Promise.all(Object.values(servers).map((s) => s.stop()));
   }
+}
+
+/**
+ * fencekit's ZooKeeper lock and Curator's InterProcessMutex in the same shape (a session per
+ * contender, every grant counted, as Curator's harness counts), in interleaved rounds: one row
+ * after the other drifts with the machine, by as much as the gap between the two.
+ */
+async function againstCurator(zkUrl, curator, contenderCounts) {
+  const rounds = Math.min(Math.max(Number(process.env.FENCEKIT_BENCH_ROUNDS ?? 3) || 3, 1), 20);
+  const ms = seconds * 1_000;
+  const perSecond = (grants) => grants.reduce((a, b) => a + Math.max(b, 0), 0) / seconds;
+  const rows = [];
+  console.log(
+    `\nZooKeeper against Curator, a session per contender, ${rounds} interleaved rounds of ${seconds} s: grants/s, fencekit ÷ Curator`,
+  );
+  for (const n of contenderCounts) {
+    const ratios = [];
+    const theirs = [];
+    for (let round = 0; round < rounds; round++) {
+      const open = () => connect(zkUrl, { callTimeoutMs: 10_000 });
+      const ours = perSecond(await contendGrants(open, `bench/scale/curator-${n}/${round}`, n, ms));
+      const { grants } = await curator.send(`contend ${n} ${ms}`);
+      if (grants.some((g) => g < 0))
+        console.log(`  Curator: ${grants.filter((g) => g < 0).length} contenders failed`);
+      theirs.push(perSecond(grants));
+      ratios.push(ours / theirs.at(-1));
+      console.log(
+        `${String(n).padStart(6)} contenders, round ${round + 1}: fencekit ${ours.toFixed(0)}, Curator ${theirs.at(-1).toFixed(0)}, ${ratios.at(-1).toFixed(2)}×`,
+      );
+    }
+    const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    console.log(
+      `${String(n).padStart(6)} contenders: median ${median(ratios).toFixed(2)}× Curator (target ≥ 1.00×)`,
+    );
+    rows.push({
+      name: 'Curator InterProcessMutex (anchor)',
+      contenders: n,
+      handoffsPerSecond: median(theirs),
+      p99Ms: Number.NaN,
+    });
+  }
+  return rows;
 }
 
 async function writeCharts(results) {

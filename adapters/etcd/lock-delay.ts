@@ -264,13 +264,17 @@ export async function releaseGrant(
   await alone();
 }
 
-/** When a delay that `marker` shows ends at the earliest, for inspect() (the head's create revision given). */
+/**
+ * When a delay that `marker` shows ends at the earliest, for inspect() and queue() (the head's create
+ * revision given). Its lease read ends with `signal`'s reason, as the read before it.
+ */
 export async function delayedUntil(
   client: Etcd3,
   marker: Marker | undefined,
   headRevision: bigint | undefined,
-  timeoutMs: number,
+  o: { timeoutMs: number; signal: AbortSignal | undefined },
 ): Promise<Date | undefined> {
+  const { timeoutMs, signal } = o;
   if (!marker) return undefined;
   if (marker.state === 'held') {
     // The holder still holds: no delay. Gone: the delay starts when someone notices, so not before now + delay.
@@ -280,7 +284,7 @@ export async function delayedUntil(
   if (!lease || lease === '0') return new Date(Date.now() + marker.delayMs);
   const answer = await call(
     client.leaseClient.leaseTimeToLive({ ID: lease, keys: false }, callOptions(timeoutMs)),
-    undefined,
+    signal,
     timeoutMs,
     'reading the lock-delay lease',
   );

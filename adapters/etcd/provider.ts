@@ -196,7 +196,10 @@ export class EtcdLockProvider extends BaseLockProvider {
       const kvs = res.responses[0]?.response_range.kvs ?? [];
       const marker = parseMarker(res.responses[1]?.response_range.kvs[0]);
       const headRevision = kvs[0] === undefined ? undefined : BigInt(kvs[0].create_revision);
-      const until = await delayedUntil(this.client, marker, headRevision, this.callTimeoutMs);
+      const until = await delayedUntil(this.client, marker, headRevision, {
+        timeoutMs: this.callTimeoutMs,
+        signal,
+      });
       return { kvs, until };
     } catch (error) {
       if (signal?.aborted) throw signal.reason; // closed: not an outage

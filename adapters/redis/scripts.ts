@@ -8,7 +8,8 @@ import { validDate } from '../../src/holder-record.js';
  *
  * The keys of a name (see LockKeys) go in this order, each script taking the first ones it uses:
  * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending  KEYS[5] fence, and the lock-delay
- * marker after them (each script names where: `local DELAY = KEYS[n]`).
+ * marker and the queue's arrival clock after them (each script names where: `local DELAY = KEYS[n]`,
+ * `local CLOCK = KEYS[n]`).
  * Times come from the server's TIME, never the client's clock.
  *
  * Lock-delay: a grant that asked for one writes the marker "ownerToken delayMs" with PX ttl + delay,
@@ -69,10 +70,15 @@ local function grant(id, ttl, owner, delay)
 end
 `;
 
-/** Drops ownerToken id from the waiting keys. */
+/**
+ * Drops ownerToken id from the waiting keys (needs CLOCK). The arrival clock goes with the last
+ * place in the queue: it orders waiters only, and a free name keeps no key but its fence counter.
+ */
 const UNQUEUE = `
 local function unqueue(id)
-  redis.call('ZREM', KEYS[2], id)
+  if redis.call('ZREM', KEYS[2], id) == 1 and redis.call('EXISTS', KEYS[2]) == 0 then
+    redis.call('DEL', CLOCK)
+  end
   redis.call('ZREM', KEYS[3], id)
   redis.call('HDEL', KEYS[4], id)
 end
@@ -88,7 +94,9 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do unqueu
  * clock: when a waiter queues, the server's TIME less how long the request had already waited in
  * its process (ARGV waited ms), so that a process's next request, which queues only once the one
  * before it is done, still takes its place by when it was asked for rather than at the back (the
- * order across processes is the order of asking, not a round of processes).
+ * order across processes is the order of asking, not a round of processes). That clock is made
+ * monotonic per name (see ARRIVAL_NOW): a server clock stepped back does not put new requests
+ * ahead of those already waiting.
  */
 const FIRST = `
 local function firstQueued()
@@ -102,9 +110,25 @@ end
 `;
 
 /**
- * KEYS[6] lock-delay marker. ARGV: 1 ownerToken  2 ttlMs  3 owner text  4 wait ('1'/'0')  5 fair
- * ('1'/'0')  6 waiter TTL ms  7 the pub/sub channel that reaches this waiter ('' if none)
- * 8 lock-delay ms  9 how long the request waited in its process before this call (ms, ≥ 0).
+ * arrivalNow(): the server's TIME in microseconds, but never at or below the last one this name's
+ * queue used (CLOCK, a waiting key: it expires with them and goes with the queue's last place), so
+ * a request that queues after another never gets a lower arrival for a clock that stepped back.
+ * While the clock is behind, arrivals count on from the last one, a microsecond each. Needs t.
+ */
+const ARRIVAL_NOW = `
+local function arrivalNow()
+  local asked = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('GET', CLOCK) or '')
+  if last and last >= asked then asked = last + 1 end
+  redis.call('SET', CLOCK, string.format('%.0f', asked))
+  return asked
+end
+`;
+
+/**
+ * KEYS[6] lock-delay marker  KEYS[7] arrival clock. ARGV: 1 ownerToken  2 ttlMs  3 owner text
+ * 4 wait ('1'/'0')  5 fair ('1'/'0')  6 waiter TTL ms  7 the pub/sub channel that reaches this waiter
+ * ('' if none)  8 lock-delay ms  9 how long the request waited in its process before this call (ms, ≥ 0).
  * Returns the fencing token (string) when granted, else { −(ms until the current grant, or else the
  * lock-delay, expires), at most −1; the fence counter } (and, when waiting, our place is kept or refreshed). The counter
  * lets a waiter tell a hand-over notice made after this refusal (higher token) from a stale one. A grant that already exists for
@@ -113,6 +137,7 @@ end
  * with nobody queued takes the short path.
  */
 export const ACQUIRE = `local DELAY = KEYS[6]
+local CLOCK = KEYS[7]
 ${OURS}
 local me = ARGV[1]
 local held = redis.call('GET', KEYS[1])
@@ -128,6 +153,7 @@ if not busy and redis.call('EXISTS', KEYS[2]) == 0 then return grant(me, ARGV[2]
 ${UNQUEUE}
 ${PRUNE}
 ${FIRST}
+${ARRIVAL_NOW}
 local first = firstQueued()
 if not busy and (ARGV[5] == '0' or first == nil or first == me) then
   unqueue(me)
@@ -137,7 +163,7 @@ if ARGV[4] == '1' then
   local waiterTtl = tonumber(ARGV[6])
   if redis.call('ZADD', KEYS[3], now + waiterTtl, me) == 1 then
     local waited = math.min(math.max(tonumber(ARGV[9]) or 0, 0), 86400000)
-    local arrived = tonumber(t[1]) * 1000000 + tonumber(t[2]) - math.floor(waited * 1000)
+    local arrived = arrivalNow() - math.floor(waited * 1000)
     redis.call('ZADD', KEYS[2], string.format('%.0f', arrived), me)
     -- "ttl[:delay] channel-length channel owner": a delay only when asked for, as before it.
     local spec = ARGV[2]
@@ -145,7 +171,9 @@ if ARGV[4] == '1' then
     redis.call('HSET', KEYS[4], me, spec .. ' ' .. #ARGV[7] .. ' ' .. ARGV[7] .. ' ' .. ARGV[3])
   end
   -- The waiting keys vanish by themselves once nobody refreshes them.
-  for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], waiterTtl * 2) end
+  for _, key in ipairs({ KEYS[2], KEYS[3], KEYS[4], CLOCK }) do
+    redis.call('PEXPIRE', key, waiterTtl * 2)
+  end
 end
 local busyMs = redis.call('PTTL', held and KEYS[1] or DELAY)
 return { -math.max(busyMs, 1), redis.call('GET', KEYS[5]) or false }
@@ -185,11 +213,12 @@ end
 `;
 
 /**
- * KEYS[6] lock-delay marker. ARGV: 1 ownerToken  2 fair ('1'/'0'). Compare-and-delete of the grant
- * and its lock-delay marker (a clean release starts no delay), then hand over to the next waiter.
- * 1 = deleted, 0 = not ours.
+ * KEYS[6] lock-delay marker  KEYS[7] arrival clock. ARGV: 1 ownerToken  2 fair ('1'/'0').
+ * Compare-and-delete of the grant and its lock-delay marker (a clean release starts no delay), then
+ * hand over to the next waiter. 1 = deleted, 0 = not ours.
  */
 export const RELEASE = `local DELAY = KEYS[6]
+local CLOCK = KEYS[7]
 ${OURS}
 ${UNQUEUE}
 if not ours(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
@@ -218,8 +247,9 @@ return 1
 `;
 
 /**
- * KEYS: lock queue waiters pending fence revoked lock-delay. ARGV: 1 the holder's ownerToken ('' = whoever
- * holds it)  2 fair  3 its fencing token ('' = any)  4 how long the marker outlives the lease (ms).
+ * KEYS: lock queue waiters pending fence revoked lock-delay arrival-clock. ARGV: 1 the holder's
+ * ownerToken ('' = whoever holds it)  2 fair  3 its fencing token ('' = any)  4 how long the marker
+ * outlives the lease (ms).
  * An operator's compare-and-delete: removes the grant only if it is that one, leaves the holder's
  * ownerToken in the revoked marker for as long as the holder may still renew (so its next renewal
  * learns why), starts the grant's lock-delay (its marker now expires after the delay), and hands the
@@ -227,6 +257,7 @@ return 1
  * of the removed grant, or nil.
  */
 export const FORCE_RELEASE = `local DELAY = KEYS[7]
+local CLOCK = KEYS[8]
 ${OURS}
 ${UNQUEUE}
 local held = redis.call('GET', KEYS[1])
@@ -247,11 +278,12 @@ return { id, token, since, owner }
 `;
 
 /**
- * KEYS[6] lock-delay marker. ARGV: 1 ownerToken  2 fair. Leaves the queue, and gives back a grant
- * a release handed us in the meantime (with its marker: never used, so nothing to drain); if the
- * key is free then, hands it over to whoever is first now.
+ * KEYS[6] lock-delay marker  KEYS[7] arrival clock. ARGV: 1 ownerToken  2 fair. Leaves the queue, and
+ * gives back a grant a release handed us in the meantime (with its marker: never used, so nothing to
+ * drain); if the key is free then, hands it over to whoever is first now.
  */
 export const LEAVE = `local DELAY = KEYS[6]
+local CLOCK = KEYS[7]
 ${OURS}
 ${UNQUEUE}
 unqueue(ARGV[1])
@@ -267,10 +299,12 @@ return 1
 `;
 
 /**
- * KEYS[5] lock-delay marker. Returns { pttl, token, owner, since, live waiters, holder's ownerToken,
- * ms left of a lost grant's lock-delay (-1: none) } (nil fields when nobody holds the key).
+ * KEYS[5] lock-delay marker  KEYS[6] arrival clock. Returns { pttl, token, owner, since, live waiters,
+ * holder's ownerToken, ms left of a lost grant's lock-delay (-1: none) } (nil fields when nobody holds
+ * the key).
  */
 export const INSPECT = `local DELAY = KEYS[5]
+local CLOCK = KEYS[6]
 ${NOW}
 ${OURS}
 ${UNQUEUE}
@@ -285,11 +319,13 @@ return { redis.call('PTTL', KEYS[1]), token or false, owner or false, since or f
 `;
 
 /**
- * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending. ARGV: 1 limit. Returns the first
- * `limit` live waiters in queue order as { ownerToken, pending spec (false if missing), arrival
- * score, … }, after dropping those that stopped refreshing their place, as inspect does.
+ * KEYS[1] lock  KEYS[2] queue  KEYS[3] waiters  KEYS[4] pending  KEYS[5] arrival clock. ARGV: 1 limit.
+ * Returns the first `limit` live waiters in queue order as { ownerToken, pending spec (false if
+ * missing), arrival score, … }, after dropping those that stopped refreshing their place, as inspect
+ * does.
  */
-export const QUEUE = `${NOW}
+export const QUEUE = `local CLOCK = KEYS[5]
+${NOW}
 ${UNQUEUE}
 ${PRUNE}
 local found = {}
@@ -335,6 +371,8 @@ export interface LockKeys {
   delay: string;
   /** The waiting ownerTokens, a sorted set scored by arrival (see FIRST). */
   queue: string;
+  /** The last arrival time the queue used (µs): its clock never goes back (see ARRIVAL_NOW). */
+  arrivalClock: string;
   /** ownerToken → expiry by the server's clock: waiters that stop refreshing drop out. */
   waiters: string;
   /**
@@ -362,6 +400,7 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     revoked: `${tag}:revoked`,
     delay: `${tag}:delay`,
     queue: `${tag}:arrivals`,
+    arrivalClock: `${tag}:arrival-clock`,
     waiters: `${tag}:waiters`,
     pending: `${tag}:pending`,
   };
@@ -452,13 +491,13 @@ export class LockScripts {
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('fencekitAcquire', 6, ACQUIRE);
-    define('fencekitRelease', 6, RELEASE);
+    define('fencekitAcquire', 7, ACQUIRE);
+    define('fencekitRelease', 7, RELEASE);
     define('fencekitRenew', 3, RENEW);
-    define('fencekitForceRelease', 7, FORCE_RELEASE);
-    define('fencekitLeave', 6, LEAVE);
-    define('fencekitInspect', 5, INSPECT);
-    define('fencekitQueue', 4, QUEUE);
+    define('fencekitForceRelease', 8, FORCE_RELEASE);
+    define('fencekitLeave', 7, LEAVE);
+    define('fencekitInspect', 6, INSPECT);
+    define('fencekitQueue', 5, QUEUE);
     define('fencekitRaiseFence', 2, RAISE_FENCE);
     this.#commands = redis as unknown as Record<string, Call>;
   }
@@ -473,6 +512,7 @@ export class LockScripts {
       k.pending,
       k.fence,
       k.delay,
+      k.arrivalClock,
       a.ownerToken,
       a.ttlMs,
       a.owner,
@@ -487,7 +527,16 @@ export class LockScripts {
 
   /** true = deleted, false = not ours (any more). fair: hand the key to the first waiter. */
   async release(k: LockKeys, ownerToken: string, fair: boolean): Promise<boolean> {
-    return (await this.#run('fencekitRelease', ...this.#all(k), k.delay, ownerToken, fair ? '1' : '0')) === 1;
+    return (
+      (await this.#run(
+        'fencekitRelease',
+        ...this.#all(k),
+        k.delay,
+        k.arrivalClock,
+        ownerToken,
+        fair ? '1' : '0',
+      )) === 1
+    );
   }
 
   /** true = extended, false = not ours, 'revoked' = an operator removed this grant. */
@@ -507,6 +556,7 @@ export class LockScripts {
       ...this.#all(k),
       k.revoked,
       k.delay,
+      k.arrivalClock,
       guard.holder,
       fair ? '1' : '0',
       guard.token,
@@ -518,7 +568,7 @@ export class LockScripts {
   }
 
   async leave(k: LockKeys, ownerToken: string, fair: boolean): Promise<void> {
-    await this.#run('fencekitLeave', ...this.#all(k), k.delay, ownerToken, fair ? '1' : '0');
+    await this.#run('fencekitLeave', ...this.#all(k), k.delay, k.arrivalClock, ownerToken, fair ? '1' : '0');
   }
 
   inspect(k: LockKeys): Promise<InspectAnswer> {
@@ -529,12 +579,21 @@ export class LockScripts {
       k.waiters,
       k.pending,
       k.delay,
+      k.arrivalClock,
     ) as Promise<InspectAnswer>;
   }
 
   /** The first `limit` live waiters, in queue order: each one's ownerToken and pending spec. */
   async queue(k: LockKeys, limit: number): Promise<QueuedSpec[]> {
-    const answer = await this.#run('fencekitQueue', k.lock, k.queue, k.waiters, k.pending, limit);
+    const answer = await this.#run(
+      'fencekitQueue',
+      k.lock,
+      k.queue,
+      k.waiters,
+      k.pending,
+      k.arrivalClock,
+      limit,
+    );
     const flat = Array.isArray(answer) ? answer : [];
     const queued: QueuedSpec[] = [];
     for (let i = 0; i + 2 < flat.length; i += 3) {

@@ -43,7 +43,15 @@ describe('Redis adapter under faults', () => {
   it('14.1: a hand-over notice that arrives after a later refusal is not taken as a grant', async () => {
     const key = uniqueKey('stale-notice');
     const keys = lockKeys('fencekit:', key);
-    const all = [keys.lock, keys.queue, keys.waiters, keys.pending, keys.fence, keys.delay];
+    const all = [
+      keys.lock,
+      keys.queue,
+      keys.waiters,
+      keys.pending,
+      keys.fence,
+      keys.delay,
+      keys.arrivalClock,
+    ];
     const inbox = await proxy();
     // W's commands go straight to Redis; only its inbox (the subscriber connection) is late.
     const w = open({ subscriber: { host: '127.0.0.1', port: inbox.port }, maxPollMs: 100 });
@@ -65,9 +73,9 @@ describe('Redis adapter under faults', () => {
     // expired, and X takes the key with a higher token.
     const replies = (await raw
       .multi()
-      .eval(RELEASE, 6, ...all, 'A', '1')
+      .eval(RELEASE, all.length, ...all, 'A', '1')
       .del(keys.lock)
-      .eval(ACQUIRE, 6, ...all, 'X', 60_000, 'X', '0', '1', 5_000, '', 0)
+      .eval(ACQUIRE, all.length, ...all, 'X', 60_000, 'X', '0', '1', 5_000, '', 0)
       .exec()) as Array<[Error | null, unknown]>;
     const [released, x] = [replies[0]?.[1], replies[2]?.[1]];
     expect(released).toBe(1);

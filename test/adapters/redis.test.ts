@@ -300,6 +300,29 @@ describe('Redis adapter on a real server', () => {
       await scripts.release(keys, 'B', true);
     });
 
+    it('a server clock stepped back puts a later request behind those waiting, not ahead', async () => {
+      const name = uniqueKey('clock-back');
+      const keys = lockKeys('fencekit:', name);
+      expect(typeof (await queue(name, 'A', 60_000))).toBe('string'); // holds
+      await queue(name, 'B', 60_000);
+      // B queued when the server's clock read an hour later than it reads now: then the clock
+      // stepped back. Its arrival, and the last arrival time the queue used, lie an hour ahead.
+      const [seconds, micros] = await raw.time();
+      const hourAhead = (Number(seconds) + 3_600) * 1_000_000 + Number(micros);
+      await raw.zadd(keys.queue, hourAhead, 'B');
+      await raw.set(keys.arrivalClock, hourAhead, 'PX', 60_000);
+      await queue(name, 'C', 60_000);
+      expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['B', 'C']);
+      await scripts.release(keys, 'A', true);
+      expect(await raw.get(keys.lock)).toMatch(/^B /);
+      await scripts.release(keys, 'B', true);
+      expect(await raw.get(keys.lock)).toMatch(/^C /);
+      // The queue's clock went with its last place: a free name keeps only its fence counter.
+      expect(await raw.exists(keys.arrivalClock)).toBe(0);
+      await scripts.release(keys, 'C', true);
+      expect(await raw.keys(`fencekit:{${name}}:*`)).toEqual([keys.fence]);
+    });
+
     it('non-fair release only invites the first waiter to try', async () => {
       const name = uniqueKey('invite');
       const keys = lockKeys('fencekit:', name);

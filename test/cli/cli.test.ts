@@ -609,10 +609,51 @@ describe('the fencekit command', () => {
       ageMs: null,
       expiresAt: null,
       waiters: 0,
+      queue: [],
     });
     const table = await cli.run(['inspect', key, '--url', redisUrl]);
     expect(table.stdout).toMatch(/^NAME +HOLDER +TOKEN +AGE +EXPIRES +WAITERS\n/);
     expect(table.stdout).toMatch(new RegExp(`${key} +ops-7 +${token} +\\d+\\.\\ds +in \\d+\\.\\ds +1`));
+  });
+
+  it('inspect shows the waiter queue of two waiting CLIs in grant order: owner, wait, requests', async () => {
+    const key = name('inspect-queue');
+    const file = log();
+    cli.start([
+      'lock',
+      key,
+      '--url',
+      redisUrl,
+      '--owner',
+      'ops-7',
+      '--',
+      ...loggingCommand(file, 'A', 20_000, 'none'),
+    ]);
+    await until('A runs', () => logLines(file).length === 1);
+    cli.start(['lock', key, '--url', redisUrl, '--owner', 'waiter-1', '--', 'true']);
+    await waitersReach(key, 1);
+    cli.start(['lock', key, '--url', redisUrl, '--owner', 'waiter-2', '--', 'true']);
+    await waitersReach(key, 2);
+    const out = await cli.run(['inspect', key, '--url', redisUrl, '--json']);
+    expect(out.code, out.stderr).toBe(0);
+    const [row] = JSON.parse(out.stdout);
+    expect(row).toMatchObject({ name: key, holder: 'ops-7', waiters: 2 });
+    // Each waiting CLI is another process: how many requests its line holds only it knows.
+    expect(row.queue).toMatchObject([
+      { position: 1, owner: 'waiter-1', requests: null },
+      { position: 2, owner: 'waiter-2', requests: null },
+    ]);
+    for (const entry of row.queue) {
+      expect(Date.parse(entry.since)).toBeLessThanOrEqual(Date.now());
+      expect(entry.waitingMs).toBeGreaterThanOrEqual(0);
+    }
+    const table = await cli.run(['inspect', key, '--url', redisUrl]);
+    const [names, queue] = table.stdout.split('\n\n');
+    expect(names).toMatch(new RegExp(`${key} +ops-7 .* 2$`));
+    expect(queue).toMatch(/^NAME +POSITION +OWNER +WAITING +REQUESTS\n/);
+    expect(queue).toMatch(
+      new RegExp(`${key} +1 +waiter-1 +\\d+\\.\\ds +-\n${key} +2 +waiter-2 +\\d+\\.\\ds +-\n$`),
+    );
   });
 
   it.each([

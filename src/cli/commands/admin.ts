@@ -6,6 +6,7 @@ import { cliAction } from '../action.js';
 import { type ConnectionFlags, connectionOptions, providerAction, withProvider } from '../connection.js';
 import { EXIT } from '../exit-codes.js';
 import { operator } from '../options.js';
+import { type QueueRow, queueRows } from '../queue-rows.js';
 import { formatTable } from '../table.js';
 
 /** One row of `inspect`: the same fields in the table and in --json. */
@@ -19,14 +20,22 @@ export interface InspectRow {
   ageMs: number | null;
   expiresAt: string | null;
   waiters: number;
+  /**
+   * Without --read-write: the name's waiters in grant order, the first QUEUE_LIMIT of them ([] when
+   * inspect counted none; null where the provider cannot list them, as Redlock's).
+   */
+  queue?: QueueRow[] | null;
 }
 
 export function registerAdminCommands(program: Command): void {
   connectionOptions(program.command('inspect'))
-    .description('show holder, fencing token, age, expiry and waiters of locks')
+    .description('show holder, fencing token, age, expiry, waiters and the waiter queue of locks')
     .argument('<name...>', 'lock names')
     .option('--read-write', "the names' read-write locks: a row for the writer or each reader, with MODE")
-    .option('--json', 'a JSON array of {name, holder, token, since, ageMs, expiresAt, waiters} (and mode)')
+    .option(
+      '--json',
+      'a JSON array of {name, holder, token, since, ageMs, expiresAt, waiters, queue} (mode instead of queue with --read-write)',
+    )
     .action(
       providerAction(
         async (
@@ -37,13 +46,21 @@ export function registerAdminCommands(program: Command): void {
           const now = Date.now();
           const rows: InspectRow[] = [];
           for (const name of names) {
-            if (!flags.readWrite) rows.push(inspectRow(name, await provider.inspect(name), now));
-            else rows.push(...readWriteRows(await readWriteInfo(provider, name), now));
+            if (flags.readWrite) {
+              rows.push(...readWriteRows(await readWriteInfo(provider, name), now));
+              continue;
+            }
+            const info = await provider.inspect(name);
+            rows.push({ ...inspectRow(name, info, now), queue: await waiterQueue(provider, name, info) });
           }
           if (flags.json) console.log(JSON.stringify(rows, null, 2));
           else if (flags.readWrite)
             console.log(formatTable(['NAME', 'MODE', ...TABLE_HEADER.slice(1)], rows.map(readWriteCells)));
-          else console.log(formatTable(TABLE_HEADER, rows.map(tableCells)));
+          else {
+            console.log(formatTable(TABLE_HEADER, rows.map(tableCells)));
+            const waiting = rows.flatMap(queueCells);
+            if (waiting.length > 0) console.log(`\n${formatTable(QUEUE_HEADER, waiting)}`);
+          }
           return EXIT.ok;
         },
       ),
@@ -105,6 +122,10 @@ export function registerAdminCommands(program: Command): void {
 }
 
 const TABLE_HEADER = ['NAME', 'HOLDER', 'TOKEN', 'AGE', 'EXPIRES', 'WAITERS'];
+/** The waiter queues, printed under the names' table: a row per entry, next in line first. */
+const QUEUE_HEADER = ['NAME', 'POSITION', 'OWNER', 'WAITING', 'REQUESTS'];
+/** The most entries of a name's queue that inspect prints (queue()'s own default). */
+const QUEUE_LIMIT = 100;
 
 export function inspectRow(name: string, info: LockInfo | null, now: number): InspectRow {
   const holder = info?.holder ?? null;
@@ -117,6 +138,35 @@ export function inspectRow(name: string, info: LockInfo | null, now: number): In
     expiresAt: holder?.expiresAt?.toISOString() ?? null,
     waiters: info?.waiters ?? 0,
   };
+}
+
+/**
+ * The queue of a name that `info` (its inspect) shows waiters for: read after inspect, so the two
+ * may differ by a waiter that came or went between the reads. No read when nobody waits.
+ */
+async function waiterQueue(
+  provider: LockProvider,
+  name: string,
+  info: LockInfo | null,
+): Promise<QueueRow[] | null> {
+  if (!provider.queue) return null;
+  if (!info || info.waiters === 0) return [];
+  try {
+    return queueRows(await provider.queue(name, { limit: QUEUE_LIMIT }), Date.now());
+  } catch (error) {
+    if (error instanceof NotImplementedError) return null; // Redlock: its instances keep no common queue
+    throw error;
+  }
+}
+
+function queueCells(row: InspectRow): string[][] {
+  return (row.queue ?? []).map((entry) => [
+    row.name,
+    String(entry.position),
+    entry.owner ?? '-',
+    entry.waitingMs === null ? '-' : seconds(entry.waitingMs),
+    entry.requests === null ? '-' : String(entry.requests),
+  ]);
 }
 
 async function readWriteInfo(provider: LockProvider, name: string): Promise<ReadWriteInfo> {

@@ -7,21 +7,11 @@
 import { FencekitError } from '../../errors.js';
 import { processSecrets } from '../../secret-mask.js';
 import type { LockProvider, QueuedWaiter } from '../../types.js';
+import { type QueueRow, queueRows } from '../queue-rows.js';
 import type { NameKind } from './snapshot.js';
 
 /** The most entries a detail shows; the count of waiters comes from inspect as before. */
 export const DETAIL_QUEUE_LIMIT = 50;
-
-/** One entry as the API gives it: its place (1 = next), times as ISO 8601. */
-export interface QueueRow {
-  position: number;
-  owner: string | null;
-  since: string | null;
-  /** How long it has waited, where the backend records since when. */
-  waitingMs: number | null;
-  /** How many requests the entry stands for; null where only another process knows. */
-  requests: number | null;
-}
 
 /** `queue` (null when not read) and, when null, `queueNote` saying why. */
 export type QueueDetail = { queue: QueueRow[] } | { queue: null; queueNote: string };
@@ -42,14 +32,5 @@ export async function nameQueue(
       error instanceof FencekitError ? `${error.message} [${error.code}]` : 'the queue could not be read';
     return { queue: null, queueNote: processSecrets.text(why) };
   }
-  const at = now();
-  return {
-    queue: waiters.map((waiter, index) => ({
-      position: index + 1,
-      owner: waiter.owner ?? null,
-      since: waiter.since?.toISOString() ?? null,
-      waitingMs: waiter.since ? Math.max(0, at - waiter.since.getTime()) : null,
-      requests: waiter.requests ?? null,
-    })),
-  };
+  return { queue: queueRows(waiters, now()) };
 }

@@ -1,0 +1,28 @@
+/**
+ * A name's waiter queue as the CLI prints it (`inspect`) and the dashboard serves it (a name's
+ * detail): an entry a row, in grant order, with what queue() tells of it and nothing more. An
+ * owner is shown as a holder's is; queue() reads no other text a waiter stored.
+ */
+import type { QueuedWaiter } from '../types.js';
+
+/** One entry: its place (1 = next), times as ISO 8601; null where the backend does not record it. */
+export interface QueueRow {
+  position: number;
+  owner: string | null;
+  since: string | null;
+  /** How long it has waited, where the backend records since when. */
+  waitingMs: number | null;
+  /** How many requests the entry stands for; null where only another process knows. */
+  requests: number | null;
+}
+
+/** `waiters` as queue() answered them, their waits measured up to `now` (ms since the epoch). */
+export function queueRows(waiters: QueuedWaiter[], now: number): QueueRow[] {
+  return waiters.map((waiter, index) => ({
+    position: index + 1,
+    owner: waiter.owner ?? null,
+    since: waiter.since?.toISOString() ?? null,
+    waitingMs: waiter.since ? Math.max(0, now - waiter.since.getTime()) : null,
+    requests: waiter.requests ?? null,
+  }));
+}

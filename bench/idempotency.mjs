@@ -27,18 +27,29 @@ const COUNTED_RUNS = 200;
 // each message wakes the other side). The one-CPU layout has no wake-ups and compares CPU work
 // alone; it is printed beside, with no target. Unpinned figures are indicative only.
 const TARGET = 1.5;
+// FENCEKIT_BENCH_ONLY=redis (or postgres, etcd, comma-separated): only those backends.
+const only = process.env.FENCEKIT_BENCH_ONLY?.split(',');
+const chosen = (backend) => !only || only.includes(backend);
 
 export async function benchIdempotency() {
+  const none = { vars: new Map(), started: false, stop: async () => {} };
   const [postgres, redis, etcd] = await Promise.all([
-    startServer('postgres.sh', [], 'FENCEKIT_PG_URL'),
-    startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL'),
-    startServer('etcd.sh', ['1'], 'FENCEKIT_ETCD_ENDPOINTS'),
+    chosen('postgres') ? startServer('postgres.sh', [], 'FENCEKIT_PG_URL') : none,
+    chosen('redis') ? startServer('redis.sh', ['1'], 'FENCEKIT_REDIS_URL') : none,
+    chosen('etcd') ? startServer('etcd.sh', ['1'], 'FENCEKIT_ETCD_ENDPOINTS') : none,
   ]);
   const verdicts = [];
   try {
-    await benchPostgres(postgres.vars.get('PG_URL') ?? postgres.vars.get('URL'), postgres.started, verdicts);
-    await benchRedis(redis.vars.get('REDIS_URL') ?? redis.vars.get('URL'), redis.started, verdicts);
-    await benchEtcd(etcd.vars.get('ETCD_ENDPOINTS') ?? etcd.vars.get('URL'), etcd, verdicts);
+    if (chosen('postgres'))
+      await benchPostgres(
+        postgres.vars.get('PG_URL') ?? postgres.vars.get('URL'),
+        postgres.started,
+        verdicts,
+      );
+    if (chosen('redis'))
+      await benchRedis(redis.vars.get('REDIS_URL') ?? redis.vars.get('URL'), redis.started, verdicts);
+    if (chosen('etcd'))
+      await benchEtcd(etcd.vars.get('ETCD_ENDPOINTS') ?? etcd.vars.get('URL'), etcd, verdicts);
   } finally {
     await Promise.all([postgres.stop(), redis.stop(), etcd.stop()]);
   }
@@ -89,11 +100,10 @@ async function measurePostgres(raw, store, pinnable, verdicts) {
         ON CONFLICT (key) DO NOTHING RETURNING key)
       SELECT payload_hash, state, body FROM found`,
   };
-  // Statements per run: every query of a pg Client (the class of the store's pool) while only the
-  // store runs; each is one round trip. Counted at the client, not at pool.query: the store checks
-  // a client out and queries it, so pool.query would count none.
-  const pool = store.records.pool;
-  const clientProto = pool.Client.prototype;
+  // Statements per run: every query of a pg Client (the class of the store's pool: the store loads
+  // this same pg) while only the store runs; each is one round trip. Counted at the client, not at
+  // pool.query: the store checks a client out and queries it, so pool.query would count none.
+  const clientProto = pg.Client.prototype;
   const query = clientProto.query;
   let queries = 0;
   clientProto.query = function (...args) {
@@ -115,7 +125,16 @@ async function measurePostgres(raw, store, pinnable, verdicts) {
   }
   // Each client's own server process (one connection each), for the CPU time it spends serving it.
   const backendPid = async (client) => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-  const [bare, own] = [await backendPid(raw), await backendPid(pool)];
+  // The store's one connection (maxConnections 1) is the server's only other client backend.
+  const otherClientPids = async () =>
+    (
+      await raw.query(`SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'
+        AND datname = current_database() AND pid <> pg_backend_pid()`)
+    ).rows.map((row) => row.pid);
+  const storePids = await otherClientPids();
+  if (storePids.length !== 1)
+    throw new Error(`expected the store's one connection, found ${storePids.length}`);
+  const [bare, own] = [await backendPid(raw), storePids[0]];
   const serverPids = {
     'bare INSERT + UPDATE of a record (new key)': bare,
     'fencekit store.run, new key': own,

@@ -1,11 +1,19 @@
 import { AbortError, BackendUnavailableError, FencekitError } from '../errors.js';
 
-interface PendingCall {
-  what: string;
-  /** The signal the call was made under. */
-  signal: AbortSignal;
-  deadline: number;
-  fail(error: Error): void;
+/** A call not yet settled, linked into the list of such calls in start order. */
+class PendingCall {
+  previous: PendingCall | undefined;
+  next: PendingCall | undefined;
+  /** Listens to a caller's own signal; undefined for the store's signals. */
+  onAbort: (() => void) | undefined;
+
+  constructor(
+    readonly what: string,
+    /** The signal the call was made under. */
+    readonly signal: AbortSignal,
+    readonly deadline: number,
+    readonly reject: (error: unknown) => void,
+  ) {}
 }
 
 /**
@@ -17,7 +25,12 @@ interface PendingCall {
  * caller's own signal is listened to per call.
  */
 export class CallDeadlines {
-  readonly #pending = new Set<PendingCall>();
+  /**
+   * Pending calls, oldest first, as a list linked through the calls themselves: a Set that empties
+   * after each call reallocates its table every time.
+   */
+  #oldest: PendingCall | undefined;
+  #newest: PendingCall | undefined;
   #timer: NodeJS.Timeout | undefined;
   readonly #own: readonly AbortSignal[];
   readonly #ms: number;
@@ -34,22 +47,12 @@ export class CallDeadlines {
   run<T>(what: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
     if (signal.aborted) return Promise.reject(new AbortError(what, signal.reason));
     return new Promise<T>((resolve, reject) => {
-      let onAbort: (() => void) | undefined;
-      const entry: PendingCall = {
-        what,
-        signal,
-        deadline: performance.now() + this.#ms,
-        fail: (error) => {
-          if (!this.#pending.delete(entry)) return; // settled already
-          if (onAbort) signal.removeEventListener('abort', onAbort);
-          reject(error);
-        },
-      };
+      const entry = new PendingCall(what, signal, performance.now() + this.#ms, reject);
       if (!this.#own.includes(signal)) {
-        onAbort = () => entry.fail(new AbortError(what, signal.reason));
-        signal.addEventListener('abort', onAbort, { once: true });
+        entry.onAbort = () => this.#fail(entry, new AbortError(what, signal.reason));
+        signal.addEventListener('abort', entry.onAbort, { once: true });
       }
-      this.#pending.add(entry);
+      this.#add(entry);
       this.#timer ??= this.#arm();
       let attempt: Promise<T>;
       try {
@@ -60,12 +63,11 @@ export class CallDeadlines {
       // A call given up on (deadline, abort) may still end later: its outcome is then ignored.
       attempt.then(
         (value) => {
-          if (!this.#pending.delete(entry)) return;
-          if (onAbort) signal.removeEventListener('abort', onAbort);
-          resolve(value);
+          if (this.#settle(entry)) resolve(value);
         },
         (error: unknown) =>
-          entry.fail(
+          this.#fail(
+            entry,
             error instanceof FencekitError
               ? error
               : new BackendUnavailableError(`${what}: ${(error as Error)?.message ?? String(error)}`, {
@@ -78,17 +80,47 @@ export class CallDeadlines {
 
   /** Fails every pending call with AbortError (the store is closed). */
   failAll(reason: unknown): void {
-    for (const entry of this.#pending) entry.fail(new AbortError(entry.what, reason));
+    for (let entry = this.#oldest; entry; ) {
+      const next = entry.next;
+      this.#fail(entry, new AbortError(entry.what, reason));
+      entry = next;
+    }
   }
 
   /** Fails, with AbortError, the pending calls made under `signal`, one of the store's own. */
   failUnder(signal: AbortSignal, reason: unknown): void {
-    for (const entry of this.#pending)
-      if (entry.signal === signal) entry.fail(new AbortError(entry.what, reason));
+    for (let entry = this.#oldest; entry; ) {
+      const next = entry.next;
+      if (entry.signal === signal) this.#fail(entry, new AbortError(entry.what, reason));
+      entry = next;
+    }
+  }
+
+  #add(entry: PendingCall): void {
+    entry.previous = this.#newest;
+    if (this.#newest) this.#newest.next = entry;
+    else this.#oldest = entry;
+    this.#newest = entry;
+  }
+
+  /** Takes a pending call off the list; false if it was settled already. */
+  #settle(entry: PendingCall): boolean {
+    if (entry.previous === undefined && this.#oldest !== entry) return false;
+    if (entry.previous) entry.previous.next = entry.next;
+    else this.#oldest = entry.next;
+    if (entry.next) entry.next.previous = entry.previous;
+    else this.#newest = entry.previous;
+    entry.previous = entry.next = undefined;
+    if (entry.onAbort) entry.signal.removeEventListener('abort', entry.onAbort);
+    return true;
+  }
+
+  #fail(entry: PendingCall, error: Error): void {
+    if (this.#settle(entry)) entry.reject(error);
   }
 
   #arm(): NodeJS.Timeout | undefined {
-    const oldest = this.#pending.values().next().value;
+    const oldest = this.#oldest;
     if (!oldest) return undefined;
     const timer = setTimeout(() => this.#expire(), Math.max(0, oldest.deadline - performance.now()));
     // Unreferenced: it may outlive the calls it was armed for; a pending call holds its own socket.
@@ -99,9 +131,10 @@ export class CallDeadlines {
   #expire(): void {
     this.#timer = undefined;
     const now = performance.now();
-    for (const entry of this.#pending) {
-      if (entry.deadline > now) break;
-      entry.fail(
+    while (this.#oldest && this.#oldest.deadline <= now) {
+      const entry = this.#oldest;
+      this.#fail(
+        entry,
         new BackendUnavailableError(`${entry.what}: the store did not answer within ${this.#ms} ms`),
       );
     }

@@ -3,9 +3,11 @@ import { AuthenticationError } from '../errors.js';
 import { redisRefusal } from '../redis-refusal.js';
 import type { BeginRequest, BeginResult, CompleteRequest, CompleteResult, RecordBackend } from './records.js';
 
-// One hash per key, expiring by the server's clock (PEXPIRE); times inside are the server's TIME in
-// ms. Fields: h payload hash, s state (r running / d done), t token, l lease end, c created,
-// d completed, o outcome kind, b body, a the attempt that started the run.
+// One hash per key, expiring by the server's clock (PEXPIRE); the lease end is the server's TIME in
+// ms. Fields: h payload hash, s state (r running / d done), t token, l lease end, o outcome kind,
+// b body, a the attempt that started the run. Nothing else is kept: a field nothing reads (records
+// of older versions also hold c, created, and d, completed) costs every run a write, and the
+// completion a read of the clock.
 const NOW = `local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)`;
 
@@ -35,12 +37,7 @@ if r[1] then
   if left > 0 then return {'in-flight', tostring(left)} end
 end
 ${NEXT_TOKEN}
-local lease = now + tonumber(ARGV[2])
-if r[1] then -- a takeover: the record keeps its created time
-  redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', lease, 'a', ARGV[4])
-else
-  redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', lease, 'a', ARGV[4], 'c', now)
-end
+redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'r', 't', token, 'l', now + tonumber(ARGV[2]), 'a', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {'started', token}`;
 
@@ -51,11 +48,10 @@ redis.call('HSET', KEYS[1], 'l', now + tonumber(ARGV[2]))
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 1`;
 
-const COMPLETE = `${NOW}
-local r = redis.call('HMGET', KEYS[1], 't', 's')
+const COMPLETE = `local r = redis.call('HMGET', KEYS[1], 't', 's')
 if r[1] ~= ARGV[1] then return {0, r[1]} end
 if r[2] == 'd' then return {1} end -- our own earlier attempt landed (its reply was lost)
-redis.call('HSET', KEYS[1], 's', 'd', 'o', ARGV[2], 'b', ARGV[3], 'd', now)
+redis.call('HSET', KEYS[1], 's', 'd', 'o', ARGV[2], 'b', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return {1}`;
 
@@ -100,22 +96,27 @@ export class RedisRecords implements RecordBackend {
     });
   }
 
-  async #script(name: string, ...args: (string | number)[]): Promise<unknown> {
-    try {
-      if (this.#client.status !== 'ready') await this.#ready(); // no extra turn once connected
-      return await ((this.#client as unknown as Record<string, Script>)[name] as Script).call(
-        this.#client,
-        ...args,
-      );
-    } catch (error) {
-      // A refusal of who we are is no outage to retry: the store gives it up at once.
-      const refusal = redisRefusal(error) === undefined ? this.#refusal : error;
-      const why = refusal === undefined ? undefined : redisRefusal(refusal);
-      if (why === undefined) throw error;
-      const { host = '127.0.0.1', port = 6379 } = this.#client.options;
-      throw new AuthenticationError('redis', `${host}:${port}`, why, { cause: refusal });
-    }
+  /** Runs a script; once connected, the command's own promise, with no async frame around it. */
+  #script(name: string, ...args: (string | number)[]): Promise<unknown> {
+    const sent =
+      this.#client.status === 'ready'
+        ? this.#send(name, args)
+        : this.#ready().then(() => this.#send(name, args));
+    return sent.catch(this.#asRefusal);
   }
+
+  #send(name: string, args: (string | number)[]): Promise<unknown> {
+    return ((this.#client as unknown as Record<string, Script>)[name] as Script).apply(this.#client, args);
+  }
+
+  /** A refusal of who we are is no outage to retry: the store gives it up at once. */
+  readonly #asRefusal = (error: unknown): never => {
+    const refusal = redisRefusal(error) === undefined ? this.#refusal : error;
+    const why = refusal === undefined ? undefined : redisRefusal(refusal);
+    if (why === undefined) throw error;
+    const { host = '127.0.0.1', port = 6379 } = this.#client.options;
+    throw new AuthenticationError('redis', `${host}:${port}`, why, { cause: refusal });
+  };
 
   /**
    * lazyConnect: the first call connects (and fails fast if refused). After a drop, calls wait for

@@ -61,8 +61,13 @@ export interface Execution<T> {
   replayed: boolean;
 }
 
-/** The lease behind each running fn's context, for leaveToLease(). */
-const leases = new WeakMap<RunContext, LeaseKeeper>();
+/** The lease behind a running fn's context, for leaveToLease(): a key only this module holds. */
+const leaseOfContext = Symbol('lease');
+
+/** The context fn is given: a symbol-keyed field instead of a WeakMap entry made and swept per run. */
+interface LeasedContext extends RunContext {
+  readonly [leaseOfContext]: LeaseKeeper;
+}
 
 /**
  * Stops renewing the lease of the run `context` was given to, without ending the run: its outcome
@@ -71,7 +76,7 @@ const leases = new WeakMap<RunContext, LeaseKeeper>();
  * longer tell whether fn will ever return (an HTTP response the client walked away from).
  */
 export function leaveToLease(context: RunContext): void {
-  leases.get(context)?.stopRenewing();
+  (context as Partial<LeasedContext>)[leaseOfContext]?.stopRenewing();
 }
 
 /**
@@ -127,13 +132,14 @@ export class IdempotencyStore {
     return payloadHash(payload, this.#canonicalize);
   }
 
-  async run<T>(
+  run<T>(
     key: string,
     payload: unknown,
     fn: (ctx: RunContext) => T | Promise<T>,
     options?: RunOptions,
   ): Promise<T> {
-    return (await this.execute(key, payload, fn, options)).value;
+    // Not an async wrapper: one promise less per call.
+    return this.execute(key, payload, fn, options).then(executionValue);
   }
 
   /** As run(), and says whether the value was replayed. */
@@ -155,11 +161,24 @@ export class IdempotencyStore {
       // The attempt names this call's start, so that a begin retried after a lost reply adopts its
       // own record.
       const request: BeginRequest = { key, hash, leaseMs, retentionMs, attempt: nextAttempt() };
-      const wait = new WaitWithin(performance.now() + opts.waitMs, linked.signal);
+      const waitUntil = performance.now() + opts.waitMs;
+      // Made only when a run waits (in flight, or the store unavailable).
+      let wait: WaitWithin | undefined;
       let lateStarts = 0;
       for (;;) {
+        // Kept across an outage's retries: a start whose reply was lost may be adopted as it stands.
         const beganAt = performance.now();
-        const begun = await this.#begin(request, wait);
+        let begun: BeginResult | undefined;
+        while (begun === undefined) {
+          try {
+            begun = await this.#call('idempotency begin', linked.signal, () => this.#records.begin(request));
+          } catch (error) {
+            // Within waitMs an outage is ridden through: fn has not run, so asking again is safe.
+            if (!(error instanceof BackendUnavailableError) || waitUntil <= performance.now()) throw error;
+            wait ??= new WaitWithin(waitUntil, linked.signal);
+            await wait.pause('waiting for the idempotency store');
+          }
+        }
         switch (begun.state) {
           case 'completed':
             return { value: this.#replay(begun.outcome) as T, replayed: true };
@@ -174,7 +193,8 @@ export class IdempotencyStore {
             }
             return { value: await this.#runUnderWay(key, begun.token, beganAt, fn, opts), replayed: false };
           case 'in-flight':
-            if (!wait.timeLeft()) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
+            if (waitUntil <= performance.now()) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
+            wait ??= new WaitWithin(waitUntil, linked.signal);
             await wait.pause('waiting for an in-flight idempotent request', begun.retryAfterMs);
         }
       }
@@ -183,21 +203,9 @@ export class IdempotencyStore {
     }
   }
 
-  /** The begin call; within waitMs an outage is ridden through (fn has not run: asking again is safe). */
-  async #begin(request: BeginRequest, wait: WaitWithin): Promise<BeginResult> {
-    for (;;) {
-      try {
-        return await this.#call('begin', wait.signal, () => this.#records.begin(request));
-      } catch (error) {
-        if (!(error instanceof BackendUnavailableError) || !wait.timeLeft()) throw error;
-        await wait.pause('waiting for the idempotency store');
-      }
-    }
-  }
-
   /** Starts answered too late MAX_LATE_STARTS times: the record is given back, the call fails. */
   async #lateStartsError(key: string, token: bigint, leaseMs: number): Promise<BackendUnavailableError> {
-    await this.#call('abandon', undefined, () => this.#records.abandon(key, token)).catch(
+    await this.#call('idempotency abandon', undefined, () => this.#records.abandon(key, token)).catch(
       () => undefined, // the lease ends by itself
     );
     return new BackendUnavailableError(
@@ -222,7 +230,7 @@ export class IdempotencyStore {
   ): Promise<T> {
     if (this.#closing.signal.aborted) {
       // Started as close() began: fn is not run, and the key is freed for a retry.
-      await this.#call('abandon', undefined, () => this.#records.abandon(key, token)).catch(
+      await this.#call('idempotency abandon', undefined, () => this.#records.abandon(key, token)).catch(
         () => undefined, // the lease ends by itself
       );
       throw this.#closing.signal.reason;
@@ -249,27 +257,27 @@ export class IdempotencyStore {
     signal: AbortSignal,
   ): Promise<T> {
     const lease = new LeaseKeeper(key, token, opts.leaseMs, beganAt, signal, () =>
-      this.#call('renew', signal, () => this.#records.renew(key, token, opts.leaseMs)),
+      this.#call('idempotency renew', signal, () => this.#records.renew(key, token, opts.leaseMs)),
     );
     let outcome: StoredOutcome;
     let value: T | undefined;
     let final: FinalError | undefined;
     try {
       // The signal is a getter: a run that never reads it never has one made.
-      const context: RunContext = {
+      const context: LeasedContext = {
         get signal() {
           return lease.signal;
         },
         fencingToken: token,
+        [leaseOfContext]: lease,
       };
-      leases.set(context, lease);
       value = await fn(context);
       outcome = { kind: 'value', body: this.#codec.encode(value) };
     } catch (error) {
       lease.stop();
       if (!(error instanceof FinalError)) {
         // Retryable: free the key now. If this fails the lease still ends by itself after leaseMs.
-        await this.#call('abandon', undefined, () => this.#records.abandon(key, token)).catch(
+        await this.#call('idempotency abandon', undefined, () => this.#records.abandon(key, token)).catch(
           () => undefined,
         );
         throw error;
@@ -306,7 +314,7 @@ export class IdempotencyStore {
     for (;;) {
       try {
         // Under its own signal: close() ending the runs still in fn does not cut a completion off.
-        const done = await this.#call('complete', this.#finishing.signal, () =>
+        const done = await this.#call('idempotency complete', this.#finishing.signal, () =>
           this.#records.complete({ key, token, outcome, retentionMs }),
         );
         if (done.stored) return;
@@ -330,9 +338,12 @@ export class IdempotencyStore {
     throw new FinalError(stored.message, { status: stored.status, details: stored.details, replayed: true });
   }
 
-  /** A call without a signal of its own belongs to a run under way: it lasts until close() ends runs. */
+  /**
+   * A call without a signal of its own belongs to a run under way: it lasts until close() ends runs.
+   * `what` is a whole constant ('idempotency begin'), not built per call.
+   */
   #call<R>(what: string, signal: AbortSignal | undefined, fn: () => Promise<R>): Promise<R> {
-    return this.#deadlines.run(`idempotency ${what}`, signal ?? this.#ending.signal, fn);
+    return this.#deadlines.run(what, signal ?? this.#ending.signal, fn);
   }
 
   /**
@@ -375,6 +386,8 @@ export class IdempotencyStore {
   }
 }
 
+const executionValue = <T>(execution: Execution<T>): T => execution.value;
+
 /** A wait that lasts until `until` at most, in jittered pauses that `signal` cuts short. */
 class WaitWithin {
   /** Made only when a run must be waited for. */
@@ -384,10 +397,6 @@ class WaitWithin {
     readonly until: number,
     readonly signal: AbortSignal,
   ) {}
-
-  timeLeft(): boolean {
-    return this.until > performance.now();
-  }
 
   /** One pause: the next delay, no longer than what is left (nor `capMs`); an abort is an AbortError. */
   async pause(what: string, capMs = Number.POSITIVE_INFINITY): Promise<void> {

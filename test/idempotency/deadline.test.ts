@@ -78,6 +78,28 @@ describe('CallDeadlines', () => {
     await expect(late).rejects.toThrow(AbortError);
   });
 
+  it('calls answered out of order leave the others pending, each to its own deadline and abort', async () => {
+    const closing = new AbortController();
+    const deadlines = new CallDeadlines(300, closing.signal);
+    const answers: ((value: string) => void)[] = [];
+    const answerable = () => new Promise<string>((r) => answers.push(r));
+    const calls = ['first', 'second', 'third', 'fourth'].map((what) =>
+      deadlines.run(what, closing.signal, answerable),
+    );
+    // The middle and then the newest are answered: the oldest and the third still expire on time.
+    answers[1]?.('second answered');
+    answers[3]?.('fourth answered');
+    await expect(calls[1]).resolves.toBe('second answered');
+    await expect(calls[3]).resolves.toBe('fourth answered');
+    await expect(calls[0]).rejects.toThrow(/first: the store did not answer within 300 ms/);
+    await expect(calls[2]).rejects.toThrow(/third: the store did not answer within 300 ms/);
+    // Answered after its expiry: ignored. A later call still gets its answer.
+    answers[0]?.('too late');
+    await expect(calls[0]).rejects.toThrow(BackendUnavailableError);
+    const later = deadlines.run('later', closing.signal, async () => 'answered');
+    await expect(later).resolves.toBe('answered');
+  });
+
   it('client errors become BackendUnavailableError; a call made under an aborted signal is not made', async () => {
     const closing = new AbortController();
     const deadlines = new CallDeadlines(60_000, closing.signal);

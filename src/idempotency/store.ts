@@ -161,24 +161,11 @@ export class IdempotencyStore {
       // The attempt names this call's start, so that a begin retried after a lost reply adopts its
       // own record.
       const request: BeginRequest = { key, hash, leaseMs, retentionMs, attempt: nextAttempt() };
-      const waitUntil = performance.now() + opts.waitMs;
-      // Made only when a run waits (in flight, or the store unavailable).
-      let wait: WaitWithin | undefined;
+      const wait = new WaitWithin(performance.now() + opts.waitMs, linked.signal);
       let lateStarts = 0;
       for (;;) {
-        // Kept across an outage's retries: a start whose reply was lost may be adopted as it stands.
         const beganAt = performance.now();
-        let begun: BeginResult | undefined;
-        while (begun === undefined) {
-          try {
-            begun = await this.#call('idempotency begin', linked.signal, () => this.#records.begin(request));
-          } catch (error) {
-            // Within waitMs an outage is ridden through: fn has not run, so asking again is safe.
-            if (!(error instanceof BackendUnavailableError) || waitUntil <= performance.now()) throw error;
-            wait ??= new WaitWithin(waitUntil, linked.signal);
-            await wait.pause('waiting for the idempotency store');
-          }
-        }
+        const begun = await this.#begin(request, wait);
         switch (begun.state) {
           case 'completed':
             return { value: this.#replay(begun.outcome) as T, replayed: true };
@@ -193,13 +180,24 @@ export class IdempotencyStore {
             }
             return { value: await this.#runUnderWay(key, begun.token, beganAt, fn, opts), replayed: false };
           case 'in-flight':
-            if (waitUntil <= performance.now()) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
-            wait ??= new WaitWithin(waitUntil, linked.signal);
+            if (!wait.timeLeft()) throw new IdempotencyInFlightError(key, begun.retryAfterMs);
             await wait.pause('waiting for an in-flight idempotent request', begun.retryAfterMs);
         }
       }
     } finally {
       linked.dispose();
+    }
+  }
+
+  /** The begin call; within waitMs an outage is ridden through (fn has not run: asking again is safe). */
+  async #begin(request: BeginRequest, wait: WaitWithin): Promise<BeginResult> {
+    for (;;) {
+      try {
+        return await this.#call('idempotency begin', wait.signal, () => this.#records.begin(request));
+      } catch (error) {
+        if (!(error instanceof BackendUnavailableError) || !wait.timeLeft()) throw error;
+        await wait.pause('waiting for the idempotency store');
+      }
     }
   }
 
@@ -397,6 +395,10 @@ class WaitWithin {
     readonly until: number,
     readonly signal: AbortSignal,
   ) {}
+
+  timeLeft(): boolean {
+    return this.until > performance.now();
+  }
 
   /** One pause: the next delay, no longer than what is left (nor `capMs`); an abort is an AbortError. */
   async pause(what: string, capMs = Number.POSITIVE_INFINITY): Promise<void> {

@@ -51,6 +51,7 @@ const PAGE_WAIT_MS = 10_000;
 declare const document: {
   querySelectorAll(selector: string): Iterable<{ textContent: string | null }>;
   getElementById(id: string): { dataset: Record<string, string | undefined> } | null;
+  querySelector(selector: string): { dataset: Record<string, string | undefined> } | null;
 };
 
 /** Waits until an element that selector matches has text in it. */
@@ -345,6 +346,38 @@ describe.skipIf(targets.length === 0)(
         const unknown = await fetch(`${page_url}api/names/no%2Fsuch%2Fname`);
         expect(unknown.status).toBe(404);
         expect(await unknown.json()).toEqual({ error: 'no such name', name: 'no/such/name' });
+      } finally {
+        await closePages(pages);
+      }
+    });
+
+    it('a click whose press and release fall on either side of a redraw of the names opens the detail', async () => {
+      const prefix = `dash-click-${process.pid}/`;
+      const { url: page_url } = await dashboard(['--url', urls.redis, '--prefix', prefix]);
+      const lock = await holder(['lock', `${prefix}orders`, '--url', urls.redis, '--owner', 'alice']);
+      const row = `tr[data-name="${prefix}orders"]`;
+      const pages = await openPages();
+      try {
+        await inEachPage(pages, async ({ page }) => {
+          await page.goto(page_url);
+          await shows(page, `${prefix}orders`, lock.token);
+          const box = await (await page.waitForSelector(row, { timeout: PAGE_WAIT_MS }))?.boundingBox();
+          if (!box) throw new Error('the row is not shown');
+          await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+          await page.mouse.down();
+          // The rows are drawn again (ages count on every second) while the button is down.
+          await page.$eval(row, (node) => {
+            (node as unknown as { dataset: Record<string, string> }).dataset.pressed = 'yes';
+          });
+          await page.waitForFunction(
+            (selector: string) => document.querySelector(selector)?.dataset.pressed === undefined,
+            { timeout: PAGE_WAIT_MS },
+            row,
+          );
+          await page.mouse.up();
+          await page.waitForSelector('#detail-waiters', { timeout: PAGE_WAIT_MS });
+          expect(await page.$(`${row}.selected`)).not.toBeNull();
+        });
       } finally {
         await closePages(pages);
       }

@@ -51,7 +51,10 @@ const PAGE_WAIT_MS = 10_000;
 declare const document: {
   querySelectorAll(selector: string): Iterable<{ textContent: string | null }>;
   getElementById(id: string): { dataset: Record<string, string | undefined> } | null;
-  querySelector(selector: string): { dataset: Record<string, string | undefined> } | null;
+  querySelector(selector: string): {
+    dataset: Record<string, string | undefined>;
+    getBoundingClientRect(): Record<'x' | 'y' | 'width' | 'height', number>;
+  } | null;
 };
 
 /** Waits until an element that selector matches has text in it. */
@@ -361,14 +364,19 @@ describe.skipIf(targets.length === 0)(
         await inEachPage(pages, async ({ page }) => {
           await page.goto(page_url);
           await shows(page, `${prefix}orders`, lock.token);
-          const box = await (await page.waitForSelector(row, { timeout: PAGE_WAIT_MS }))?.boundingBox();
-          if (!box) throw new Error('the row is not shown');
+          // Found and read in one evaluation: a handle to the row goes stale at the next redraw.
+          const box = await page.evaluate((selector: string) => {
+            const { x, y, width, height } = document.querySelector(selector)?.getBoundingClientRect() ?? {};
+            return { x: x ?? 0, y: y ?? 0, width: width ?? 0, height: height ?? 0 };
+          }, row);
+          expect(box.width).toBeGreaterThan(0);
           await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
           await page.mouse.down();
           // The rows are drawn again (ages count on every second) while the button is down.
-          await page.$eval(row, (node) => {
-            (node as unknown as { dataset: Record<string, string> }).dataset.pressed = 'yes';
-          });
+          await page.evaluate((selector: string) => {
+            const node = document.querySelector(selector);
+            if (node) node.dataset.pressed = 'yes';
+          }, row);
           await page.waitForFunction(
             (selector: string) => document.querySelector(selector)?.dataset.pressed === undefined,
             { timeout: PAGE_WAIT_MS },

@@ -67,21 +67,24 @@ export class CliProcesses {
   }
 
   /**
-   * Stops every CLI still running: SIGTERM first, which the CLI forwards to its command's own
-   * process group, then SIGKILL to the CLI's group after a second.
+   * Stops every CLI still running, all at once (each has its own process group): SIGTERM first,
+   * which the CLI forwards to its command's own process group, then SIGKILL to the CLI's group
+   * after a second.
    */
   async stop(): Promise<void> {
-    for (const run of this.#runs.splice(0)) {
-      const { child } = run;
-      if (child.pid === undefined) continue;
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        await run.exited(1_000).catch(() => undefined);
-      }
-      killGroup(child.pid);
-      await run.exited(5_000);
-    }
+    await Promise.all(this.#runs.splice(0).map(stopRun));
   }
+}
+
+async function stopRun(run: CliRun): Promise<void> {
+  const { child } = run;
+  if (child.pid === undefined) return;
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill('SIGTERM');
+    await run.exited(1_000).catch(() => undefined);
+  }
+  killGroup(child.pid);
+  await run.exited(5_000);
 }
 
 /** The CLI and whatever it started (an orphaned command too); an empty group is fine. */

@@ -258,13 +258,18 @@ describe('the fencekit command', () => {
     it("the command's own children are stopped too: nothing of it runs after the release", async () => {
       const key = name('lost-group');
       const file = log();
-      // A shell whose child outlives a SIGTERM to the shell alone (as any script's `sleep` would).
-      const script = `echo start >> ${JSON.stringify(file)}; (sleep 3; echo late >> ${JSON.stringify(file)}); true`;
+      const child = `${file}.child`;
+      // A shell whose child outlives a SIGTERM to the shell alone (as any script's `sleep` would);
+      // the child writes its pid first, and `late` if it lives through its sleep.
+      const late = `echo $$ > ${JSON.stringify(child)}; sleep 3; echo late >> ${JSON.stringify(file)}`;
+      const script = `echo start >> ${JSON.stringify(file)}; sh -c '${late}'; true`;
       const run = cli.start(['lock', key, '--url', redisUrl, '--ttl', '1500', '--', 'sh', '-c', script]);
-      await until('the command runs', () => logLines(file).length === 1);
+      await until('the command and its child run', () => logLines(child).length === 1);
       expect(await raw.del(lockKeys('fencekit:', key).lock)).toBe(1);
       expect(await run.exited()).toBe(137);
-      await new Promise((r) => setTimeout(r, 4_000)); // past the child's sleep
+      // Once the child is gone nothing can write `late` any more: no need to sleep past its sleep.
+      const childPid = Number(logLines(child)[0]);
+      await until('the child is gone', () => !alive(childPid), 10_000);
       expect(logLines(file)).toEqual(['start']);
     });
 

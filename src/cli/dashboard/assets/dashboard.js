@@ -159,7 +159,6 @@
           ),
         );
         if (row.name === view.selected) tr.classList.add('selected');
-        tr.addEventListener('click', () => select(row.name));
         return tr;
       }),
     );
@@ -210,6 +209,25 @@
     list.prepend(timelineItem(entry));
     while (list.children.length > 300) list.lastElementChild.remove();
     if (entry.name === view.selected) loadDetail();
+  }
+
+  /**
+   * A row is selected by a press and a release on the same name, heard on the table's body: the
+   * rows are drawn again every second, and a click listener on a row loses a click whose press
+   * fell on the row that was replaced.
+   */
+  function followRowClicks() {
+    const body = $('names').tBodies[0];
+    const nameAt = (event) => event.target.closest('tr[data-name]')?.dataset.name;
+    let pressed = null;
+    body.addEventListener('pointerdown', (event) => {
+      pressed = event.button === 0 ? nameAt(event) : null;
+    });
+    body.addEventListener('pointerup', (event) => {
+      const name = nameAt(event);
+      if (event.button === 0 && name !== undefined && name === pressed) select(name);
+      pressed = null;
+    });
   }
 
   function select(name) {
@@ -477,6 +495,7 @@
       });
     }
     $('filter').addEventListener('input', renderNames);
+    followRowClicks();
     try {
       view.config = await (await fetch('/api/config')).json();
       $('backend').textContent =

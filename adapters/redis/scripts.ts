@@ -110,17 +110,25 @@ end
 `;
 
 /**
- * arrivalNow(): the server's TIME in microseconds, but never at or below the last one this name's
- * queue used (CLOCK, a waiting key: it expires with them and goes with the queue's last place), so
- * a request that queues after another never gets a lower arrival for a clock that stepped back.
- * While the clock is behind, arrivals count on from the last one, a microsecond each. Needs t.
+ * arrivalNow(): the server's TIME in microseconds plus the name's offset, never at or below the
+ * last arrival this name's queue used. CLOCK ("last offset", a waiting key: it expires with them
+ * and goes with the queue's last place) keeps both: when TIME + offset would not pass the last
+ * arrival (the server's clock stepped back), the offset grows to make up the step, so arrivals go on
+ * moving with real time from there, and a request's wait in its process (subtracted from its
+ * arrival) still places it among the others by when it was asked for. Needs t.
  */
 const ARRIVAL_NOW = `
 local function arrivalNow()
-  local asked = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = tonumber(redis.call('GET', CLOCK) or '')
-  if last and last >= asked then asked = last + 1 end
-  redis.call('SET', CLOCK, string.format('%.0f', asked))
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last, offset = string.match(redis.call('GET', CLOCK) or '', '^(%d+) ?(%d*)$')
+  last = last and tonumber(last)
+  offset = offset and tonumber(offset) or 0
+  local asked = now + offset
+  if last and asked <= last then
+    offset = last + 1 - now
+    asked = last + 1
+  end
+  redis.call('SET', CLOCK, string.format('%.0f %.0f', asked, offset))
   return asked
 end
 `;
@@ -371,7 +379,7 @@ export interface LockKeys {
   delay: string;
   /** The waiting ownerTokens, a sorted set scored by arrival (see FIRST). */
   queue: string;
-  /** The last arrival time the queue used (µs): its clock never goes back (see ARRIVAL_NOW). */
+  /** The last arrival the queue used and the offset added to TIME (µs): its clock never goes back (see ARRIVAL_NOW). */
   arrivalClock: string;
   /** ownerToken → expiry by the server's clock: waiters that stop refreshing drop out. */
   waiters: string;

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockProvider } from '../../adapters/redis/index.js';
 import { LockScripts, lockKeys } from '../../adapters/redis/scripts.js';
 import { connect, type Lock, type LockLostError } from '../../src/index.js';
+import { sleep } from '../../src/testing/helpers.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
 
@@ -223,7 +224,7 @@ describe('Redis adapter on a real server', () => {
       scripts = new LockScripts(raw.duplicate());
     });
     afterAll(() => scripts?.redis.disconnect());
-    const queue = (name: string, ownerToken: string, ttlMs: number) =>
+    const queue = (name: string, ownerToken: string, ttlMs: number, waitedMs = 0) =>
       scripts.acquire(lockKeys('fencekit:', name), {
         ownerToken,
         ttlMs,
@@ -232,6 +233,7 @@ describe('Redis adapter on a real server', () => {
         fair: true,
         waiterTtlMs: 5_000,
         channel: inbox(name, ownerToken),
+        waitedMs,
       });
 
     it('release grants the first waiter with its own ttl and owner, and tells it the token', async () => {
@@ -312,14 +314,19 @@ describe('Redis adapter on a real server', () => {
       await raw.zadd(keys.queue, hourAhead, 'B');
       await raw.set(keys.arrivalClock, hourAhead, 'PX', 60_000);
       await queue(name, 'C', 60_000);
-      expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['B', 'C']);
+      await sleep(300);
+      // D had waited 100 ms in its process: it was asked for after C queued, and goes behind it.
+      await queue(name, 'D', 60_000, 100);
+      expect(await raw.zrange(keys.queue, 0, -1)).toEqual(['B', 'C', 'D']);
       await scripts.release(keys, 'A', true);
       expect(await raw.get(keys.lock)).toMatch(/^B /);
       await scripts.release(keys, 'B', true);
       expect(await raw.get(keys.lock)).toMatch(/^C /);
+      await scripts.release(keys, 'C', true);
+      expect(await raw.get(keys.lock)).toMatch(/^D /);
       // The queue's clock went with its last place: a free name keeps only its fence counter.
       expect(await raw.exists(keys.arrivalClock)).toBe(0);
-      await scripts.release(keys, 'C', true);
+      await scripts.release(keys, 'D', true);
       expect(await raw.keys(`fencekit:{${name}}:*`)).toEqual([keys.fence]);
     });
 

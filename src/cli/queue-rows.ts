@@ -3,7 +3,9 @@
  * detail): an entry a row, in grant order, with what queue() tells of it and nothing more. An
  * owner is shown as a holder's is; queue() reads no other text a waiter stored.
  */
-import type { QueuedWaiter } from '../types.js';
+import { FencekitError } from '../errors.js';
+import { processSecrets } from '../secret-mask.js';
+import type { LockProvider, QueuedWaiter } from '../types.js';
 
 /** One entry: its place (1 = next), times as ISO 8601; null where the backend does not record it. */
 export interface QueueRow {
@@ -25,4 +27,30 @@ export function queueRows(waiters: QueuedWaiter[], now: number): QueueRow[] {
     waitingMs: waiter.since ? Math.max(0, now - waiter.since.getTime()) : null,
     requests: waiter.requests ?? null,
   }));
+}
+
+/** `queue` (null when not read) and, when null, `queueNote` saying why. */
+export type QueueDetail = { queue: QueueRow[] } | { queue: null; queueNote: string };
+
+/**
+ * A lock's queue, up to `limit` entries, within the provider's callTimeoutMs. One that cannot be
+ * read (no queue() on the provider, Redlock's refusal, an outage) is a note saying why, with any
+ * secret masked: the rest of what the caller shows stands.
+ */
+export async function readQueue(
+  provider: LockProvider,
+  name: string,
+  limit: number,
+  now: () => number = Date.now,
+): Promise<QueueDetail> {
+  if (!provider.queue) return { queue: null, queueNote: `the ${provider.backend} provider has no queue()` };
+  let waiters: QueuedWaiter[];
+  try {
+    waiters = await provider.queue(name, { limit });
+  } catch (error) {
+    const why =
+      error instanceof FencekitError ? `${error.message} [${error.code}]` : 'the queue could not be read';
+    return { queue: null, queueNote: processSecrets.text(why) };
+  }
+  return { queue: queueRows(waiters, now()) };
 }

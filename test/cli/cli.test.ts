@@ -661,6 +661,30 @@ describe('the fencekit command', () => {
     );
   });
 
+  it('inspect prints the names when a queue cannot be read, and says why on stderr', async () => {
+    const key = name('inspect-no-queue');
+    const lock = await observer.acquire(key, { ttlMs: 20_000 });
+    try {
+      // A live waiter, and a queue key that is not a sorted set: inspect counts the waiter, the
+      // queue's read fails (WRONGTYPE).
+      const [seconds] = await raw.time();
+      await raw.zadd(`fencekit:{${key}}:waiters`, (Number(seconds) + 60) * 1_000, 'someone');
+      await raw.set(`fencekit:{${key}}:arrivals`, 'not a sorted set');
+      const out = await cli.run(['inspect', key, '--url', redisUrl, '--json']);
+      expect(out.code, out.stderr).toBe(0);
+      const [row] = JSON.parse(out.stdout);
+      expect(row).toMatchObject({ name: key, waiters: 1, queue: null });
+      expect(row.queueNote).toMatch(/WRONGTYPE/);
+      const table = await cli.run(['inspect', key, '--url', redisUrl]);
+      expect(table.code, table.stderr).toBe(0);
+      expect(table.stdout).toMatch(new RegExp(`^NAME .*\n${key} .*${lock.fencingToken} `));
+      expect(table.stderr).toContain(`the queue of ${key}: `);
+    } finally {
+      await raw.del(`fencekit:{${key}}:waiters`, `fencekit:{${key}}:arrivals`);
+      await lock.release();
+    }
+  });
+
   it.each([
     ['etcd', () => etcdUrl, []],
     ['redis', () => redisUrl, ['--ttl', '1500']],

@@ -6,7 +6,7 @@ import { cliAction } from '../action.js';
 import { type ConnectionFlags, connectionOptions, providerAction, withProvider } from '../connection.js';
 import { EXIT } from '../exit-codes.js';
 import { operator } from '../options.js';
-import { type QueueRow, queueRows } from '../queue-rows.js';
+import { type QueueDetail, type QueueRow, readQueue } from '../queue-rows.js';
 import { formatTable } from '../table.js';
 
 /** One row of `inspect`: the same fields in the table and in --json. */
@@ -22,9 +22,11 @@ export interface InspectRow {
   waiters: number;
   /**
    * Without --read-write: the name's waiters in grant order, the first QUEUE_LIMIT of them ([] when
-   * inspect counted none; null where the provider cannot list them, as Redlock's).
+   * inspect counted none; null where they could not be listed, as on Redlock, with queueNote).
    */
   queue?: QueueRow[] | null;
+  /** Why queue is null. */
+  queueNote?: string;
 }
 
 export function registerAdminCommands(program: Command): void {
@@ -51,7 +53,7 @@ export function registerAdminCommands(program: Command): void {
               continue;
             }
             const info = await provider.inspect(name);
-            rows.push({ ...inspectRow(name, info, now), queue: await waiterQueue(provider, name, info) });
+            rows.push({ ...inspectRow(name, info, now), ...(await waiterQueue(provider, name, info)) });
           }
           if (flags.json) console.log(JSON.stringify(rows, null, 2));
           else if (flags.readWrite)
@@ -60,6 +62,9 @@ export function registerAdminCommands(program: Command): void {
             console.log(formatTable(TABLE_HEADER, rows.map(tableCells)));
             const waiting = rows.flatMap(queueCells);
             if (waiting.length > 0) console.log(`\n${formatTable(QUEUE_HEADER, waiting)}`);
+            for (const row of rows) {
+              if (row.queueNote !== undefined) console.error(`the queue of ${row.name}: ${row.queueNote}`);
+            }
           }
           return EXIT.ok;
         },
@@ -142,21 +147,16 @@ export function inspectRow(name: string, info: LockInfo | null, now: number): In
 
 /**
  * The queue of a name that `info` (its inspect) shows waiters for: read after inspect, so the two
- * may differ by a waiter that came or went between the reads. No read when nobody waits.
+ * may differ by a waiter that came or went between the reads. No read when nobody waits. One that
+ * cannot be read is null with a note (Redlock keeps no common queue; an outage): the row stands.
  */
 async function waiterQueue(
   provider: LockProvider,
   name: string,
   info: LockInfo | null,
-): Promise<QueueRow[] | null> {
-  if (!provider.queue) return null;
-  if (!info || info.waiters === 0) return [];
-  try {
-    return queueRows(await provider.queue(name, { limit: QUEUE_LIMIT }), Date.now());
-  } catch (error) {
-    if (error instanceof NotImplementedError) return null; // Redlock: its instances keep no common queue
-    throw error;
-  }
+): Promise<QueueDetail> {
+  if (!info || info.waiters === 0) return { queue: [] };
+  return readQueue(provider, name, QUEUE_LIMIT);
 }
 
 function queueCells(row: InspectRow): string[][] {

@@ -64,7 +64,10 @@ export interface Execution<T> {
 /** The lease behind a running fn's context, for leaveToLease(): a key only this module holds. */
 const leaseOfContext = Symbol('lease');
 
-/** The context fn is given: a symbol-keyed field instead of a WeakMap entry made and swept per run. */
+/**
+ * The context fn is given, with its lease under a module symbol (not enumerable) rather than in a
+ * WeakMap entry made and swept per run.
+ */
 interface LeasedContext extends RunContext {
   readonly [leaseOfContext]: LeaseKeeper;
 }
@@ -262,13 +265,14 @@ export class IdempotencyStore {
     let final: FinalError | undefined;
     try {
       // The signal is a getter: a run that never reads it never has one made.
-      const context: LeasedContext = {
+      const context: RunContext = {
         get signal() {
           return lease.signal;
         },
         fencingToken: token,
-        [leaseOfContext]: lease,
       };
+      // Not enumerable: not copied by a spread, printed or compared as the caller's data.
+      Object.defineProperty(context, leaseOfContext, { value: lease });
       value = await fn(context);
       outcome = { kind: 'value', body: this.#codec.encode(value) };
     } catch (error) {

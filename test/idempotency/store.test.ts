@@ -96,6 +96,14 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
     expect(await store.run(k2, 'p', async () => 'second try')).toBe('second try');
   });
 
+  it("fn's context is its signal and fencingToken only: a copy or a comparison sees nothing else", async () => {
+    const seen = await store.run(key('context'), 'p', (context) => ({
+      keys: Reflect.ownKeys({ ...context }).map(String),
+      fencingToken: typeof context.fencingToken,
+    }));
+    expect(seen).toEqual({ keys: ['signal', 'fencingToken'], fencingToken: 'bigint' });
+  });
+
   it('a run longer than its lease keeps it by renewal: no repeat takes over', async () => {
     const k = key('renewed');
     let runs = 0;

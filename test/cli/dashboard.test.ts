@@ -44,8 +44,11 @@ for (const [target, install] of [
   if (!target.path) console.warn(`dashboard browser tests skipped in ${target.name}: no binary (${install})`);
 }
 
-/** How long the page may take to show a change: the issue's figure is 2 s, this is for a loaded CI. */
-const PAGE_WAIT_MS = 10_000;
+/**
+ * How long the page may take to show a change: 2 s is the aim; this is for a CI whose machine is
+ * busy with other work (an open detail may wait for the next unchanged state, every 5 s).
+ */
+const PAGE_WAIT_MS = 20_000;
 
 /** The little of the page's DOM the checks read inside the page (the project compiles without the DOM library). */
 declare const document: {
@@ -105,6 +108,7 @@ async function inEachPage(pages: BrowserPage[], check: (open: BrowserPage) => Pr
 const targets = [chromium, firefox].filter((target) => target.path !== undefined);
 describe.skipIf(targets.length === 0)(
   `fencekit dashboard in a browser (${targets.map((target) => target.name).join(', ')})`,
+  { timeout: 120_000 }, // several page waits in turn, each up to PAGE_WAIT_MS
   () => {
     let redis: ServerGroup;
     let etcd: ServerGroup;
@@ -266,7 +270,7 @@ describe.skipIf(targets.length === 0)(
           await closePages(pages);
         }
       },
-      60_000,
+      120_000,
     );
 
     it.each(['redis', 'etcd'] as const)(
@@ -322,7 +326,7 @@ describe.skipIf(targets.length === 0)(
           await closePages(pages);
         }
       },
-      60_000,
+      120_000,
     );
 
     it('without --allow-force-release: no button on the page, and the API refuses', async () => {

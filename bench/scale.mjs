@@ -210,7 +210,9 @@ export async function benchScale() {
  * after the other drifts with the machine, by as much as the gap between the two.
  */
 async function againstCurator(zkUrl, curator, contenderCounts) {
-  const rounds = Math.min(Math.max(Number(process.env.FENCEKIT_BENCH_ROUNDS ?? 3) || 3, 1), 20);
+  // An odd count, so that the median is a round's own ratio.
+  const asked = Math.min(Math.max(Number(process.env.FENCEKIT_BENCH_ROUNDS ?? 3) || 3, 1), 19);
+  const rounds = asked % 2 === 1 ? asked : asked + 1;
   const ms = seconds * 1_000;
   const perSecond = (grants) => grants.reduce((a, b) => a + Math.max(b, 0), 0) / seconds;
   const rows = [];
@@ -222,8 +224,19 @@ async function againstCurator(zkUrl, curator, contenderCounts) {
     const theirs = [];
     for (let round = 0; round < rounds; round++) {
       const open = () => connect(zkUrl, { callTimeoutMs: 10_000 });
-      const ours = perSecond(await contendGrants(open, `bench/scale/curator-${n}/${round}`, n, ms));
-      const { grants } = await curator.send(`contend ${n} ${ms}`);
+      const runOurs = async () =>
+        perSecond(await contendGrants(open, `bench/scale/curator-${n}/${round}`, n, ms));
+      const runTheirs = async () => (await curator.send(`contend ${n} ${ms}`)).grants;
+      // Who goes first alternates: a round's second run finds the server and the JIT warmer.
+      let ours;
+      let grants;
+      if (round % 2 === 0) {
+        ours = await runOurs();
+        grants = await runTheirs();
+      } else {
+        grants = await runTheirs();
+        ours = await runOurs();
+      }
       if (grants.some((g) => g < 0))
         console.log(`  Curator: ${grants.filter((g) => g < 0).length} contenders failed`);
       theirs.push(perSecond(grants));

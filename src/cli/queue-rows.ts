@@ -19,7 +19,7 @@ export interface QueueRow {
 }
 
 /** `waiters` as queue() answered them, their waits measured up to `now` (ms since the epoch). */
-export function queueRows(waiters: QueuedWaiter[], now: number): QueueRow[] {
+function queueRows(waiters: QueuedWaiter[], now: number): QueueRow[] {
   return waiters.map((waiter, index) => ({
     position: index + 1,
     owner: waiter.owner ?? null,

@@ -11,8 +11,6 @@ import type { NameKind } from './snapshot.js';
 /** The most entries a detail shows; the count of waiters comes from inspect as before. */
 export const DETAIL_QUEUE_LIMIT = 50;
 
-export type { QueueDetail };
-
 export async function nameQueue(
   provider: LockProvider,
   name: string,

@@ -88,17 +88,20 @@ interface BrowserPage {
 }
 
 /**
- * Runs check on every page at once and waits for all of them; a failure names its browser. The
- * processes and the backend a test sets up are the same for both browsers: only the page differs.
+ * Runs check on each page in turn; a failure names its browser. The processes and the backend a
+ * test sets up are the same for both browsers: only the page differs. In turn, not at once: two
+ * browsers drawing at the same time took the CPU from the tests that run beside this file (the
+ * torture suites' liveness bounds).
  */
 async function inEachPage(pages: BrowserPage[], check: (open: BrowserPage) => Promise<void>): Promise<void> {
-  const outcomes = await Promise.allSettled(pages.map((open) => check(open)));
-  outcomes.forEach((outcome, index) => {
-    if (outcome.status === 'fulfilled') return;
-    const error = outcome.reason as Error;
-    error.message = `in ${pages[index]?.browser}: ${error.message}`;
-    throw error;
-  });
+  for (const open of pages) {
+    try {
+      await check(open);
+    } catch (error) {
+      (error as Error).message = `in ${open.browser}: ${(error as Error).message}`;
+      throw error;
+    }
+  }
 }
 
 // `fencekit dashboard` as an operator uses it: the CLI serves the page, holders are other CLI

@@ -259,8 +259,8 @@ describe('semaphore torture', () => {
     const [overGrant, tokenReuse, longLease, abandon] = await Promise.all([
       torture([...memory, '--no-nemesis', '--unsafe', 'over-grant']),
       torture([...memory, '--no-nemesis', '--unsafe', 'token-reuse']),
-      // Long enough for a killed holder's permits to be judged: lease + permits-return's 8 s bound.
-      torture(['--backend', 'memory', '--seconds', '10', '--faults', 'killWorker', '--unsafe', 'long-lease']),
+      // Long enough for a killed holder's permits to be judged: lease + permits-return's 12 s bound.
+      torture(['--backend', 'memory', '--seconds', '30', '--faults', 'killWorker', '--unsafe', 'long-lease']),
       torture([...memory, '--no-nemesis', '--unsafe', 'abandon']),
     ]);
     expect(ruleSet(overGrant).has('over-limit')).toBe(true);

@@ -13,10 +13,11 @@ const NAMES = Object.keys(LIMITS);
 
 /**
  * How long the probe's request for every permit of a name may wait (see checkPermitsReturn): a
- * liveness bound, generous so that a machine busy with every workload at once (6.2 s seen on etcd)
- * is not a violation, while permits that never come back still are (the long-lease control).
+ * liveness bound, generous so that a machine busy with every workload at once is not a violation
+ * (on etcd: 6.2 s seen, then 9.3 s in a CI run and 14.4 s with another process keeping a core
+ * busy), while permits that never come back still are (the long-lease control's 30 s leases).
  */
-const PERMITS_RETURN_BOUND_MS = 8_000;
+const PERMITS_RETURN_BOUND_MS = 12_000;
 
 /**
  * The control variants: 'over-grant' asks the backend for one permit fewer than it records (so

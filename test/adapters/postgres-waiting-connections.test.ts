@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PostgresLockProvider } from '../../adapters/postgres/index.js';
 import type { Lock } from '../../src/index.js';
-import { uniqueKey } from '../../src/testing/index.js';
+import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { postgresFixture } from '../servers/postgres-fixture.js';
 
 const NAMES = 30;
@@ -204,11 +204,26 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
     const connectsWhilePolling = connects;
     controller.abort(new Error('enough looks'));
     const abortedOutcome = await aborted;
-    const { rows } = await server.admin.query<{ n: string }>(
-      `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-        WHERE a.application_name = $1 AND l.locktype = 'advisory'`,
-      [app],
+    // The acquire rejects at the abort; a look still on the server ends after it and then lets go
+    // of its locks (or its connection): wait for that, then count what is left.
+    const advisoryLocks = async () =>
+      Number(
+        (
+          await server.admin.query<{ n: string }>(
+            `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE a.application_name = $1 AND l.locktype = 'advisory'`,
+            [app],
+          )
+        ).rows[0]?.n,
+      );
+    await eventually(
+      'the aborted look let go of its locks',
+      async () => (await advisoryLocks()) === 0,
+      10_000,
+    ).catch(
+      () => undefined, // asserted below with the count
     );
+    const rows = [{ n: String(await advisoryLocks()) }];
     await held.release();
     const permit = await semaphore.acquire({ waitMs: 15_000 });
     const rising = permit.fencingToken > held.fencingToken;

@@ -69,8 +69,13 @@ export function describeWaiting({ t, open, ttl, target }: LockSuite): void {
       const key = uniqueKey('listeners');
       const lock = await a.acquire(key, ttl);
       const waiting = b.acquire(key, ttl); // no signal, no waitMs: the provider's shared close signal
+      waiting.catch(() => undefined); // awaited below; a failed step must not leave it unhandled
+      // Once b's request waits on the server, b has reached it: a short wait that runs out is then a
+      // timeout, however slow the machine, not a backend that never answered.
+      await waitersReach(a, key, 1);
       const controller = new AbortController();
       const aborted = b.acquire(key, { ...ttl, signal: controller.signal });
+      aborted.catch(() => undefined); // awaited below
       await rejectsWith(b.acquire(key, { ...ttl, waitMs: 100 }), 'LOCK_TIMEOUT');
       await sleep(100); // both waits settle (on etcd the second one queues inside the provider)
       controller.abort();

@@ -37,6 +37,11 @@ export class SessionLiveness {
     return !this.#lost.signal.aborted;
   }
 
+  /** How long the last confirmation still vouches for the session (ms; Infinity before the first). */
+  get trustLeftMs(): number {
+    return Math.max(0, this.#deadline - monotonicNow());
+  }
+
   /** Aborts when the session is lost; reason is the LossReason. */
   get signal(): AbortSignal {
     return this.#lost.signal;

@@ -20,7 +20,7 @@ export interface SessionOptions {
 
 /**
  * One etcd lease shared by every lock of a provider, as Go's concurrency.Session: granted once, kept
- * alive every ttl/3, and trusted only until `sent + ttl·(1−drift) − rtt` after the last keepalive
+ * alive every ttl/3 (sooner while the trust left is short), and trusted only until `sent + ttl·(1−drift) − rtt` after the last keepalive
  * answer. When that passes, or etcd answers TTL 0 / lease not found, the session is lost and
  * `signal` aborts (reason: a LossReason); the provider then grants a new one for later acquires.
  * The session owns every key it created: remove() deletes one, guarded by its create revision, and
@@ -76,7 +76,7 @@ export class EtcdSession {
     }
     const session = new EtcdSession(client, granted.ID, options);
     session.#liveness.confirmed(sentAt, Number(granted.TTL) * 1000);
-    session.#scheduleKeepalive(session.#interval);
+    session.#scheduleKeepalive(session.#nextKeepaliveIn());
     return session;
   }
 
@@ -115,6 +115,15 @@ export class EtcdSession {
 
   get #interval(): number {
     return this.#options.ttlMs / 3;
+  }
+
+  /**
+   * Every ttl/3, or sooner when a slow answer left less trust than that: a third of what is left,
+   * so the next answer has the rest to arrive in. (An answer that took r leaves ttl − 2r: after a
+   * lease grant slower than ttl/3, the next keepalive at ttl/3 could only come back too late.)
+   */
+  #nextKeepaliveIn(): number {
+    return Math.min(this.#interval, this.#liveness.trustLeftMs / 3);
   }
 
   /** etcd answered that our lease does not exist (revoked, expired): lost now, not at the next keepalive. */
@@ -200,7 +209,7 @@ export class EtcdSession {
       }
       this.#liveness.confirmed(sentAt, ttl * 1000);
       this.#answering = true;
-      this.#scheduleKeepalive(this.#interval);
+      this.#scheduleKeepalive(this.#nextKeepaliveIn());
     } catch (error) {
       this.#answering = false;
       if (this.alive) this.#options.onRenewal?.('failed', (monotonicNow() - sentAt) / 1000, error);

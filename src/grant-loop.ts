@@ -296,7 +296,7 @@ async function obtain(ctx: GrantContext, call: GrantCall): Promise<OwnedLock | n
  * signal a few promise steps later, and a process descheduled in between (a loaded machine) must
  * not hand it a grant that lapsed meanwhile. A tenth of the ttl, at most 100 ms.
  */
-function handOutMarginMs(ttlMs: number): number {
+export function handOutMarginMs(ttlMs: number): number {
   return Math.min(100, ttlMs / 10);
 }
 

@@ -19,6 +19,16 @@ export class ContinuedGrant {
     return this.#grant.held;
   }
 
+  /** Held, and confirmed for at least `ms` more (what a new handle must have to be handed out). */
+  heldFor(ms: number): boolean {
+    return this.#grant.heldFor(ms);
+  }
+
+  /** Why the grant ended (its signal's LockLostError), or undefined while it is held. */
+  get loss(): LockLostError | undefined {
+    return this.#grant.held ? undefined : (this.#grant.signal.reason as LockLostError);
+  }
+
   /** A new handle on the grant, with the grant's token and its own ownerToken. */
   handle(ownerToken: string): OwnedLock {
     const grant = this.#grant;

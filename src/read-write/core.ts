@@ -1,4 +1,4 @@
-import { InvalidArgumentError, LockTimeoutError } from '../errors.js';
+import { InvalidArgumentError, LockLostError, LockTimeoutError } from '../errors.js';
 import {
   adapterAttempt,
   assertOpen,
@@ -6,6 +6,7 @@ import {
   type GrantRequest,
   grantTerms,
   HeldGrants,
+  handOutMarginMs,
   inspectRecipe,
   obtainGrant,
   type RecipeAdapter,
@@ -167,9 +168,14 @@ export class GenericReadWriteLock implements ReadWriteLock {
         `expected a write grant of "${this.name}" from this provider`,
       );
     }
-    // The write handle must still be held: a released one may have ended the grant already.
-    if (!write.held || !origin.grant.held) {
+    // A released write handle may have ended the grant already: nothing to continue.
+    if ((write.signal.reason as LockLostError | undefined)?.reason === 'released') {
       throw new InvalidArgumentError('downgradeFrom', `the write grant of "${this.name}" is not held`);
+    }
+    // A lost write, or one about to be (as the acquire loop judges a new grant): the read would
+    // reach the caller already lost.
+    if (!origin.grant.heldFor(handOutMarginMs(options.ttlMs))) {
+      throw origin.grant.loss ?? new LockLostError(write.key, write.fencingToken, 'unconfirmed');
     }
     const handle = origin.grant.handle(crypto.randomUUID());
     this.#held.add(handle);

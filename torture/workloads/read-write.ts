@@ -143,7 +143,7 @@ async function runReadWriteWorker(ctx: WorkerContext): Promise<void> {
     try {
       read = await rw.acquireRead({ downgradeFrom: lock, owner: worker });
     } catch (error) {
-      // A write lost meanwhile cannot be continued: InvalidArgumentError, and the write ends.
+      // A write lost meanwhile (or about to be) cannot be continued: LockLostError, and the write ends.
       emit({ type: 'acquire-error', t: now(), worker, key: lock.key, code: codeOf(error) });
       emit({ type: 'release', t: now(), worker, grant });
       return;

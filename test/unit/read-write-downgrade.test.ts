@@ -1,0 +1,58 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { type LockLostError, MemoryLockProvider } from '../../src/index.js';
+import { MemoryLockServer } from '../../src/memory/server.js';
+
+// A downgrade hands out a read at once, without a backend call: it must meet the rule of every
+// grant, no grant handed out already lost, or about to be (the acquire loop's hand-out margin).
+describe('read-write downgrade of a write whose lease is running out', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('is refused with the write’s loss (unconfirmed), not handed out with 40 ms of trust left', async () => {
+    vi.useFakeTimers({
+      toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'],
+    });
+    const provider = new MemoryLockProvider({ server: new MemoryLockServer() });
+    try {
+      const rw = provider.readWriteLock('config/routes');
+      const write = await rw.acquireWrite({ ttlMs: 1_000 });
+      provider.simulate.partition(true); // its renewals fail from now on: trust ends at about 990 ms
+      await vi.advanceTimersByTimeAsync(950);
+      expect(write.held).toBe(true); // still held, for less than the hand-out margin (100 ms)
+      const error = await rw.acquireRead({ downgradeFrom: write }).then(
+        () => undefined,
+        (e: unknown) => e as LockLostError,
+      );
+      expect({ code: error?.code, reason: error?.reason }).toEqual({
+        code: 'LOCK_LOST',
+        reason: 'unconfirmed',
+      });
+      await vi.advanceTimersByTimeAsync(100);
+      expect(write.held).toBe(false);
+      // A lost write is refused the same way, with its own reason.
+      const later = await rw.acquireRead({ downgradeFrom: write }).catch((e: unknown) => e as LockLostError);
+      expect((later as LockLostError).code).toBe('LOCK_LOST');
+    } finally {
+      provider.simulate.partition(false);
+      const closing = provider.close();
+      await vi.advanceTimersByTimeAsync(5_000);
+      await closing;
+    }
+  });
+
+  it('a released write is an InvalidArgumentError (nothing to continue)', async () => {
+    const provider = new MemoryLockProvider({ server: new MemoryLockServer() });
+    try {
+      const rw = provider.readWriteLock('config/routes');
+      const write = await rw.acquireWrite({ ttlMs: 1_000 });
+      await write.release();
+      await expect(rw.acquireRead({ downgradeFrom: write })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        argument: 'downgradeFrom',
+      });
+    } finally {
+      await provider.close();
+    }
+  });
+});

@@ -46,6 +46,8 @@ export type TortureEvent =
       token: string;
       /** signal.aborted when the grant (or term) reached the user's code. */
       abortedAtGrant: boolean;
+      /** Why, when abortedAtGrant (no abort event follows then). */
+      abortReason?: string;
       /**
        * Terms only, where the election acquires through the provider the worker gave it: whether
        * the term's own lock had already lost its signal then (the term's signal must derive from it).

@@ -37,6 +37,7 @@ export function grantRecorder(
         kind,
         token: String(token),
         abortedAtGrant: signal.aborted,
+        ...(signal.aborted ? { abortReason: describeReason(signal.reason) } : {}),
       });
       signal.addEventListener('abort', () =>
         emit({ type: 'abort', t: now(), worker, grant, reason: describeReason(signal.reason) }),

@@ -20,6 +20,8 @@ interface BrowserTarget {
 const firstExisting = (...paths: Array<string | undefined>) =>
   paths.find((path): path is string => path !== undefined && path !== '' && existsSync(path));
 const viewport = { width: 1280, height: 800 };
+/** How long a browser may take to start: a bound for a hang, reached only by one (a busy CI took 60 s for both). */
+const LAUNCH_WAIT_MS = 90_000;
 
 const chromium: BrowserTarget = {
   name: 'chromium',
@@ -30,12 +32,19 @@ const chromium: BrowserTarget = {
       executablePath: path,
       args: ['--no-sandbox'],
       defaultViewport: viewport,
+      timeout: LAUNCH_WAIT_MS,
     }),
 };
 const firefox: BrowserTarget = {
   name: 'firefox',
   path: firstExisting(process.env.FIREFOX_PATH, '/usr/bin/firefox-esr', '/usr/bin/firefox'),
-  launch: (path) => puppeteer.launch({ browser: 'firefox', executablePath: path, defaultViewport: viewport }),
+  launch: (path) =>
+    puppeteer.launch({
+      browser: 'firefox',
+      executablePath: path,
+      defaultViewport: viewport,
+      timeout: LAUNCH_WAIT_MS,
+    }),
 };
 for (const [target, install] of [
   [chromium, 'apt-get install chromium, or set CHROMIUM_PATH'],
@@ -121,23 +130,27 @@ describe.skipIf(targets.length === 0)(
     const urls: Record<'redis' | 'etcd', string> = { redis: '', etcd: '' };
     const measured: string[] = [];
 
-    beforeAll(async () => {
-      const launched = Promise.all(
-        targets.map(async (target) => {
-          const browser = await target.launch(target.path as string);
-          browsers.set(target.name, browser);
-          // The browser named is the one driven ("firefox/153.0", "Chrome/156.0…"), not a stand-in.
-          expect((await browser.version()).toLowerCase()).toContain(
-            target.name === 'firefox' ? 'firefox' : 'chrome',
-          );
-        }),
-      );
-      launched.catch(() => undefined); // awaited below, after the servers
-      [redis, etcd] = await startAll([startServers('redis'), startServers('etcd')]);
-      urls.redis = endpoint(redis, 'REDIS_URL');
-      urls.etcd = `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}?sessionTtlMs=2000`;
-      await launched;
-    }, 60_000);
+    beforeAll(
+      async () => {
+        // One browser after the other: two starting at once take the CPU from the files beside this one.
+        const launched = (async () => {
+          for (const target of targets) {
+            const browser = await target.launch(target.path as string);
+            browsers.set(target.name, browser);
+            // The browser named is the one driven ("firefox/153.0", "Chrome/156.0…"), not a stand-in.
+            expect((await browser.version()).toLowerCase()).toContain(
+              target.name === 'firefox' ? 'firefox' : 'chrome',
+            );
+          }
+        })();
+        launched.catch(() => undefined); // awaited below, after the servers
+        [redis, etcd] = await startAll([startServers('redis'), startServers('etcd')]);
+        urls.redis = endpoint(redis, 'REDIS_URL');
+        urls.etcd = `etcd://${endpoint(etcd, 'ETCD_ENDPOINTS').replace(/http:\/\//g, '')}?sessionTtlMs=2000`;
+        await launched;
+      },
+      2 * LAUNCH_WAIT_MS + 30_000,
+    );
     afterEach(async () => {
       await processes.stop();
     });

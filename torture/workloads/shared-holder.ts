@@ -1,5 +1,6 @@
 import { type Lock as HolderObject, type LostLockError, TimeoutError } from 'fencekit/compat/redis-semaphore';
 import { Belief } from './belief.js';
+import { describeReason } from './grants.js';
 
 /** One turn of a shared object, as its caller sees it: the token it was given and its belief. */
 export interface HeldTurn {
@@ -18,6 +19,8 @@ export class SharedHolder {
   readonly object: HolderObject;
   /** onLockLost was called since the current turn began (reset when a turn is released). */
   #lostInTurn = false;
+  /** Why the grant of the current turn ended, as onLockLost's error names it (for the history). */
+  #lostBecause = '';
   #belief: Belief | undefined;
 
   constructor(
@@ -25,9 +28,10 @@ export class SharedHolder {
     /** The permits one turn takes (1 for a Mutex). */
     readonly permits: number,
   ) {
-    this.object = make(() => {
+    this.object = make((error) => {
       this.#lostInTurn = true;
-      this.#belief?.end('onLockLost');
+      this.#lostBecause = describeReason(error.cause);
+      this.#belief?.end(`onLockLost (${this.#lostBecause})`);
     });
   }
 
@@ -45,7 +49,7 @@ export class SharedHolder {
       (this.object.signal?.reason as { fencingToken?: bigint } | undefined)?.fencingToken ??
       -1n;
     const belief = new Belief({ reads: () => this.object.isAcquired });
-    if (this.#lostInTurn) belief.end('onLockLost before acquire() returned');
+    if (this.#lostInTurn) belief.end(`onLockLost before acquire() returned (${this.#lostBecause})`);
     this.#belief = belief;
     return { token, belief };
   }

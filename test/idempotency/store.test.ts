@@ -112,13 +112,14 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
       'p',
       async ({ signal }) => {
         runs++;
-        await sleep(700);
+        await sleep(2_000);
         return signal.aborted ? 'lost' : 'kept';
       },
-      { leaseMs: 300 },
+      // Renewed every 400 ms: a stall of this process shorter than about 800 ms loses nothing.
+      { leaseMs: 1_200 },
     );
-    await sleep(450); // past the first lease
-    const repeat = await store.run(k, 'p', async () => 'stolen', { leaseMs: 300 }).catch((e: unknown) => e);
+    await sleep(1_500); // past the first lease
+    const repeat = await store.run(k, 'p', async () => 'stolen', { leaseMs: 1_200 }).catch((e: unknown) => e);
     expect(repeat).toBeInstanceOf(IdempotencyInFlightError);
     expect(await slow).toBe('kept');
     expect(runs).toBe(1);
@@ -406,11 +407,13 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
       tokens.push(fencingToken);
       return tokens.length;
     };
-    expect(await store.run(k, 'first', fn, { leaseMs: 100, retentionMs: 300 })).toBe(1);
-    expect(await store.run(k, 'first', fn, { leaseMs: 100, retentionMs: 300 })).toBe(1); // kept
-    await sleep(400);
+    // Kept 1.5 s: the repeat right after finds it on a busy machine too.
+    const options = { leaseMs: 100, retentionMs: 1_500 };
+    expect(await store.run(k, 'first', fn, options)).toBe(1);
+    expect(await store.run(k, 'first', fn, options)).toBe(1); // kept
+    await sleep(1_600);
     // etcd's leases count whole seconds: there the record goes a little later.
-    const again = () => store.run(k, 'another payload', fn, { leaseMs: 100, retentionMs: 300 });
+    const again = () => store.run(k, 'another payload', fn, options);
     await eventually('the record expired', async () => (await again().catch(() => undefined)) === 2, 10_000);
     expect(tokens[1]).toBeGreaterThan(tokens[0] as bigint);
   });

@@ -173,6 +173,7 @@ describe.each(['redis', 'postgres', 'etcd'] as const)('idempotency store on %s, 
     }
   }, 20_000);
 
+  const LOST_LEASE_MS = 3_000;
   it('a lost reply to the begin: the repeat is told "in flight", then takes the run over once the lease ends', async () => {
     const target = new URL(servers.urls[backend]);
     const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port) });
@@ -191,12 +192,15 @@ describe.each(['redis', 'postgres', 'etcd'] as const)('idempotency store on %s, 
           () => proxy.setMode({ kind: 'partition' }),
         );
       } else proxy.cutAfterRequest((chunk) => chunk.includes(k));
-      const lost = await store.run(k, 'p', () => runs++, { leaseMs: 800 }).catch((e: unknown) => e);
+      // The lease outlasts the lost call and the repeat (a few call deadlines) on a busy machine too.
+      const lost = await store.run(k, 'p', () => runs++, { leaseMs: LOST_LEASE_MS }).catch((e: unknown) => e);
       expect(lost).toBeInstanceOf(BackendUnavailableError);
       proxy.setMode({ kind: 'pass' });
-      const busy = await store.run(k, 'p', () => runs++, { leaseMs: 800 }).catch((e: unknown) => e);
+      const busy = await store.run(k, 'p', () => runs++, { leaseMs: LOST_LEASE_MS }).catch((e: unknown) => e);
       expect(busy).toBeInstanceOf(IdempotencyInFlightError);
-      expect(await store.run(k, 'p', () => ++runs, { leaseMs: 800, waitMs: 5_000 })).toBe(1);
+      expect(
+        await store.run(k, 'p', () => ++runs, { leaseMs: LOST_LEASE_MS, waitMs: 3 * LOST_LEASE_MS }),
+      ).toBe(1);
       expect(runs).toBe(1);
     } finally {
       await store.close();

@@ -20,6 +20,11 @@ export interface OwnedLockInit {
    * lost grant look held before the session's timer fires.
    */
   trustedWhile?: () => boolean;
+  /**
+   * For the same grants: how long (ms) the session's last confirmation still vouches for it.
+   * `heldFor` reads it, so the hand-out margin applies to a session's trust as to a lease's.
+   */
+  trustLeftMs?: () => number;
 }
 
 /** How a renewal went: extended, refused by the backend (not ours any more), or not answered. */
@@ -52,6 +57,7 @@ export class OwnedLock implements Lock {
   /** The last confirmed deadline (monotonic): checked on read as well as by its timer. */
   #deadline = Number.POSITIVE_INFINITY;
   readonly #trustedWhile: (() => boolean) | undefined;
+  readonly #trustLeftMs: (() => number) | undefined;
   #released: Promise<void> | undefined;
   #observer: GrantObserver | undefined;
 
@@ -61,6 +67,7 @@ export class OwnedLock implements Lock {
     this.ownerToken = init.ownerToken;
     this.#releaseOnBackend = init.releaseOnBackend;
     this.#trustedWhile = init.trustedWhile;
+    this.#trustLeftMs = init.trustLeftMs;
   }
 
   get signal(): AbortSignal {
@@ -79,9 +86,10 @@ export class OwnedLock implements Lock {
     return this.#loss === undefined;
   }
 
-  /** Held, and confirmed for at least `ms` more. */
+  /** Held, and confirmed for at least `ms` more (by its own deadline and by its session's). */
   heldFor(ms: number): boolean {
-    return this.held && this.#deadline - monotonicNow() >= ms;
+    if (!this.held || this.#deadline - monotonicNow() < ms) return false;
+    return (this.#trustLeftMs?.() ?? Number.POSITIVE_INFINITY) >= ms;
   }
 
   /** A deadline passed or the session went while timers could not run: lost now, not later. */

@@ -108,6 +108,11 @@ export class EtcdSession {
     return this.#liveness.alive;
   }
 
+  /** How long (ms) the last keepalive answer still vouches for the session; 0 once it is lost. */
+  get trustLeftMs(): number {
+    return this.alive ? this.#liveness.trustLeftMs : 0;
+  }
+
   /** Alive, and its last keepalive was answered (false while etcd does not answer it). */
   get answering(): boolean {
     return this.alive && this.#answering;

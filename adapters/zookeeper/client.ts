@@ -177,6 +177,11 @@ export class ZkSession {
     return this.#liveness.alive;
   }
 
+  /** How long (ms) the last confirmation still vouches for the session; 0 once it is lost. */
+  get trustLeftMs(): number {
+    return this.alive ? this.#liveness.trustLeftMs : 0;
+  }
+
   get signal(): AbortSignal {
     return this.#liveness.signal;
   }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { monotonicNow } from '../../src/clock.js';
 import { obtainGrant } from '../../src/grant-loop.js';
 import { OwnedLock } from '../../src/ownership.js';
+import { sessionGrant } from '../../src/session-grant.js';
 import { validateAcquireOptions } from '../../src/validate.js';
 
 /** A grant confirmed for `ms` more, which counts its releases. */
@@ -18,7 +19,26 @@ const grantFor = (ms: number, released: string[], token: bigint) => {
   return lock;
 };
 
-describe('the acquire loop hands out no grant about to lapse', () => {
+/** A grant of a session (etcd, ZooKeeper) whose last confirmation vouches for `ms` more. */
+const sessionGrantFor = (ms: number, released: string[], token: bigint) => {
+  const until = monotonicNow() + ms;
+  const session = {
+    get alive() {
+      return monotonicNow() < until;
+    },
+    get trustLeftMs() {
+      return Math.max(0, until - monotonicNow());
+    },
+  };
+  return sessionGrant(session, { key: 'k', fencingToken: token, ownerToken: `t${token}` }, async () => {
+    released.push(`t${token}`);
+  });
+};
+
+describe.each([
+  ['its own lease', grantFor],
+  ['its session', sessionGrantFor],
+])('the acquire loop hands out no grant about to lapse (trusted by %s)', (_by, grantFor) => {
   it('a grant with less than its hand-out margin left is released and asked for again', async () => {
     const released: string[] = [];
     // 2 ms left of a 10 s lease: its caller would read an aborted signal after a short pause.

@@ -14,19 +14,9 @@ export class ContinuedGrant {
     this.#grant = grant;
   }
 
-  /** Whether the grant itself is still held (a handle may be released while another continues). */
-  get held(): boolean {
-    return this.#grant.held;
-  }
-
   /** Held, and confirmed for at least `ms` more (what a new handle must have to be handed out). */
   heldFor(ms: number): boolean {
     return this.#grant.heldFor(ms);
-  }
-
-  /** Why the grant ended (its signal's LockLostError), or undefined while it is held. */
-  get loss(): LockLostError | undefined {
-    return this.#grant.held ? undefined : (this.#grant.signal.reason as LockLostError);
   }
 
   /** A new handle on the grant, with the grant's token and its own ownerToken. */

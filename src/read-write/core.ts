@@ -51,7 +51,10 @@ export type AdapterReadWriteInfo = Omit<ReadWriteInfo, 'name' | 'delayed'> &
   Partial<Pick<ReadWriteInfo, 'delayed'>>;
 
 /** Write handles this process handed out, and the grant each continues (for downgradeFrom). */
-const writes = new WeakMap<Lock, { name: string; closeSignal: AbortSignal; grant: ContinuedGrant }>();
+const writes = new WeakMap<
+  Lock,
+  { name: string; closeSignal: AbortSignal; grant: ContinuedGrant; ttlMs: number }
+>();
 
 /**
  * Everything read-write locks share across backends: validation, the shared acquire loop, close,
@@ -148,7 +151,7 @@ export class GenericReadWriteLock implements ReadWriteLock {
     // A write is handed out through a ContinuedGrant, so that a read can continue it.
     const grant = new ContinuedGrant(lock);
     const handle = grant.handle(lock.ownerToken);
-    writes.set(handle, { name: this.name, closeSignal: this.#ctx.closeSignal, grant });
+    writes.set(handle, { name: this.name, closeSignal: this.#ctx.closeSignal, grant, ttlMs: options.ttlMs });
     this.#held.add(handle);
     return handle;
   }
@@ -168,14 +171,18 @@ export class GenericReadWriteLock implements ReadWriteLock {
         `expected a write grant of "${this.name}" from this provider`,
       );
     }
-    // A released write handle may have ended the grant already: nothing to continue.
-    if ((write.signal.reason as LockLostError | undefined)?.reason === 'released') {
-      throw new InvalidArgumentError('downgradeFrom', `the write grant of "${this.name}" is not held`);
+    if (!write.held) {
+      const loss = write.signal.reason as LockLostError;
+      // A released write handle may have ended the grant already: nothing to continue.
+      if (loss.reason === 'released') {
+        throw new InvalidArgumentError('downgradeFrom', `the write grant of "${this.name}" is not held`);
+      }
+      throw loss;
     }
-    // A lost write, or one about to be (as the acquire loop judges a new grant): the read would
-    // reach the caller already lost.
-    if (!origin.grant.heldFor(handOutMarginMs(options.ttlMs))) {
-      throw origin.grant.loss ?? new LockLostError(write.key, write.fencingToken, 'unconfirmed');
+    // About to be lost, as the acquire loop judges a new grant (by the write's own TTL): the read
+    // would reach the caller already lost. The write stays the caller's to release.
+    if (!origin.grant.heldFor(handOutMarginMs(origin.ttlMs))) {
+      throw new LockLostError(write.key, write.fencingToken, 'unconfirmed');
     }
     const handle = origin.grant.handle(crypto.randomUUID());
     this.#held.add(handle);

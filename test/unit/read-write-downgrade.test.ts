@@ -28,11 +28,39 @@ describe('read-write downgrade of a write whose lease is running out', () => {
         code: 'LOCK_LOST',
         reason: 'unconfirmed',
       });
+      expect(write.held).toBe(true); // refused, not released: the write is still the caller's
       await vi.advanceTimersByTimeAsync(100);
       expect(write.held).toBe(false);
-      // A lost write is refused the same way, with its own reason.
+      // A lost write is refused with its own loss, the error its signal carries.
       const later = await rw.acquireRead({ downgradeFrom: write }).catch((e: unknown) => e as LockLostError);
-      expect((later as LockLostError).code).toBe('LOCK_LOST');
+      expect(later).toBe(write.signal.reason);
+      // Lost, then released: still its loss (only a write released while held is INVALID_ARGUMENT).
+      await write.release().catch(() => undefined);
+      const afterRelease = await rw.acquireRead({ downgradeFrom: write }).catch((e: unknown) => e);
+      expect((afterRelease as LockLostError).code).toBe('LOCK_LOST');
+    } finally {
+      provider.simulate.partition(false);
+      const closing = provider.close();
+      await vi.advanceTimersByTimeAsync(5_000);
+      await closing;
+    }
+  });
+
+  it('the margin is the write’s (by its TTL), not the read request’s', async () => {
+    vi.useFakeTimers({
+      toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'],
+    });
+    const provider = new MemoryLockProvider({ server: new MemoryLockServer() });
+    try {
+      const rw = provider.readWriteLock('config/routes');
+      const write = await rw.acquireWrite({ ttlMs: 1_000 }); // margin 100 ms
+      provider.simulate.partition(true);
+      await vi.advanceTimersByTimeAsync(950);
+      // A read asking for a 50 ms TTL (margin 5 ms) does not lower the write's margin.
+      await expect(rw.acquireRead({ downgradeFrom: write, ttlMs: 50 })).rejects.toMatchObject({
+        code: 'LOCK_LOST',
+        reason: 'unconfirmed',
+      });
     } finally {
       provider.simulate.partition(false);
       const closing = provider.close();

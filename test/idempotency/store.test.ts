@@ -112,13 +112,13 @@ describe.each<StoreBackend>(['memory', 'redis', 'postgres', 'etcd'])('idempotenc
       'p',
       async ({ signal }) => {
         runs++;
-        await sleep(2_000);
+        await sleep(3_000);
         return signal.aborted ? 'lost' : 'kept';
       },
       // Renewed every 400 ms: a stall of this process shorter than about 800 ms loses nothing.
       { leaseMs: 1_200 },
     );
-    await sleep(1_500); // past the first lease
+    await sleep(2_300); // past the first lease (etcd's leases count whole seconds: 2 s there)
     const repeat = await store.run(k, 'p', async () => 'stolen', { leaseMs: 1_200 }).catch((e: unknown) => e);
     expect(repeat).toBeInstanceOf(IdempotencyInFlightError);
     expect(await slow).toBe('kept');

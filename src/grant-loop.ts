@@ -268,11 +268,16 @@ async function obtain(ctx: GrantContext, call: GrantCall): Promise<OwnedLock | n
       else noteReached(ctx);
       unavailable = undefined;
       if (lock === null) return null;
-      if (!lock.heldFor(handOutMarginMs(options.ttlMs))) {
+      const margin = handOutMarginMs(options.ttlMs);
+      if (!lock.heldFor(margin)) {
         // Born lost (its answer came after the lease could have passed on), or about to be: not a
         // grant.
+        const aboutToLapse = lock.held;
         await lock.release().catch(() => undefined); // a release that fails leaves a lost grant to its lease
         if (!shouldWait) return null;
+        // About to lapse: within the margin its lease or session is renewed or lost; asked again at
+        // once, the backend would answer with a grant refused the same way.
+        if (aboutToLapse) await sleepUnlessWoken(margin, cancel).done.catch(() => undefined);
         if (cancel.aborted) throw cancelled();
         continue;
       }

@@ -21,8 +21,9 @@ export interface SessionOptions {
 /**
  * One etcd lease shared by every lock of a provider, as Go's concurrency.Session: granted once, kept
  * alive every ttl/3 (sooner while the trust left is short), and trusted only until
- * `sent + ttl·(1−drift) − rtt` after the last keepalive answer. When that passes, or etcd answers TTL 0 / lease not found, the session is lost and
- * `signal` aborts (reason: a LossReason); the provider then grants a new one for later acquires.
+ * `sent + ttl·(1−drift) − rtt` after the last keepalive answer. When that passes, or etcd answers
+ * TTL 0 / lease not found, the session is lost and `signal` aborts (reason: a LossReason); the
+ * provider then grants a new one for later acquires.
  * The session owns every key it created: remove() deletes one, guarded by its create revision, and
  * retries until etcd confirms or the session ends. A session written off while etcd may still keep
  * its lease is revoked (best effort), so its keys do not outlive it by a whole TTL.

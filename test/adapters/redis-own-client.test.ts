@@ -73,7 +73,12 @@ describe('a Redis client of the app’s own', () => {
         expect(held.fencingToken).toBeGreaterThan(first.fencingToken);
         // a waits, and hears b's release on its own client's duplicate (the notice subscriber).
         const waiting = a.acquire(key, { ttlMs: 5_000, waitMs: 5_000 });
-        await new Promise((r) => setTimeout(r, 100));
+        // Queued, and listening, before the release: a release before a's subscription makes a first
+        // without a notice (its next try, at once, takes the name), a slow first try finds it free.
+        await eventually('a queued', async () => (await b.inspect(key))?.waiters === 1);
+        const listening = async () =>
+          ((await b.redis.pubsub('CHANNELS', '*inbox:*')) as string[]).length === 1;
+        await eventually('a subscribed to its notices', listening);
         await held.release();
         const second = await waiting;
         expect(second.fencingToken).toBeGreaterThan(held.fencingToken);

@@ -37,8 +37,9 @@ export class SessionLiveness {
     return !this.#lost.signal.aborted;
   }
 
-  /** How long the last confirmation still vouches for the session (ms; Infinity before the first). */
+  /** How long the last confirmation still vouches for the session (ms; Infinity before the first, 0 once lost). */
   get trustLeftMs(): number {
+    if (!this.alive) return 0;
     return Math.max(0, this.#deadline - monotonicNow());
   }
 

@@ -111,7 +111,7 @@ export class EtcdSession {
 
   /** How long (ms) the last keepalive answer still vouches for the session; 0 once it is lost. */
   get trustLeftMs(): number {
-    return this.alive ? this.#liveness.trustLeftMs : 0;
+    return this.#liveness.trustLeftMs;
   }
 
   /** Alive, and its last keepalive was answered (false while etcd does not answer it). */

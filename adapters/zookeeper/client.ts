@@ -179,7 +179,7 @@ export class ZkSession {
 
   /** How long (ms) the last confirmation still vouches for the session; 0 once it is lost. */
   get trustLeftMs(): number {
-    return this.alive ? this.#liveness.trustLeftMs : 0;
+    return this.#liveness.trustLeftMs;
   }
 
   get signal(): AbortSignal {

@@ -223,7 +223,7 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
     ).catch(
       () => undefined, // asserted below with the count
     );
-    const rows = [{ n: String(await advisoryLocks()) }];
+    const advisoryLocksLeft = await advisoryLocks();
     await held.release();
     const permit = await semaphore.acquire({ waitMs: 15_000 });
     const rising = permit.fencingToken > held.fencingToken;
@@ -232,7 +232,7 @@ describe('PostgreSQL waitingConnections: waiters of many names do not take every
       looked: looks >= 6,
       connects: connectsWhilePolling,
       abortedOutcome,
-      advisoryLocksLeft: Number(rows[0]?.n),
+      advisoryLocksLeft,
       rising,
     }).toEqual({
       looked: true,

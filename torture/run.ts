@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { connect } from 'fencekit';
 import type { CheckResult } from './checker.js';
 import { type TortureBackend, TortureCluster } from './cluster.js';
-import { now } from './history.js';
+import { now, type TortureEvent } from './history.js';
 import { LIBRARY_ENV } from './library-env.js';
 import { runNemesis } from './nemesis.js';
 import { seeded } from './random.js';
@@ -140,8 +140,15 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
     if (rule) await until(() => ruleBroken(pool, workloads, workloadOf, rule));
     stopping.abort();
     await nemesis;
-    // Quiet tail: every fault has healed; grants must resume within the bound.
-    await sleep(Math.min(PROGRESS_BOUND_MS, 6_000));
+    // Quiet tail: every fault has healed; grants must resume within the bound. It ends early once
+    // each workload was granted again after the last heal, but not before QUIET_MIN_MS: a holder
+    // that was frozen writes (late) within that.
+    const quietFrom = now();
+    const healed = lastHeal(pool.history);
+    await until(
+      () => now() - quietFrom >= QUIET_MIN_MS && grantsMade(pool, workloads, workloadOf, 1, healed),
+      QUIET_MAX_MS,
+    );
     const minGrants = options.minGrants;
     if (minGrants) await until(() => grantsMade(pool, workloads, workloadOf, minGrants));
     await pool.stopAll();
@@ -168,23 +175,35 @@ export async function runTorture(options: TortureOptions): Promise<TortureReport
 
 /** How much longer than asked a run goes on for --min-grants, --min-faults or --until-violation. */
 const EXTRA_WAIT_MS = 60_000;
+/** The quiet tail's bounds (see runTorture). */
+const QUIET_MIN_MS = TTL_MS;
+const QUIET_MAX_MS = Math.min(PROGRESS_BOUND_MS, 6_000);
 
-/** Waits until `done()` holds, or EXTRA_WAIT_MS passed: the checker then judges what there is. */
-async function until(done: () => boolean): Promise<void> {
-  const giveUpAt = performance.now() + EXTRA_WAIT_MS;
+/** Waits until `done()` holds, or `limitMs` passed: the checker then judges what there is. */
+async function until(done: () => boolean, limitMs = EXTRA_WAIT_MS): Promise<void> {
+  const giveUpAt = performance.now() + limitMs;
   while (!done() && performance.now() < giveUpAt) await sleep(250);
 }
 
-/** Every workload's workers have recorded `count` grants. */
+/** When the last fault of the history healed (-Infinity: none did). */
+function lastHeal(history: readonly TortureEvent[]): number {
+  let healed = Number.NEGATIVE_INFINITY;
+  for (const e of history) if (e.type === 'fault') healed = Math.max(healed, e.tEnd);
+  return healed;
+}
+
+/** Every workload's workers have recorded `count` grants (with `after`: live ones after it). */
 function grantsMade(
   pool: WorkerPool,
   workloads: readonly Workload[],
   workloadOf: ReadonlyMap<string, WorkloadName>,
   count: number,
+  after?: number,
 ): boolean {
   const grants = new Map<WorkloadName, number>();
   for (const e of pool.history) {
-    const name = e.type === 'grant' ? workloadOf.get(e.worker) : undefined;
+    if (e.type !== 'grant' || (after !== undefined && (e.t <= after || e.abortedAtGrant))) continue;
+    const name = workloadOf.get(e.worker);
     if (name) grants.set(name, (grants.get(name) ?? 0) + 1);
   }
   return workloads.every((w) => (grants.get(w.name) ?? 0) >= count);
@@ -204,8 +223,9 @@ function ruleBroken(
 }
 
 /**
- * After every worker closed, nothing of theirs may be held. Leases of crashed workers may still
- * be running: wait until they must have expired, then look.
+ * After every worker closed, nothing of theirs may be held. Leases of crashed workers (and of
+ * releases a fault made fail) may still be running: what a look finds counts only once they must
+ * have expired, 2 × TTL after the stop; a clean look before that ends the check at once.
  */
 async function checkLeftovers(
   cluster: TortureCluster,
@@ -213,22 +233,32 @@ async function checkLeftovers(
   workloads: readonly Workload[],
   pool: WorkerPool,
 ): Promise<void> {
+  // A look finding something looks again until then; only what the last look found counts.
+  const lastLookAt = performance.now() + TTL_MS * 2;
   // memory://: the runner's own process holds the named server its in-process workers shared.
-  await sleep(TTL_MS * 2);
   const url = await cluster.urlFor('inspector', options.seed);
   const provider = await connect(url, { callTimeoutMs: 3_000 });
   try {
     for (const w of workloads) {
-      const found = await w
-        .leftovers({
-          provider,
-          url,
-          storageUrl: cluster.storageUrl,
-          backend: options.backend,
-          record: (event) => pool.record(event),
-        })
-        .catch((error: unknown) => [`leftover check failed: ${String(error)}`]);
-      for (const detail of found) pool.record({ type: 'leftover', t: now(), workload: w.name, detail });
+      for (;;) {
+        const recorded: TortureEvent[] = [];
+        const found = await w
+          .leftovers({
+            provider,
+            url,
+            storageUrl: cluster.storageUrl,
+            backend: options.backend,
+            record: (event) => recorded.push(event),
+          })
+          .catch((error: unknown) => [`leftover check failed: ${String(error)}`]);
+        if (found.length > 0 && performance.now() < lastLookAt) {
+          await sleep(250);
+          continue;
+        }
+        for (const event of recorded) pool.record(event);
+        for (const detail of found) pool.record({ type: 'leftover', t: now(), workload: w.name, detail });
+        break;
+      }
     }
   } finally {
     await provider.close();

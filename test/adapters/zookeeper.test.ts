@@ -406,6 +406,7 @@ describe('ZooKeeper adapter with 100 waiters on one name', () => {
   it('each release triggers at most one watch wake-up; no node is left', async () => {
     const key = uniqueKey('herd-100');
     const holder = open();
+    expect(await holder.sessionTimeoutMs(), 'the session the server granted').toBe(SESSION_MS);
     const waiters = Array.from({ length: 100 }, () => open());
     await expectOneWakeupPerRelease(holder, waiters, key);
     expect(await children(raw, holder.folder(key))).toEqual([]);

@@ -15,7 +15,7 @@ export interface ServerRequest {
    * and natively, so that every member is a local process it can signal.
    */
   faults?: boolean;
-  /** ZooKeeper tickTime in ms (session timeouts are clamped to 2..20 ticks). Default 200. */
+  /** ZooKeeper tickTime in ms (session timeouts are clamped to 2..20 ticks; a private native server). Default 200. */
   tickMs?: number;
   /**
    * ZooKeeper's znode.container.checkIntervalMs, how often the leader removes empty container
@@ -57,6 +57,7 @@ export async function startServers(kind: ServerKind, request: ServerRequest = {}
   const fromEnv = process.env[size === 1 ? ENV[kind].single : ENV[kind].cluster];
   const privateServer =
     request.faults ||
+    request.tickMs !== undefined ||
     request.maxConnections !== undefined ||
     request.durableCommits ||
     request.containerCheckMs !== undefined;

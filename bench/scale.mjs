@@ -5,7 +5,9 @@
 // (CLIENTS at most), as the processes of a fleet would. Beside fencekit's ZooKeeper row, Curator's
 // InterProcessMutex (Debian's libcurator-recipes-java, when installed) at up to CURATOR_MAX
 // contenders, one client and thread each (its harness counts grants, not waits: no p99), measured
-// against fencekit's ZooKeeper lock in the same shape in interleaved rounds.
+// against fencekit's ZooKeeper lock in the same shape in interleaved rounds. After the Redis rows,
+// the Redis ceiling (bench/redis-ceiling.mjs): what a token ring through Redis reaches, with each
+// Redis row's share of it and each anchor's rate times 10 beside it.
 //
 // FENCEKIT_BENCH_CONTENDERS=10,100  other contender counts; FENCEKIT_BENCH_SECONDS=3  the shortest window;
 // FENCEKIT_BENCH_ONLY=redis,etcd    only those rows; FENCEKIT_BENCH_ROUNDS=3  rounds against Curator. With --chart (npm run bench scale -- --chart),
@@ -19,6 +21,7 @@ import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock5';
 import { lineChart } from './chart.mjs';
 import { curatorMissing, startCurator } from './curator.mjs';
+import { redisRingCeiling } from './redis-ceiling.mjs';
 import { contendGrants } from './scenarios.mjs';
 import { startServer } from './servers.mjs';
 
@@ -197,10 +200,33 @@ export async function benchScale() {
         );
       }
     }
+    if (redisUrl) await printRedisCeiling(redisUrl, results);
     if (chart) await writeCharts(results);
     return results;
   } finally {
     await Promise.all(Object.values(servers).map((s) => s.stop()));
+  }
+}
+
+/**
+ * The ring's rate (bench/redis-ceiling.mjs) over CLIENTS connections, taken twice, beside what each
+ * Redis row reached and each anchor's rate times 10: where 10× an anchor is above the ring's
+ * best, no client handing over by a message through Redis reaches it on this machine.
+ */
+async function printRedisCeiling(redisUrl, results) {
+  const rings = [];
+  for (let i = 0; i < 2; i++) rings.push(await redisRingCeiling(redisUrl, CLIENTS, seconds * 1_000));
+  const best = Math.max(...rings);
+  console.log(
+    `\nRedis ceiling: a token round ${CLIENTS} connections, 1 PUBLISH per hand-over, no lock: ${rings.map((r) => r.toFixed(0)).join(' and ')} hand-overs/s`,
+  );
+  for (const r of results.filter((x) => x.name.includes('Redis') || x.name.includes('(anchor)'))) {
+    if (r.name.includes('Curator')) continue;
+    const share = `${((100 * r.handoffsPerSecond) / best).toFixed(0)} % of the ceiling`;
+    const tenfold = r.name.includes('(anchor)')
+      ? `; 10× it is ${(10 * r.handoffsPerSecond).toFixed(0)}${10 * r.handoffsPerSecond > best ? ', above the ceiling' : ''}`
+      : '';
+    console.log(`${r.name.padEnd(34)} ${String(r.contenders).padStart(6)}  ${share}${tenfold}`);
   }
 }
 

@@ -17,10 +17,9 @@ const CREATE_OP = 15; // ZooKeeper request type of create2 (create answering wit
 /** A raw client for checks behind the provider's back. */
 async function rawClient(
   connect: string,
-  digest?: string,
-  sessionTimeout = 4_000,
+  { digest, sessionTimeoutMs = 4_000 }: { digest?: string; sessionTimeoutMs?: number } = {},
 ): Promise<zookeeper.Client> {
-  const client = zookeeper.createClient(connect, { sessionTimeout, retries: 0 });
+  const client = zookeeper.createClient(connect, { sessionTimeout: sessionTimeoutMs, retries: 0 });
   await new Promise<void>((ok, fail) => {
     const timer = setTimeout(() => fail(new Error('no session')), 10_000);
     client.once('connected', () => {
@@ -31,6 +30,20 @@ async function rawClient(
   });
   if (digest) client.addAuthInfo('digest', Buffer.from(digest));
   return client;
+}
+type ProviderOptions = ConstructorParameters<typeof ZooKeeperLockProvider>[0];
+
+/** Opens providers on a describe's server with its defaults, and closes them all at its end. */
+function providersOf(defaults: () => ProviderOptions) {
+  const opened: ZooKeeperLockProvider[] = [];
+  return {
+    open(options: Partial<ProviderOptions> = {}) {
+      const provider = new ZooKeeperLockProvider({ ...defaults(), ...options });
+      opened.push(provider);
+      return provider;
+    },
+    closeAll: () => Promise.allSettled(opened.map((p) => p.close())),
+  };
 }
 const children = (client: zookeeper.Client, path: string) =>
   new Promise<string[]>((ok, fail) =>
@@ -45,24 +58,19 @@ describe('ZooKeeper adapter on a real server', () => {
   let zk: ServerGroup;
   let connectString: string;
   let raw: zookeeper.Client;
-  const providers: ZooKeeperLockProvider[] = [];
-  const open = (options: Partial<ConstructorParameters<typeof ZooKeeperLockProvider>[0]> = {}) => {
-    const provider = new ZooKeeperLockProvider({
-      connectString,
-      sessionTimeoutMs: 2_000,
-      serverTickMs: 200, // the test servers' tickTime
-      ...options,
-    });
-    providers.push(provider);
-    return provider;
-  };
+  const providers = providersOf(() => ({
+    connectString,
+    sessionTimeoutMs: 2_000,
+    serverTickMs: 200, // the test servers' tickTime
+  }));
+  const open = providers.open;
   beforeAll(async () => {
     zk = await startServers('zookeeper');
     connectString = endpoint(zk, 'ZK_CONNECT');
     raw = await rawClient(connectString);
   });
   afterAll(async () => {
-    await Promise.allSettled(providers.map((p) => p.close()));
+    await providers.closeAll();
     raw?.close();
     await zk?.stop();
   });
@@ -153,12 +161,12 @@ describe('ZooKeeper adapter on a real server', () => {
     const provider = open({ digest: 'alice:secret', creatorOnlyAcl: true });
     const key = uniqueKey('acl');
     const lock = await provider.acquire(key);
-    const alice = await rawClient(connectString, 'alice:secret');
+    const alice = await rawClient(connectString, { digest: 'alice:secret' });
     const [node] = await children(alice, provider.folder(key));
     alice.close();
     expect(node).toMatch(/-lock-/);
     await expect(children(raw, provider.folder(key))).rejects.toMatchObject({ name: 'NO_AUTH' });
-    const mallory = await rawClient(connectString, 'mallory:guess');
+    const mallory = await rawClient(connectString, { digest: 'mallory:guess' });
     try {
       const error = await new Promise<zookeeper.Exception | null>((ok) =>
         mallory.remove(`${provider.folder(key)}/${node}`, -1, (e) => ok(e as zookeeper.Exception | null)),
@@ -175,12 +183,12 @@ describe('ZooKeeper adapter on a real server', () => {
     const provider = open({ digest: 'alice:secret', creatorOnlyAcl: true });
     const rw = provider.readWriteLock(uniqueKey('rw-acl'));
     const write = await rw.acquireWrite();
-    const alice = await rawClient(connectString, 'alice:secret');
+    const alice = await rawClient(connectString, { digest: 'alice:secret' });
     const [node] = await children(alice, provider.folder(rw.name));
     alice.close();
     expect(node).toMatch(/-__WRIT__\d+$/);
     await expect(children(raw, provider.folder(rw.name))).rejects.toMatchObject({ name: 'NO_AUTH' });
-    const mallory = await rawClient(connectString, 'mallory:guess');
+    const mallory = await rawClient(connectString, { digest: 'mallory:guess' });
     try {
       const error = await new Promise<zookeeper.Exception | null>((ok) =>
         mallory.remove(`${provider.folder(rw.name)}/${node}`, -1, (e) => ok(e as zookeeper.Exception | null)),
@@ -382,23 +390,18 @@ describe('ZooKeeper adapter with 100 waiters on one name', () => {
   const SESSION_MS = 20 * TICK_MS; // the longest the server grants
   let zk: ServerGroup;
   let raw: zookeeper.Client;
-  const providers: ZooKeeperLockProvider[] = [];
-  const open = () => {
-    const connectString = endpoint(zk, 'ZK_CONNECT');
-    const provider = new ZooKeeperLockProvider({
-      connectString,
-      sessionTimeoutMs: SESSION_MS,
-      serverTickMs: TICK_MS,
-    });
-    providers.push(provider);
-    return provider;
-  };
+  const providers = providersOf(() => ({
+    connectString: endpoint(zk, 'ZK_CONNECT'),
+    sessionTimeoutMs: SESSION_MS,
+    serverTickMs: TICK_MS,
+  }));
+  const open = () => providers.open();
   beforeAll(async () => {
     zk = await startServers('zookeeper', { tickMs: TICK_MS });
-    raw = await rawClient(endpoint(zk, 'ZK_CONNECT'), undefined, SESSION_MS);
+    raw = await rawClient(endpoint(zk, 'ZK_CONNECT'), { sessionTimeoutMs: SESSION_MS });
   });
   afterAll(async () => {
-    await Promise.allSettled(providers.map((p) => p.close()));
+    await providers.closeAll();
     raw?.close();
     await zk?.stop();
   });

@@ -48,8 +48,15 @@ export interface ZkQueueCall {
    * listing's answer (false: not our turn after all, or the listing failed).
    */
   speculate?: () => (head: boolean) => void;
-  /** Told every listing of the folder, marker and all (lock-delay.ts reads the marker only when listed). */
+  /** Told every listing of the folder, markers and all (a read-write lock reads its grants' markers). */
   listed?: (children: readonly string[]) => void;
+  /**
+   * A node beside the queue that the grant must know of (the lock-delay marker, by name; lock-delay.ts
+   * reads it only when known to be there): `seen` is told at every listing whether it is there. While
+   * ours is next in line it is watched too, and when the head goes while it is known absent, ours
+   * heads the queue without a listing (waitForTurn).
+   */
+  marker?: { name: string; seen: (present: boolean) => void };
 }
 
 export interface ZkQueued {
@@ -259,6 +266,7 @@ export async function waitForTurn(
       try {
         const children = await list(call, cancel);
         call.listed?.(children);
+        call.marker?.seen(children.includes(call.marker.name));
         order = queueOrder(children, call.queueKinds ?? call.kind);
       } finally {
         index = order.findIndex((n) => n.name === queued.name);
@@ -278,10 +286,54 @@ export async function waitForTurn(
     // Sent with the blocker's watch (one write): no round trip of its own. A lock granted at
     // once arms it after the grant instead (provider.ts).
     watch?.arm();
-    const gone = await deletion(call, `${call.parent}/${blocker.name}`, cancel);
-    head = gone && index === 1 && call.headAfterPredecessor === true;
+    // Next in line: nothing can sort ahead of ours but the head (later nodes sort after ours; see
+    // queueOrder for the sequence wrap), so once the head goes ours is the head, and only the
+    // marker's state is left to learn: watched from here, its absence spares the listing.
+    const marker =
+      index === 1 && call.marker
+        ? watchAbsence(call, `${call.parent}/${call.marker.name}`, cancel)
+        : undefined;
+    let gone = false;
+    let markerAbsent = false;
+    try {
+      gone = await deletion(call, `${call.parent}/${blocker.name}`, cancel);
+    } finally {
+      markerAbsent = marker?.end() === true;
+    }
+    // Ours known to exist too (its watch answered and quiet), or the grant could be born lost.
+    const known = markerAbsent && watch?.watching === true;
+    head = gone && index === 1 && (call.headAfterPredecessor === true || known);
+    if (head && known) call.marker?.seen(false);
     woken = gone;
   }
+}
+
+/**
+ * Watches that `path` is absent; `end()`, called once the wait it serves is over, says whether the
+ * server answered that it was absent and nothing touched it since: no event on it, no change of
+ * connection. One connection carries a session's answers and watch events in the order the server
+ * applied them, and this watch is sent before the one on the node ahead, so an absence still known
+ * when that node is seen deleted held at its deletion. A reconnect spoils it: the server re-fires a
+ * session's watches in an order of its own (deletions before creations).
+ */
+function watchAbsence(call: ZkQueueCall, path: string, cancel: AbortSignal): { end: () => boolean } {
+  const { client } = call.session;
+  let absent = false;
+  let spoiled = false;
+  const spoil = () => {
+    spoiled = true;
+  };
+  const stopStates = client.onState(spoil);
+  client.exists(path, { watch: spoil, signal: cancel }).then((stat) => {
+    absent = stat === null;
+  }, spoil);
+  return {
+    end: () => {
+      stopStates();
+      client.unwatch(path, spoil);
+      return absent && !spoiled;
+    },
+  };
 }
 
 /** Our node's Stat when its creation did not return one (nodes made by a multi). */

@@ -17,6 +17,8 @@ export class OwnNodeWatch {
   /** Nobody listens any more (released, lost): no more retries. */
   #stopped = false;
   #armed = false;
+  /** The server answered that the node exists, and its watch has not fired since. */
+  #watching = false;
   #soon: NodeJS.Immediate | undefined;
   #onDeleted: (() => void) | undefined;
 
@@ -41,6 +43,7 @@ export class OwnNodeWatch {
     if (this.#gone || this.#stopped || !this.#session.alive) return;
     this.#session.client.exists(this.#path, { watch: this.watcher }).then(
       (stat) => {
+        this.#watching = stat !== null;
         if (stat) return;
         this.#session.client.unwatch(this.#path, this.watcher); // it would wait for a creation
         this.#end();
@@ -69,6 +72,7 @@ export class OwnNodeWatch {
 
   /** The listener to pass to exists(path, { watch }). */
   readonly watcher = (event: WatchEvent): void => {
+    this.#watching = false;
     if (event.type === 'deleted') {
       this.#end();
       return;
@@ -77,10 +81,20 @@ export class OwnNodeWatch {
     this.#session.client.exists(this.#path, { watch: this.watcher }).then(
       (stat) => {
         if (!stat) this.watcher({ type: 'deleted', path: this.#path });
+        else this.#watching = true;
       },
       () => undefined, // not answered: the heartbeat decides whether the session is still ours
     );
   };
+
+  /**
+   * The server said the node exists and the watch has not fired since: on one connection, a
+   * deletion of ours before a later event would have come first (a waiter granted on the node
+   * ahead's deletion, without a listing, relies on it; see mutex.ts).
+   */
+  get watching(): boolean {
+    return this.#watching && !this.#gone;
+  }
 
   /** Calls onDeleted once when the node is gone (at once if it already is); returns the unsubscriber. */
   whenDeleted(onDeleted: () => void): () => void {

@@ -357,8 +357,11 @@ export class ZooKeeperLockProvider extends BaseLockProvider {
         onWake: () => {
           this.wakeups += 1;
         },
-        listed: (children) => {
-          markerListed = children.includes(MARKER_NAME);
+        marker: {
+          name: MARKER_NAME,
+          seen: (present) => {
+            markerListed = present;
+          },
         },
       },
       req.wait,

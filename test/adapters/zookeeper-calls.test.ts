@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { MARKER_NAME } from '../../adapters/zookeeper/lock-delay.js';
 import { ZkClient } from '../../adapters/zookeeper/wire/client.js';
 import { CreateMode, OPEN_ACL_UNSAFE } from '../../adapters/zookeeper/wire/ops.js';
 import { startWireCounter, type WireCounter } from '../../bench/wire-count.mjs';
@@ -227,6 +228,83 @@ describe('ZooKeeper calls per grant', () => {
       await other.close();
     }
   });
+  /**
+   * A lock waiter queued behind a raw client's node (Curator's shape), up to the moment its watches
+   * are set and answered: what it sent meanwhile, summed.
+   */
+  const queueBehind = async (key: string, raw: ZkClient) => {
+    const head = await raw.create(
+      `${provider.folder(key)}/_c_${crypto.randomUUID()}-lock-`,
+      Buffer.alloc(0),
+      OPEN_ACL_UNSAFE,
+      CreateMode.EPHEMERAL_SEQUENTIAL,
+    );
+    counter.take();
+    const waiting = provider.acquire(key, { waitMs: 20_000 });
+    const sent: Record<string, number> = {};
+    let [requests, replies] = [0, 0];
+    // Its own node's, the marker's and the head's exists: the waiter is watching once all are answered.
+    await expect
+      .poll(
+        () => {
+          const counts = counter.take();
+          for (const [op, n] of Object.entries(counts.requests)) sent[op] = (sent[op] ?? 0) + n;
+          requests += Object.values(counts.requests).reduce((a, b) => a + b, 0);
+          replies += counts.replies;
+          return (sent.exists ?? 0) >= 3 && replies === requests;
+        },
+        { timeout: 10_000, interval: 20 },
+      )
+      .toBe(true);
+    return { head, waiting };
+  };
+
+  it('a lock waiter next in line is granted on the head’s deletion, without listing the queue again', async () => {
+    const key = uniqueKey('calls-next');
+    await (await provider.acquire(key)).release(); // the session and the name's folder exist now
+    const raw = await rawClient();
+    try {
+      const { head, waiting } = await queueBehind(key, raw);
+      await raw.delete(head);
+      const lock = await waiting;
+      const { requests } = counter.take();
+      await lock.release();
+      console.log(`waiter next in line, after the head's deletion: ${JSON.stringify(requests)}`);
+      // Curator lists the queue again here (getChildren2): a round trip between deletion and grant.
+      expect(requests.getChildren ?? 0).toBe(0);
+    } finally {
+      await raw.close();
+    }
+  });
+
+  // The waiter above trusts the marker's absence only while its watch on the marker is quiet: a
+  // marker created after the waiter last listed the queue (a holder's grant with lockDelayMs, whose
+  // session then expired) must still be waited out.
+  it('a lock waiter next in line still waits out a lock-delay marker made after it listed', async () => {
+    const key = uniqueKey('calls-next-delay');
+    await (await provider.acquire(key)).release();
+    const raw = await rawClient();
+    try {
+      const { head, waiting } = await queueBehind(key, raw);
+      const delayMs = 1_500;
+      const headName = head.slice(head.lastIndexOf('/') + 1);
+      await raw.create(
+        `${provider.folder(key)}/${MARKER_NAME}`,
+        Buffer.from(`${headName} ${delayMs}`),
+        OPEN_ACL_UNSAFE,
+        CreateMode.PERSISTENT,
+      );
+      await raw.delete(head); // as its session's end would: no clean release
+      const deleted = performance.now();
+      const lock = await waiting;
+      const waited = performance.now() - deleted;
+      await lock.release();
+      expect(waited, 'the delay counts from after the deletion').toBeGreaterThanOrEqual(delayMs);
+    } finally {
+      await raw.close();
+    }
+  });
+
   // Closing the session removes every node of it in one call: close() sends no delete per lock
   // (100,000 held locks left their nodes to the session timeout: the close queued behind them).
   it('close() with 50 locks held sends no delete, only the session close', async () => {

@@ -286,7 +286,8 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
   }, 240_000);
 
   it('immediate loss: a holder whose key is deleted (`etcdctl del`, `etcdctl lease revoke`) aborts within one watch event', async () => {
-    const provider = open({ sessionTtlMs: 6_000 });
+    // Keepalives every 5 s: a loss seen within 1.5 s came by the watch, even on a slow machine.
+    const provider = open({ sessionTtlMs: 15_000 });
     const other = open();
     const results: Array<{ how: string; settled: boolean; ms: number }> = [];
     for (const how of ['del', 'lease revoke'] as const) {
@@ -318,7 +319,7 @@ describe('etcd hardening (issue 12) on a real etcd', () => {
     }
     for (const { how, settled, ms } of results) {
       expect(settled, `${how}: the holder must learn before the next client uses the name`).toBe(true);
-      expect(ms).toBeLessThan(500);
+      expect(ms).toBeLessThan(1_500);
     }
   });
 

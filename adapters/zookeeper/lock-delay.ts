@@ -97,7 +97,7 @@ export interface AtHead {
   acl: readonly ACL[];
   /** The delay our grant asks for (0: it writes no marker). */
   delayMs: number;
-  /** Whether the last listing of the queue showed a marker (no read when it did not). */
+  /** Whether a marker may be there: shown by the last listing, or not known absent (no read when it is). */
   markerListed: boolean;
   wait: boolean;
   signal: AbortSignal;

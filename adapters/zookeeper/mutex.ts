@@ -53,8 +53,9 @@ export interface ZkQueueCall {
   /**
    * A node beside the queue that the grant must know of (the lock-delay marker, by name; lock-delay.ts
    * reads it only when known to be there): `seen` is told at every listing whether it is there. While
-   * ours is next in line it is watched too, and when the head goes while it is known absent, ours
-   * heads the queue without a listing (waitForTurn).
+   * ours is next in line it is watched too, and when the head goes while it is known absent and our
+   * own node known to exist (its watch answered and quiet), ours heads the queue without a listing
+   * (waitForTurn).
    */
   marker?: { name: string; seen: (present: boolean) => void };
 }

@@ -19,6 +19,11 @@ export class OwnNodeWatch {
   #armed = false;
   /** The server answered that the node exists, and its watch has not fired since. */
   #watching = false;
+  /**
+   * Events heard so far. An answer is handled a microtask after the event that may follow it in the
+   * same read: one that comes back after an event it was sent before says nothing of now.
+   */
+  #heard = 0;
   #soon: NodeJS.Immediate | undefined;
   #onDeleted: (() => void) | undefined;
 
@@ -41,10 +46,13 @@ export class OwnNodeWatch {
 
   #send(): void {
     if (this.#gone || this.#stopped || !this.#session.alive) return;
+    const heard = this.#heard;
     this.#session.client.exists(this.#path, { watch: this.watcher }).then(
       (stat) => {
-        this.#watching = stat !== null;
-        if (stat) return;
+        if (stat) {
+          this.#watching = heard === this.#heard;
+          return;
+        }
         this.#session.client.unwatch(this.#path, this.watcher); // it would wait for a creation
         this.#end();
       },
@@ -72,16 +80,18 @@ export class OwnNodeWatch {
 
   /** The listener to pass to exists(path, { watch }). */
   readonly watcher = (event: WatchEvent): void => {
+    this.#heard += 1;
     this.#watching = false;
     if (event.type === 'deleted') {
       this.#end();
       return;
     }
     if (!this.#session.alive || event.type === 'sessionEnded') return;
+    const heard = this.#heard;
     this.#session.client.exists(this.#path, { watch: this.watcher }).then(
       (stat) => {
         if (!stat) this.watcher({ type: 'deleted', path: this.#path });
-        else this.#watching = true;
+        else this.#watching = heard === this.#heard;
       },
       () => undefined, // not answered: the heartbeat decides whether the session is still ours
     );

@@ -5,6 +5,7 @@ import { type ZkSession, zkCode } from './client.js';
 import type { FolderMaker } from './folders.js';
 import type { OwnNodeWatch } from './node-watch.js';
 import { unavailable } from './unavailable.js';
+import type { ZkClient } from './wire/client.js';
 import { type ACL, CreateMode, type Stat } from './wire/ops.js';
 import type { WatchEvent } from './wire/watches.js';
 
@@ -290,9 +291,10 @@ export async function waitForTurn(
     // Next in line: nothing can sort ahead of ours but the head (later nodes sort after ours; see
     // queueOrder for the sequence wrap), so once the head goes ours is the head, and only the
     // marker's state is left to learn: watched from here, its absence spares the listing.
+    const markerPath = call.marker && `${call.parent}/${call.marker.name}`;
     const marker =
-      index === 1 && call.marker
-        ? watchAbsence(call, `${call.parent}/${call.marker.name}`, cancel)
+      index === 1 && markerPath && mayLeaveWatch(call.session.client, markerPath)
+        ? watchAbsence(call, markerPath, cancel)
         : undefined;
     let gone = false;
     let markerAbsent = false;
@@ -307,6 +309,29 @@ export async function waitForTurn(
     if (head && known) call.marker?.seen(false);
     woken = gone;
   }
+}
+
+/** At most this many marker paths whose watch the server keeps for one connection (see below). */
+export const MAX_LEFT_WATCHES = 1_000;
+const leftWatches = new WeakMap<ZkClient, Set<string>>();
+
+/**
+ * The server keeps a watch on an absent path until the node is made or the connection ends (the
+ * client forgets it when the wait ends). A connection may leave such watches on MAX_LEFT_WATCHES
+ * marker paths; past that, a waiter next in line lists the queue as before. A new connection
+ * starts afresh: the old one's watches went with it.
+ */
+export function mayLeaveWatch(client: ZkClient, path: string): boolean {
+  let left = leftWatches.get(client);
+  if (!left) {
+    const paths = new Set<string>();
+    client.onState(() => paths.clear());
+    leftWatches.set(client, paths);
+    left = paths;
+  }
+  if (!left.has(path) && left.size >= MAX_LEFT_WATCHES) return false;
+  left.add(path);
+  return true;
 }
 
 /**

@@ -14,13 +14,13 @@ export async function redisRingCeiling(url, connections, ms) {
     await Promise.all(listeners.map((l, i) => l.subscribe(channel(i))));
     let handOvers = 0;
     let running = true;
-    listeners.forEach((l, i) =>
-      l.on('message', () => {
+    for (const [i, listener] of listeners.entries()) {
+      listener.on('message', () => {
         if (!running) return;
         handOvers++;
         senders[i].publish(channel(i + 1), '');
-      }),
-    );
+      });
+    }
     const started = performance.now();
     await senders[0].publish(channel(1), '');
     await new Promise((r) => setTimeout(r, ms));

@@ -97,7 +97,10 @@ export interface AtHead {
   acl: readonly ACL[];
   /** The delay our grant asks for (0: it writes no marker). */
   delayMs: number;
-  /** Whether a marker may be there: shown by the last listing, or not known absent (no read when it is). */
+  /**
+   * Whether the last listing showed a marker (no read when it did not); false too for a waiter next
+   * in line that knew the marker absent when the head went (mutex.ts).
+   */
   markerListed: boolean;
   wait: boolean;
   signal: AbortSignal;

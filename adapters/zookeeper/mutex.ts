@@ -318,14 +318,16 @@ const leftWatches = new WeakMap<ZkClient, Set<string>>();
 /**
  * The server keeps a watch on an absent path until the node is made or the connection ends (the
  * client forgets it when the wait ends). A connection may leave such watches on MAX_LEFT_WATCHES
- * marker paths; past that, a waiter next in line lists the queue as before. A new connection
- * starts afresh: the old one's watches went with it.
+ * marker paths; past that, a waiter next in line lists the queue as before. A path counts until
+ * the connection ends; the next one starts afresh, the old one's watches gone with it.
  */
 export function mayLeaveWatch(client: ZkClient, path: string): boolean {
   let left = leftWatches.get(client);
   if (!left) {
     const paths = new Set<string>();
-    client.onState(() => paths.clear());
+    client.onState((state) => {
+      if (state !== 'connecting' && state !== 'connected') paths.clear(); // the connection ended
+    });
     leftWatches.set(client, paths);
     left = paths;
   }
@@ -357,6 +359,9 @@ function watchAbsence(call: ZkQueueCall, path: string, cancel: AbortSignal): { e
     end: () => {
       stopStates();
       client.unwatch(path, spoil);
+      // Spoiled perhaps by a reconnect, which handed the watch on to the new connection: count it
+      // there too (counting too many only costs the shortcut).
+      if (spoiled) leftWatches.get(client)?.add(path);
       return absent && !spoiled;
     },
   };

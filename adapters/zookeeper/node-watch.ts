@@ -20,7 +20,7 @@ export class OwnNodeWatch {
   /** The server answered that the node exists, and its watch has not fired since. */
   #watching = false;
   /**
-   * Events heard so far. An answer is handled a microtask after the event that may follow it in the
+   * Events heard so far. An answer is handled microtasks after an event that may follow it in the
    * same read: one that comes back after an event it was sent before says nothing of now.
    */
   #heard = 0;
@@ -90,8 +90,12 @@ export class OwnNodeWatch {
     const heard = this.#heard;
     this.#session.client.exists(this.#path, { watch: this.watcher }).then(
       (stat) => {
-        if (!stat) this.watcher({ type: 'deleted', path: this.#path });
-        else this.#watching = heard === this.#heard;
+        if (stat) {
+          this.#watching = heard === this.#heard;
+          return;
+        }
+        this.#session.client.unwatch(this.#path, this.watcher); // it would wait for a creation
+        this.watcher({ type: 'deleted', path: this.#path });
       },
       () => undefined, // not answered: the heartbeat decides whether the session is still ours
     );

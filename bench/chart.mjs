@@ -69,7 +69,7 @@ export function lineChart({ title, xLabel, yLabel, series }) {
   );
   shown.forEach((s, i) => {
     const colour = COLOURS[i % COLOURS.length];
-    const dash = /anchor/i.test(s.name) ? ' stroke-dasharray="6 4"' : '';
+    const dash = /anchor|ceiling/i.test(s.name) ? ' stroke-dasharray="6 4"' : '';
     const path = s.points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ');
     parts.push(`<polyline points="${path}" fill="none" stroke="${colour}" stroke-width="2"${dash}/>`);
     for (const [x, y] of s.points)

@@ -200,7 +200,7 @@ export async function benchScale() {
         );
       }
     }
-    if (redisUrl) await printRedisCeiling(redisUrl, results);
+    if (redisUrl) results.push(...(await printRedisCeiling(redisUrl, results)));
     if (chart) await writeCharts(results);
     return results;
   } finally {
@@ -211,7 +211,8 @@ export async function benchScale() {
 /**
  * The ring's rate (bench/redis-ceiling.mjs) over CLIENTS connections, taken twice, beside what each
  * Redis row reached and each anchor's rate times 10: where 10× an anchor is above the ring's
- * best, no client handing over by a message through Redis reaches it on this machine.
+ * best, no client handing over by a message through Redis reaches it on this machine. Returns the
+ * ring's best as a row per contender count, for the chart.
  */
 async function printRedisCeiling(redisUrl, results) {
   const rings = [];
@@ -228,6 +229,13 @@ async function printRedisCeiling(redisUrl, results) {
       : '';
     console.log(`${r.name.padEnd(34)} ${String(r.contenders).padStart(6)}  ${share}${tenfold}`);
   }
+  // For the chart: the ring's best, as a line across the contender counts (it has no p99).
+  return counts.map((contenders) => ({
+    name: 'Redis ceiling (token ring, no lock)',
+    contenders,
+    handoffsPerSecond: best,
+    p99Ms: Number.NaN,
+  }));
 }
 
 /**

@@ -288,27 +288,38 @@ export async function waitForTurn(
     // Sent with the blocker's watch (one write): no round trip of its own. A lock granted at
     // once arms it after the grant instead (provider.ts).
     watch?.arm();
-    // Next in line: nothing can sort ahead of ours but the head (later nodes sort after ours; see
-    // queueOrder for the sequence wrap), so once the head goes ours is the head, and only the
-    // marker's state is left to learn: watched from here, its absence spares the listing.
-    const markerPath = call.marker && `${call.parent}/${call.marker.name}`;
-    const marker =
-      index === 1 && markerPath && mayLeaveWatch(call.session.client, markerPath)
-        ? watchAbsence(call, markerPath, cancel)
-        : undefined;
+    const nextInLine = index === 1 ? watchNextInLine(call, cancel) : undefined;
     let gone = false;
-    let markerAbsent = false;
+    let spared = false; // the listing: its answers are known already
     try {
       gone = await deletion(call, `${call.parent}/${blocker.name}`, cancel);
     } finally {
-      markerAbsent = marker?.end() === true;
+      spared = nextInLine?.end(watch) === true;
     }
-    // Ours known to exist too (its watch answered and quiet), or the grant could be born lost.
-    const known = markerAbsent && watch?.watching === true;
-    head = gone && index === 1 && (call.headAfterPredecessor === true || known);
-    if (head && known) call.marker?.seen(false);
+    head = gone && index === 1 && (call.headAfterPredecessor === true || spared);
+    if (head && spared) call.marker?.seen(false);
     woken = gone;
   }
+}
+
+/**
+ * Ours is next in line: nothing can sort ahead of it but the head (later nodes sort after ours; see
+ * queueOrder for the sequence wrap), so once the head goes ours is the head. What a listing would
+ * still tell is whether a lock-delay marker came, and whether our own node is still there. `end()`
+ * (called once, when the wait for the head is over) says whether both are known: the marker absent
+ * (watchAbsence, watched from here) and our node present (its watch answered and quiet), or the
+ * grant could skip a delay or be born lost. Undefined when there is no marker to watch, or the
+ * connection may leave no more watches.
+ */
+function watchNextInLine(
+  call: ZkQueueCall,
+  cancel: AbortSignal,
+): { end: (own: OwnNodeWatch | undefined) => boolean } | undefined {
+  if (!call.marker) return undefined;
+  const path = `${call.parent}/${call.marker.name}`;
+  if (!mayLeaveWatch(call.session.client, path)) return undefined;
+  const marker = watchAbsence(call, path, cancel);
+  return { end: (own) => marker.end() && own?.watching === true };
 }
 
 /** At most this many marker paths whose watch the server keeps for one connection (see below). */

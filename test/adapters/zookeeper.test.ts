@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import zookeeper from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperLockProvider } from '../../adapters/zookeeper/index.js';
+import { MARKER_NAME } from '../../adapters/zookeeper/lock-delay.js';
 import { connect, type LeaderInfo } from '../../src/index.js';
 import { eventually, uniqueKey } from '../../src/testing/index.js';
 import { endpoint, FaultProxy, type ServerGroup, startServers } from '../servers/index.js';
@@ -136,6 +137,50 @@ describe('ZooKeeper adapter on a real server', () => {
       await proxy.close();
     }
   });
+
+  // A waiter next in line is granted on the head's deletion without a listing only while its watch
+  // on the lock-delay marker's path stayed quiet on one connection: after a reconnect the server
+  // re-fires watches in an order of its own, so the waiter lists, and a marker made while it was
+  // away is waited out.
+  it('a waiter next in line that reconnects as the head goes lists again and waits out a marker made meanwhile', async () => {
+    const [host = '', port = ''] = connectString.split(':');
+    const proxy = await FaultProxy.start({ host, port: Number(port) });
+    const create = (path: string, mode: number, data = Buffer.alloc(0)) =>
+      new Promise<string>((ok, fail) => raw.create(path, data, mode, (e, made) => (e ? fail(e) : ok(made))));
+    try {
+      const waiter = open({ connectString: proxy.address, sessionTimeoutMs: 4_000 });
+      const key = uniqueKey('next-in-line-reconnect');
+      await (await waiter.acquire(key)).release(); // the session and the folder exist now
+      const folder = waiter.folder(key);
+      const head = await create(
+        `${folder}/_c_${crypto.randomUUID()}-lock-`,
+        zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL,
+      );
+      const waiting = waiter.acquire(key, { waitMs: 30_000 });
+      await eventually(
+        'the waiter is second in line',
+        async () => (await children(raw, folder)).length === 2,
+      );
+      await new Promise((r) => setTimeout(r, 300)); // its watches set, as a rule
+      proxy.setMode({ kind: 'refuse' });
+      const delayMs = 1_500;
+      const headName = head.slice(head.lastIndexOf('/') + 1);
+      await create(
+        `${folder}/${MARKER_NAME}`,
+        zookeeper.CreateMode.PERSISTENT,
+        Buffer.from(`${headName} ${delayMs}`),
+      );
+      await new Promise<void>((ok, fail) => raw.remove(head, -1, (e) => (e ? fail(e) : ok())));
+      const deleted = performance.now();
+      proxy.setMode({ kind: 'pass' });
+      const lock = await waiting;
+      const waited = performance.now() - deleted;
+      await lock.release();
+      expect(waited, 'the delay counts from after the deletion').toBeGreaterThanOrEqual(delayMs);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
 
   it('a disconnection shorter than the deadline keeps the lock; the session carries on', async () => {
     const [host = '', port = ''] = connectString.split(':');

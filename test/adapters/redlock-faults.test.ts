@@ -58,9 +58,16 @@ describe('Redlock under faults', () => {
     for (const p of slow) p.setMode({ kind: 'latency', ms: 500 });
     const trying = await settle(() => late.tryAcquire(key, { ttlMs: 15_000 }));
     expect(trying.outcome).toBe('BACKEND_UNAVAILABLE');
-    await new Promise((r) => setTimeout(r, 1_500)); // the late requests have run by now
+    // The late requests run on every instance (the proxies hold each byte 500 ms; a busy machine's
+    // timers fire later): the orphan grants this test is about.
+    const fencesNow = () => Promise.all(raws.map((r) => r.get(lockKeys('fencekit:', key).fence)));
+    await eventually(
+      'the late requests reached every instance',
+      async () => (await fencesNow()).every((f) => f !== null),
+      10_000,
+    );
     for (const p of slow) p.setMode({ kind: 'pass' });
-    const fences = await Promise.all(raws.map((r) => r.get(lockKeys('fencekit:', key).fence)));
+    const fences = await fencesNow();
     const next = await settle(async () => (await open().acquire(key, { waitMs: 20_000 })).release());
     console.log(
       `tryAcquire settled after ${trying.ms} ms (${trying.outcome}); fences after it ${fences}; the next client waited ${next.ms} ms`,
@@ -82,7 +89,13 @@ describe('Redlock under faults', () => {
     for (const r of raws.slice(1)) await r.set(keys.lock, 'H 1 0 ', 'PX', 60_000);
     slow[0]?.setMode({ kind: 'delay', direction: 'toClient', ms: 500 }); // late replies from instance 0
     const trying = await settle(async () => expect(await late.tryAcquire(key, { ttlMs: 15_000 })).toBeNull());
-    await new Promise((r) => setTimeout(r, 1_500)); // the late reply has arrived by now
+    // The late reply comes 500 ms after the grant on instance 0, later on a busy machine: its grant
+    // must be given back well before its 15 s TTL would end it.
+    await eventually(
+      'instance 0 holds no orphan grant',
+      async () => (await raws[0]?.pttl(keys.lock)) === -2,
+      10_000,
+    );
     const orphan = await raws[0]?.pttl(keys.lock);
     console.log(`tryAcquire → null after ${trying.ms} ms; instance 0's lock key pttl afterwards: ${orphan}`);
     expect(trying.outcome).toBe('resolved');

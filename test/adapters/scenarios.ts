@@ -3,6 +3,17 @@ import { expect } from 'vitest';
 import type { Lock, LockProvider } from '../../src/index.js';
 import { ExclusionMonitor, eventually } from '../../src/testing/index.js';
 
+/**
+ * A lock-delay waited out: the waiting acquire is granted no sooner than `delayMs` after `lostAt`,
+ * the moment its holder was lost (the delay counts from after the loss). Releases the lock.
+ */
+export async function expectGrantedAfterDelay(waiting: Promise<Lock>, lostAt: number, delayMs: number) {
+  const lock = await waiting;
+  const waited = performance.now() - lostAt;
+  await lock.release();
+  expect(waited, 'the delay counts from after the deletion').toBeGreaterThanOrEqual(delayMs);
+}
+
 /** A provider that counts the wake-ups of its waiters (etcd, ZooKeeper, Redis). */
 type CountingWakeups = LockProvider & { readonly wakeups: number };
 

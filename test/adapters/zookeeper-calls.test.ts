@@ -6,6 +6,7 @@ import { CreateMode, OPEN_ACL_UNSAFE } from '../../adapters/zookeeper/wire/ops.j
 import { startWireCounter, type WireCounter } from '../../bench/wire-count.mjs';
 import { uniqueKey } from '../../src/testing/index.js';
 import { endpoint, type ServerGroup, startServers } from '../servers/index.js';
+import { expectGrantedAfterDelay } from './scenarios.js';
 
 // What one grant costs on the wire, counted by a proxy: Curator's InterProcessMutex makes 3 calls in
 // 3 round trips (create2, getChildren2, delete; see the ZooKeeper figures in docs/benchmarks.md). fencekit makes
@@ -296,11 +297,7 @@ describe('ZooKeeper calls per grant', () => {
         CreateMode.PERSISTENT,
       );
       await raw.delete(head); // as its session's end would: no clean release
-      const deleted = performance.now();
-      const lock = await waiting;
-      const waited = performance.now() - deleted;
-      await lock.release();
-      expect(waited, 'the delay counts from after the deletion').toBeGreaterThanOrEqual(delayMs);
+      await expectGrantedAfterDelay(waiting, performance.now(), delayMs);
     } finally {
       await raw.close();
     }
